@@ -1,0 +1,1 @@
+"""groundeval: an eval harness for healthcare AI agents, as a pytest plugin."""

@@ -1,0 +1,136 @@
+"""The agent protocol and how an agent is chosen.
+
+An agent is any object with a ``name`` and ``run(prompt) -> str``. ``run`` may instead
+return an :class:`AgentOutput` (or a dict with the same keys) to report token usage, a
+tool-call transcript, or a structured resource. Built-in agents may also implement
+``run_case(task, prompt, inputs)`` to see the task's inputs (the bundle, the note) in
+structured form; agents without it get the prompt only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Agent(Protocol):
+    name: str
+
+    def run(self, prompt: str) -> "str | AgentOutput | dict[str, Any]": ...
+
+
+@dataclass
+class AgentOutput:
+    text: str
+    usage: dict[str, Any] | None = None
+    resource: dict[str, Any] | None = None  # a structured answer (write task), if the agent has one
+    transcript: list[dict[str, Any]] | None = None
+    steps: int | None = None
+    model: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def coerce(cls, value: Any) -> "AgentOutput":
+        if isinstance(value, AgentOutput):
+            return value
+        if isinstance(value, str):
+            return cls(text=value)
+        if isinstance(value, dict) and isinstance(value.get("text"), str):
+            known = {k: value.get(k) for k in ("usage", "resource", "transcript", "steps", "model")}
+            return cls(text=value["text"], **known)
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+            return cls(text=value[0], usage=value[1])
+        raise TypeError(
+            f"agent returned {type(value).__name__}; run(prompt) must return a str, "
+            "an AgentOutput, a dict with a 'text' key, or a (text, usage) tuple"
+        )
+
+
+def call_agent(agent: Any, task: str, prompt: str, inputs: dict[str, Any]) -> AgentOutput:
+    if hasattr(agent, "run_case"):
+        return AgentOutput.coerce(agent.run_case(task, prompt, inputs))
+    return AgentOutput.coerce(agent.run(prompt))
+
+
+LIVE_AGENTS = {"claude": "ANTHROPIC_API_KEY"}
+
+
+@dataclass
+class AgentSpec:
+    """What ``--agent`` / ``--model`` / ``--base-url`` ask for, checked before anything runs."""
+
+    name: str
+    model: str | None = None
+    base_url: str | None = None
+    timeout: float = 120.0
+
+    @property
+    def required_key(self) -> str | None:
+        if self.name == "claude":
+            return "ANTHROPIC_API_KEY"
+        if self.name == "langgraph":
+            model = self.model or ""
+            if self.base_url or model.startswith("openai:"):
+                return None  # OpenAI-compatible local server; its own key (if any) is optional
+            return "ANTHROPIC_API_KEY"
+        return None
+
+    def check(self) -> str | None:
+        """An error message if this agent can't run here, else None. Never falls back."""
+        key = self.required_key
+        if key and not os.environ.get(key):
+            return (
+                f"--agent={self.name} calls a live model and needs {key} in the environment; "
+                f"set it, or run the offline agent with --agent=baseline"
+            )
+        if ":" in self.name and self.name not in ("baseline", "claude", "langgraph"):
+            module, _, attr = self.name.partition(":")
+            if not module or not attr:
+                return f"--agent={self.name}: expected module:Class"
+        elif self.name not in ("baseline", "claude", "langgraph"):
+            return f"--agent={self.name}: unknown agent; use baseline, claude, langgraph or module:Class"
+        return None
+
+
+def load_custom(spec: str, rootdir: Path | None = None) -> Any:
+    """Instantiate ``module:Class`` (or ``package.module:Class``) found on sys.path or the rootdir."""
+    module_name, _, attr = spec.partition(":")
+    if rootdir is not None and str(rootdir) not in sys.path:
+        sys.path.insert(0, str(rootdir))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ImportError(f"--agent={spec}: cannot import module {module_name!r}: {e}") from e
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ImportError(f"--agent={spec}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    agent = obj() if isinstance(obj, type) else obj
+    if not callable(getattr(agent, "run", None)):
+        raise TypeError(f"--agent={spec}: {attr} has no run(prompt) method")
+    if not getattr(agent, "name", None):
+        agent.name = spec
+    return agent
+
+
+def build_agent(spec: AgentSpec, rootdir: Path | None = None) -> Any:
+    """Construct the agent. Heavy SDK imports happen only here, only for the chosen agent."""
+    if spec.name == "baseline":
+        from .baseline import BaselineAgent
+
+        return BaselineAgent()
+    if spec.name == "claude":
+        from .claude import ClaudeAgent
+
+        return ClaudeAgent(model=spec.model or ClaudeAgent.default_model, timeout=spec.timeout)
+    if spec.name == "langgraph":
+        from .langgraph_agent import LangGraphAgent
+
+        return LangGraphAgent.from_spec(spec)
+    return load_custom(spec.name, rootdir)

@@ -1,0 +1,99 @@
+"""Finding case files and loading them lazily.
+
+Collection only lists file names (``os.scandir``); a case's bytes are read when
+its item runs. Every problem with a file becomes a :class:`CaseError` naming the
+file and what is wrong, so one bad file errors its own case and nothing else.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BUNDLE_SUFFIXES = (".json.gz", ".json")
+
+
+class CaseError(Exception):
+    """A case cannot be run: bad file, unresolvable reference, agent/API failure.
+
+    Recorded as outcome ``error`` with this message; never turned into an empty answer.
+    """
+
+
+@dataclass(frozen=True)
+class CaseRef:
+    """A lazy pointer to one case: cheap to create, holds no file content.
+
+    ``index`` selects one case inside a multi-case file (write cases)."""
+
+    task: str
+    case_id: str
+    path: Path
+    index: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __repr__(self) -> str:  # shows up in pytest -v / --collect-only output
+        return f"CaseRef({self.task}:{self.case_id})"
+
+
+def read_bytes(path: Path) -> bytes:
+    """File bytes, transparently gunzipped for ``.gz``."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CaseError(f"{path.name}: cannot read file: {e.strerror or e}") from e
+    if path.name.endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise CaseError(f"{path.name}: not a valid gzip file: {e}") from e
+    return data
+
+
+def load_json(path: Path) -> tuple[Any, bytes]:
+    """Parse a (possibly gzipped) JSON file; returns (value, raw bytes)."""
+    raw = read_bytes(path)
+    try:
+        return orjson.loads(raw), raw
+    except orjson.JSONDecodeError as e:
+        raise CaseError(f"{path.name}: not valid JSON: {e}") from e
+
+
+def content_hash(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def case_id_for(path: Path) -> str:
+    name = path.name
+    for suffix in BUNDLE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def discover_files(folder: Path, task: str) -> list[CaseRef]:
+    """One case per ``*.json`` / ``*.json.gz`` file in ``folder`` (not recursive), id = file stem.
+
+    Two files with the same stem (``a.json`` and ``a.json.gz``) would give two items
+    the same id, so that is refused here with both names."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"groundeval: {task} data folder not found: {folder}")
+    seen: dict[str, Path] = {}
+    with os.scandir(folder) as it:
+        for entry in it:
+            if not entry.name.endswith(BUNDLE_SUFFIXES) or not entry.is_file():
+                continue
+            cid = case_id_for(Path(entry.name))
+            if cid in seen:
+                raise ValueError(
+                    f"groundeval: two case files share the id {cid!r} in {folder}: "
+                    f"{seen[cid].name} and {entry.name}; remove or rename one"
+                )
+            seen[cid] = Path(entry.path)
+    return [CaseRef(task=task, case_id=cid, path=seen[cid]) for cid in sorted(seen)]

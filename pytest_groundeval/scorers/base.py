@@ -1,0 +1,99 @@
+"""Score types shared by every scorer, and the aggregation helpers (bootstrap CIs).
+
+A scorer turns (prediction, truth) into a :class:`Score`; it never sees pytest.
+Scores are plain data so they travel on test reports (xdist) and into the record.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+
+@dataclass
+class Check:
+    """One sub-check of a dimension: a verdict and a human-readable reason."""
+
+    name: str
+    passed: bool
+    reason: str = ""
+
+
+@dataclass
+class Dimension:
+    """An independent pass/fail dimension (write task: schema, coding, constraints, safety)."""
+
+    name: str
+    passed: bool
+    checks: list[Check] = field(default_factory=list)
+
+    @classmethod
+    def from_checks(cls, name: str, checks: list[Check]) -> "Dimension":
+        return cls(name=name, passed=all(c.passed for c in checks), checks=checks)
+
+    @property
+    def reason(self) -> str:
+        failed = [f"{c.name}: {c.reason}" for c in self.checks if not c.passed]
+        return "; ".join(failed) if failed else "ok"
+
+
+@dataclass
+class Score:
+    """The result of scoring one case.
+
+    ``metrics`` holds numeric per-case values that aggregates are built from;
+    ``dimensions`` holds pass/fail dimensions (may be empty); ``details`` holds
+    anything else worth keeping in the record (missed / hallucinated codes ...).
+    """
+
+    passed: bool
+    metrics: dict[str, float] = field(default_factory=dict)
+    dimensions: dict[str, Dimension] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["dimensions"] = {
+            k: {"passed": v.passed, "reason": v.reason, "checks": [asdict(c) for c in v.checks]}
+            for k, v in self.dimensions.items()
+        }
+        return d
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> list[float] | None:
+    """Percentile bootstrap CI of the mean; seeded so a run's record is reproducible."""
+    n = len(values)
+    if n == 0:
+        return None
+    rng = random.Random(seed)
+    vals = list(values)
+    means = sorted(sum(vals[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples))
+    lo = means[int((alpha / 2) * n_resamples)]
+    hi = means[min(n_resamples - 1, int((1 - alpha / 2) * n_resamples))]
+    return [round(lo, 6), round(hi, 6)]
+
+
+def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    """Precision, recall, F1 with the empty-set convention: nothing to find and nothing
+    claimed is perfect (1, 1, 1); claiming something when there is nothing is precision 0."""
+    if tp + fp == 0 and tp + fn == 0:
+        return 1.0, 1.0, 1.0
+    p = tp / (tp + fp) if tp + fp else (1.0 if fn == 0 else 0.0)
+    r = tp / (tp + fn) if tp + fn else (1.0 if fp == 0 else 0.0)
+    if tp + fn == 0 and fp > 0:
+        p, r = 0.0, 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return p, r, f
+
+
+def rate(flags: Iterable[bool]) -> float:
+    flags = list(flags)
+    return sum(1 for f in flags if f) / len(flags) if flags else 0.0

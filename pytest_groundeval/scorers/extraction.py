@@ -1,0 +1,100 @@
+"""Extraction scorer: precision / recall / F1 on RxNorm codes, exact match, name accuracy."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .base import Score, bootstrap_ci, mean, prf
+
+# summary keys a CI threshold may name (>= comparisons)
+SUMMARY_METRICS = (
+    "micro_precision", "micro_recall", "micro_f1",
+    "macro_precision", "macro_recall", "macro_f1",
+    "exact_match", "name_accuracy",
+)
+
+
+def _norm(name: Any) -> str:
+    return " ".join(str(name).split()).casefold() if name is not None else ""
+
+
+def score_extraction(predicted: list[dict[str, Any]], truth: list[dict[str, str]]) -> Score:
+    counts = Counter(p["code"] for p in predicted)
+    pred_names: dict[str, Any] = {}
+    for p in predicted:
+        pred_names.setdefault(p["code"], p.get("display"))
+    truth_names = {t["code"]: t["display"] for t in truth}
+    pred_codes, truth_codes = set(counts), set(truth_names)
+    tp, fp, fn = len(pred_codes & truth_codes), len(pred_codes - truth_codes), len(truth_codes - pred_codes)
+    precision, recall, f1 = prf(tp, fp, fn)
+    exact = pred_codes == truth_codes
+    # name accuracy is over the truth items: a missed item is a wrong name
+    names_right = sum(
+        1 for code, name in truth_names.items() if code in pred_names and _norm(pred_names[code]) == _norm(name)
+    )
+    name_accuracy = names_right / len(truth_names) if truth_names else (1.0 if not pred_codes else 0.0)
+    hallucinated, missed = sorted(pred_codes - truth_codes), sorted(truth_codes - pred_codes)
+    duplicates = sorted(c for c, n in counts.items() if n > 1)
+    reasons = []
+    if hallucinated:
+        reasons.append(f"hallucinated {hallucinated}")
+    if missed:
+        reasons.append(f"missed {missed}")
+    return Score(
+        passed=exact,
+        metrics={
+            "tp": tp, "fp": fp, "fn": fn,
+            "precision": precision, "recall": recall, "f1": f1,
+            "exact_match": 1.0 if exact else 0.0,
+            "name_accuracy": name_accuracy,
+        },
+        details={
+            "hallucinated": hallucinated,
+            "missed": missed,
+            "duplicates": duplicates,
+            "wrong_names": sorted(
+                c for c in truth_codes & pred_codes if _norm(pred_names[c]) != _norm(truth_names[c])
+            ),
+        },
+        reason="; ".join(reasons) or "exact match",
+    )
+
+
+def summarize(results: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
+    """Aggregates over the record's case entries. Skipped cases are counted apart; an errored
+    case scores 0 everywhere and, for the micro figures, counts its truth items (at least one)
+    as missed, so it never drops out of a denominator."""
+    run = [r for r in results if r["outcome"] != "skipped"]
+    tp = fp = fn = 0
+    per_case: dict[str, list[float]] = {k: [] for k in ("precision", "recall", "f1", "exact_match", "name_accuracy")}
+    for r in run:
+        # errors and unparseable answers have no score: they count as 0 everywhere
+        m = (r.get("score") or {}).get("metrics") if r["outcome"] != "error" else None
+        if m is None:
+            fn += max(len(r.get("ground_truth") or []), 1)
+            for v in per_case.values():
+                v.append(0.0)
+            continue
+        tp, fp, fn = tp + m["tp"], fp + m["fp"], fn + m["fn"]
+        for k, v in per_case.items():
+            v.append(float(m[k]))
+    micro_p, micro_r, micro_f = prf(tp, fp, fn) if run else (0.0, 0.0, 0.0)
+    return {
+        "n_cases": len(run),
+        "n_passed": sum(r["outcome"] == "passed" for r in run),
+        "n_failed": sum(r["outcome"] == "failed" for r in run),
+        "n_errors": sum(r["outcome"] == "error" for r in run),
+        "n_skipped": len(results) - len(run),
+        "micro_precision": round(micro_p, 6),
+        "micro_recall": round(micro_r, 6),
+        "micro_f1": round(micro_f, 6),
+        "macro_precision": round(mean(per_case["precision"]), 6),
+        "macro_recall": round(mean(per_case["recall"]), 6),
+        "macro_f1": round(mean(per_case["f1"]), 6),
+        "exact_match": round(mean(per_case["exact_match"]), 6),
+        "name_accuracy": round(mean(per_case["name_accuracy"]), 6),
+        "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
+        "exact_match_ci95": bootstrap_ci(per_case["exact_match"], seed=seed),
+        "tp": tp, "fp": fp, "fn": fn,
+    }
