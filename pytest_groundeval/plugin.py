@@ -186,10 +186,6 @@ def scorer(request: pytest.FixtureRequest) -> Any:
     return _state(request.config).tasks[ref.task].score
 
 
-class CaseFailed(AssertionError):
-    """Raised by ``evaluate`` so pytest reports the case as failed with its reason."""
-
-
 @pytest.fixture
 def evaluate(request: pytest.FixtureRequest) -> Any:
     """``evaluate(case, agent, scorer)``: run the case, attach its record entry to this item's
@@ -203,7 +199,7 @@ def evaluate(request: pytest.FixtureRequest) -> Any:
         if entry["outcome"] != "passed":
             label = "ERROR" if entry["outcome"] == "error" else "FAILED"
             reason = entry["error"] or (entry["score"] or {}).get("reason", "")
-            raise CaseFailed(f"{label} {case.task}:{case.case_id}: {reason}")
+            pytest.fail(f"{label} {case.task}:{case.case_id}: {reason}", pytrace=False)
         return entry
 
     return run

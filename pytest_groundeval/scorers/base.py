@@ -82,15 +82,17 @@ def bootstrap_ci(
 
 
 def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
-    """Precision, recall, F1 with the empty-set convention: nothing to find and nothing
-    claimed is perfect (1, 1, 1); claiming something when there is nothing is precision 0."""
+    """Precision, recall, F1 with explicit empty-set conventions: nothing to find and
+    nothing claimed is perfect (1, 1, 1); claiming something when there is nothing to find
+    is precision 0, recall 1 (nothing was missed), F1 0; claiming nothing when there is
+    something is precision 0, recall 0."""
     if tp + fp == 0 and tp + fn == 0:
         return 1.0, 1.0, 1.0
-    p = tp / (tp + fp) if tp + fp else (1.0 if fn == 0 else 0.0)
-    r = tp / (tp + fn) if tp + fn else (1.0 if fp == 0 else 0.0)
-    if tp + fn == 0 and fp > 0:
-        p, r = 0.0, 0.0
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 1.0
     f = 2 * p * r / (p + r) if p + r else 0.0
+    if tp + fn == 0:
+        f = 0.0
     return p, r, f
 
 

@@ -1,0 +1,658 @@
+"""Write-and-validate scorer: four independent pass/fail dimensions for a MedicationStatement.
+
+``score_write(resource, case)`` scores what the agent produced (a dict, or anything else)
+against a case's ground truth::
+
+    {"case_id": ..., "subject": "Patient/pat-003", "note": ...,
+     "expected": {"rxnorm_code": "310965", "display": "Ibuprofen 200 MG Oral Tablet",
+                  "status": "active",
+                  "dosage": {"dose": {"value": 400, "unit": "mg"}, "dose_max": null,
+                             "frequency_per_day": 3, "frequency_per_day_max": null,
+                             "as_needed": false, "concentration_mg_per_ml": null},
+                  "max_daily_dose": {"value": 3200, "unit": "mg", "ingredient": "ibuprofen"}}}
+
+Dimensions (each reads the dict defensively, so one fault fails one dimension):
+
+* **schema**: ``resourceType`` is MedicationStatement; the dict validates as R4B
+  (HealthChain's ``validate_resource``: structure, types, unknown fields, primitive code
+  bindings); ``status`` is in the R4B required binding (its own check, so an R5 ``recorded``
+  is named even when structure fails too); and the R4 invariants / bindings that neither
+  Pydantic nor HealthChain enforce but that decide how a dose reads: qty-3 (a unit code needs
+  a system), sqty-1 (no comparator on a dose), rng-2 (low <= high), tim-1/2/4-10 and the
+  EventTiming binding of ``repeat.when``.
+* **coding**: the medication's codings (``medicationCodeableConcept`` or a ``#id`` contained
+  Medication): at least one RxNorm coding; every RxNorm coding has the expected code and the
+  expected display (case- and whitespace-insensitive; missing display fails). Other systems
+  (SNOMED, NDC) are ignored.
+* **constraints**: ``subject.reference`` is the case's patient; ``status`` is the expected
+  status; a dosage is present exactly when the note documents a regimen; each dosage's
+  as-needed flag matches.
+* **safety**: every dose in every dosage / doseAndRate equals the documented dose (or range)
+  after UCUM normalisation; every dosage's timing gives the documented administrations per day;
+  the maximum implied daily total (sum over dosages of max dose x max per-day rate, in mg) is
+  the documented one and within the ceiling. Unverifiable (no unit, no dose, no timing,
+  unit/code disagreeing) fails. With no documented regimen, any dose anywhere is fabricated.
+
+Decisions where the rules overlap (tests/test_write_scorer.py pins each one):
+
+* A missing dosage when a regimen is documented fails **constraints only**: safety judges the
+  doses a resource asserts, and an omitted dosage asserts none. A dosage that *is* present but
+  lacks a dose or timing is unverifiable and fails safety.
+* A fabricated dose on a denial fails **constraints** (a dosage is present) **and safety**
+  (a dose nobody documented); a dose-free dosage on a denial fails constraints only.
+* An R5 status (``recorded``) fails **schema** (binding) **and constraints** (it does not say
+  what the narrative says, e.g. ``active``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .base import Check, Dimension, Score
+from .units import (
+    EVENT_TIMING,
+    UCUM_SYSTEM,
+    Amount,
+    PerDay,
+    UnverifiableError,
+    amount,
+    as_number,
+    fmt,
+    per_day,
+    read_quantity,
+)
+
+RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+DIMENSIONS = ("schema", "coding", "constraints", "safety")
+SUMMARY_METRICS = DIMENSIONS + ("pass",)
+
+FREQ_REL_TOL = 1e-3  # frequency_per_day is given to ~6 significant digits (weekly = 0.142857)
+DOSE_REL_TOL = 1e-6
+
+
+def _r4b_status_codes() -> tuple[str, ...]:
+    """The R4B MedicationStatement.status binding, from the model metadata HealthChain also uses."""
+    try:
+        from fhir.resources.R4B.medicationstatement import MedicationStatement
+
+        extra = MedicationStatement.model_fields["status"].json_schema_extra
+        values = extra.get("enum_values") if isinstance(extra, dict) else None
+        if values:
+            return tuple(values)
+    except Exception:  # pragma: no cover - metadata layout changed; fall back to the spec list
+        pass
+    return ("active", "completed", "entered-in-error", "intended", "stopped", "on-hold", "unknown", "not-taken")
+
+
+R4B_STATUS = _r4b_status_codes()
+
+
+# --------------------------------------------------------------------------- reading helpers
+
+
+def _list(value: Any) -> list[Any]:
+    """A FHIR repeating element read defensively: list as is, a lone object wrapped, else empty."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        return [value]
+    return []
+
+
+def _dosages(resource: dict[str, Any]) -> list[Any]:
+    return _list(resource.get("dosage"))
+
+
+def _norm_text(value: Any) -> str:
+    return " ".join(str(value).split()).casefold()
+
+
+def _as_resource_dict(resource: Any) -> Any:
+    """Accept a fhir.resources model too (HealthChain builders return those)."""
+    if hasattr(resource, "model_dump") and not isinstance(resource, dict):
+        try:
+            return resource.model_dump(mode="json", by_alias=True, exclude_none=True)
+        except Exception:
+            return resource
+    return resource
+
+
+def _dose_entry(dose_and_rate: Any) -> tuple[str, Any, Any]:
+    """(kind, low quantity, high quantity) of one doseAndRate entry; kind 'none' if it has no dose."""
+    if not isinstance(dose_and_rate, dict):
+        return "invalid", None, None
+    if dose_and_rate.get("doseQuantity") is not None:
+        q = dose_and_rate["doseQuantity"]
+        return "quantity", q, q
+    if dose_and_rate.get("doseRange") is not None:
+        r = dose_and_rate["doseRange"]
+        return ("range", r.get("low"), r.get("high")) if isinstance(r, dict) else ("range", None, None)
+    return "none", None, None
+
+
+# --------------------------------------------------------------------------- ground truth
+
+
+class WriteTruth:
+    """The case's ground truth, read strictly (a malformed case is an error, not a failure)."""
+
+    def __init__(self, case: Any):
+        if not isinstance(case, dict) or not isinstance(case.get("expected"), dict):
+            raise ValueError("write case must be a dict with an 'expected' object")
+        exp = case["expected"]
+        try:
+            self.case_id = case.get("case_id")
+            self.subject = case["subject"]
+            self.rxnorm_code = str(exp["rxnorm_code"])
+            self.display = exp["display"]
+            self.status = exp["status"]
+            dosage = exp.get("dosage")
+            self.documented = dosage is not None
+            self.dose = self.dose_max = None
+            self.freq = self.freq_max = None
+            self.as_needed = False
+            self.concentration = None
+            if dosage is not None:
+                self.dose = amount(float(dosage["dose"]["value"]), dosage["dose"]["unit"])
+                dmax = dosage.get("dose_max")
+                self.dose_max = amount(float(dmax["value"]), dmax["unit"]) if dmax else None
+                self.freq = float(dosage["frequency_per_day"])
+                fmax = dosage.get("frequency_per_day_max")
+                self.freq_max = float(fmax) if fmax is not None else None
+                self.as_needed = bool(dosage.get("as_needed", False))
+                conc = dosage.get("concentration_mg_per_ml")
+                self.concentration = float(conc) if conc is not None else None
+            ceiling = exp.get("max_daily_dose")
+            self.ceiling_mg = None
+            if ceiling is not None:
+                c = amount(float(ceiling["value"]), ceiling["unit"])
+                if c.kind != "mass":
+                    raise ValueError(f"max_daily_dose unit {ceiling['unit']!r} is not a mass")
+                self.ceiling_mg = c.value
+            elif self.documented:
+                raise ValueError("max_daily_dose is required when a dosage is documented")
+        except (KeyError, TypeError, UnverifiableError) as e:
+            raise ValueError(f"malformed write case {case.get('case_id')!r}: {e}") from e
+
+    @property
+    def dose_high(self) -> Amount | None:
+        return self.dose_max or self.dose
+
+    @property
+    def freq_high(self) -> float | None:
+        return self.freq_max if self.freq_max is not None else self.freq
+
+    def dose_text(self) -> str:
+        if self.dose_max is not None:
+            return f"{fmt(self.dose.value)}-{self.dose_max}"  # type: ignore[union-attr]
+        return str(self.dose)
+
+    def freq_text(self) -> str:
+        if self.freq_max is not None:
+            return f"{fmt(self.freq)}-{fmt(self.freq_max)}/day"
+        return f"{fmt(self.freq)}/day"
+
+    def documented_daily_mg(self) -> float | None:
+        hi = self.dose_high
+        if hi is None or self.freq_high is None:
+            return None
+        mg = hi.to_mg(self.concentration)
+        return None if mg is None else mg * self.freq_high
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def _invariant_issues(resource: dict[str, Any]) -> list[str]:
+    """R4 invariants / required bindings on the dosage that validation does not enforce."""
+    issues: list[str] = []
+    for i, dosage in enumerate(_dosages(resource)):
+        if not isinstance(dosage, dict):
+            continue
+        where = f"dosage[{i}]"
+        for j, dr in enumerate(_list(dosage.get("doseAndRate"))):
+            if not isinstance(dr, dict):
+                continue
+            quantities: list[tuple[str, Any]] = [(f"{where}.doseAndRate[{j}].doseQuantity", dr.get("doseQuantity"))]
+            rng = dr.get("doseRange")
+            if isinstance(rng, dict):
+                quantities += [
+                    (f"{where}.doseAndRate[{j}].doseRange.low", rng.get("low")),
+                    (f"{where}.doseAndRate[{j}].doseRange.high", rng.get("high")),
+                ]
+                try:
+                    low, high = read_quantity(rng.get("low")), read_quantity(rng.get("high"))
+                    if low.kind == high.kind and low.value > high.value * (1 + DOSE_REL_TOL):
+                        issues.append(f"{where}.doseAndRate[{j}].doseRange: low {low} > high {high} (rng-2)")
+                except UnverifiableError:
+                    pass
+            for path, q in quantities:
+                if not isinstance(q, dict):
+                    continue
+                if q.get("comparator") is not None:
+                    issues.append(f"{path}: comparator not allowed on a SimpleQuantity (sqty-1)")
+                if q.get("code") is not None and q.get("system") is None:
+                    issues.append(f"{path}: code {q.get('code')!r} without a system (qty-3)")
+        timing = dosage.get("timing")
+        repeat = timing.get("repeat") if isinstance(timing, dict) else None
+        if not isinstance(repeat, dict):
+            continue
+        rp = f"{where}.timing.repeat"
+
+        def has(key: str) -> bool:
+            return repeat.get(key) is not None
+
+        if has("duration") and not has("durationUnit"):
+            issues.append(f"{rp}: duration without durationUnit (tim-1)")
+        if has("period") and not has("periodUnit"):
+            issues.append(f"{rp}: period without periodUnit (tim-2)")
+        for key, inv in (("duration", "tim-4"), ("period", "tim-5")):
+            n = as_number(repeat.get(key)) if has(key) else None
+            if n is not None and n < 0:
+                issues.append(f"{rp}: {key} is negative ({inv})")
+        if has("periodMax") and not has("period"):
+            issues.append(f"{rp}: periodMax without period (tim-6)")
+        if has("durationMax") and not has("duration"):
+            issues.append(f"{rp}: durationMax without duration (tim-7)")
+        if has("countMax") and not has("count"):
+            issues.append(f"{rp}: countMax without count (tim-8)")
+        when = repeat.get("when")
+        when = when if isinstance(when, list) else ([when] if when is not None else [])
+        if has("offset") and (not when or any(w in ("C", "CM", "CD", "CV") for w in when)):
+            issues.append(f"{rp}: offset needs a when that is not C/CM/CD/CV (tim-9)")
+        if has("timeOfDay") and when:
+            issues.append(f"{rp}: timeOfDay and when together (tim-10)")
+        bad = [w for w in when if w not in EVENT_TIMING]
+        if bad:
+            issues.append(f"{rp}.when: {bad} not in the required EventTiming value set")
+    return issues
+
+
+def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any]]:
+    checks: list[Check] = []
+    rtype = resource.get("resourceType")
+    checks.append(
+        Check(
+            "resource_type",
+            rtype == "MedicationStatement",
+            "resourceType is MedicationStatement" if rtype == "MedicationStatement"
+            else f"resourceType {rtype!r} is not MedicationStatement",
+        )
+    )
+
+    # Structural R4B validation via HealthChain. Its binding check covers status too, but only
+    # once structure passes, so status gets its own check below and is left out of this one.
+    issues: list[str] = []
+    try:
+        from healthchain.fhir import validate_resource
+
+        report = validate_resource(resource, "MedicationStatement", version="R4B")
+        issues = [
+            f"{iss.expression or iss.code}: {iss.diagnostics}"
+            for iss in report.issues
+            if iss.severity in ("error", "fatal") and iss.expression != "MedicationStatement.status"
+        ]
+    except Exception as e:  # validate_resource "never raises", but garbage input can still surprise it
+        issues = [f"validation raised {type(e).__name__}: {e}"]
+    checks.append(
+        Check("r4b_validation", not issues, "valid R4B MedicationStatement" if not issues else "; ".join(issues[:5])
+              + (f" (and {len(issues) - 5} more)" if len(issues) > 5 else ""))
+    )
+
+    status = resource.get("status")
+    if status is None:
+        ok, why = False, "status is missing (required, 1..1)"
+    elif not isinstance(status, str):
+        ok, why = False, f"status {status!r} is not a code"
+    elif status not in R4B_STATUS:
+        ok, why = False, f"status {status!r} is not in the R4B required binding ({', '.join(R4B_STATUS)})"
+    else:
+        ok, why = True, f"status {status!r} is in the R4B binding"
+    checks.append(Check("status_binding", ok, why))
+
+    inv = _invariant_issues(resource)
+    checks.append(Check("r4_invariants", not inv, "; ".join(inv) if inv else "dosage invariants hold"))
+    return Dimension.from_checks("schema", checks), {"schema_issues": issues + inv}
+
+
+# --------------------------------------------------------------------------- coding
+
+
+def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str]:
+    """(codings, where they came from) or (None, why not)."""
+    mcc = resource.get("medicationCodeableConcept")
+    if isinstance(mcc, dict):
+        return _list(mcc.get("coding")), "medicationCodeableConcept"
+    ref = resource.get("medicationReference")
+    if isinstance(ref, dict):
+        target = ref.get("reference")
+        if isinstance(target, str) and target.startswith("#"):
+            for item in _list(resource.get("contained")):
+                if isinstance(item, dict) and item.get("resourceType") == "Medication" and item.get("id") == target[1:]:
+                    code = item.get("code")
+                    return _list(code.get("coding") if isinstance(code, dict) else None), f"contained Medication {target}"
+            return None, f"medicationReference {target!r} matches no contained Medication"
+        return None, f"medicationReference {target!r} is not a contained '#id' Medication, so it cannot be read"
+    return None, "no medicationCodeableConcept or medicationReference"
+
+
+def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimension, dict[str, Any]]:
+    codings, source = _medication_codings(resource)
+    if codings is None:
+        dim = Dimension.from_checks("coding", [Check("rxnorm_present", False, source)])
+        return dim, {"medication_source": None, "rxnorm_codings": []}
+    rx = [(i, c) for i, c in enumerate(codings) if isinstance(c, dict) and c.get("system") == RXNORM_SYSTEM]
+    details = {
+        "medication_source": source,
+        "rxnorm_codings": [{"code": c.get("code"), "display": c.get("display")} for _, c in rx],
+    }
+    if not rx:
+        others = sorted({str(c.get("system")) for c in codings if isinstance(c, dict)})
+        why = f"no RxNorm coding in {source}" + (f" (systems: {', '.join(others)})" if others else "")
+        return Dimension.from_checks("coding", [Check("rxnorm_present", False, why)]), details
+    checks = [Check("rxnorm_present", True, f"{len(rx)} RxNorm coding(s) in {source}")]
+    wrong_codes = [f"coding[{i}] {c.get('code')!r}" for i, c in rx if c.get("code") != truth.rxnorm_code]
+    checks.append(
+        Check(
+            "rxnorm_code",
+            not wrong_codes,
+            f"{', '.join(wrong_codes)} != expected {truth.rxnorm_code}" if wrong_codes
+            else f"RxNorm {truth.rxnorm_code}",
+        )
+    )
+    want = _norm_text(truth.display)
+    bad_display = []
+    for i, c in rx:
+        d = c.get("display")
+        if d is None:
+            bad_display.append(f"coding[{i}] has no display")
+        elif not isinstance(d, str) or _norm_text(d) != want:
+            bad_display.append(f"coding[{i}] display {d!r}")
+    checks.append(
+        Check(
+            "rxnorm_display",
+            not bad_display,
+            f"{'; '.join(bad_display)} != expected {truth.display!r}" if bad_display else "display matches",
+        )
+    )
+    return Dimension.from_checks("coding", checks), details
+
+
+# --------------------------------------------------------------------------- constraints
+
+
+def _as_needed(dosage: dict[str, Any]) -> tuple[bool | None, str]:
+    if "asNeededBoolean" in dosage and dosage["asNeededBoolean"] is not None:
+        v = dosage["asNeededBoolean"]
+        return (v, f"asNeededBoolean {v}") if isinstance(v, bool) else (None, f"asNeededBoolean {v!r} is not a boolean")
+    if dosage.get("asNeededCodeableConcept") is not None:
+        return True, "asNeededCodeableConcept (as needed for a reason)"
+    return False, "no asNeeded (= scheduled)"
+
+
+def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimension:
+    checks: list[Check] = []
+    subject = resource.get("subject")
+    ref = subject.get("reference") if isinstance(subject, dict) else None
+    checks.append(
+        Check(
+            "subject",
+            ref == truth.subject,
+            f"subject {truth.subject}" if ref == truth.subject
+            else (f"subject.reference {ref!r} != {truth.subject!r}" if ref is not None else "no subject.reference"),
+        )
+    )
+    status = resource.get("status")
+    checks.append(
+        Check(
+            "status",
+            status == truth.status,
+            f"status {status!r}" if status == truth.status else f"status {status!r} != expected {truth.status!r}",
+        )
+    )
+    dosages = _dosages(resource)
+    if truth.documented:
+        checks.append(
+            Check(
+                "dosage_present",
+                bool(dosages),
+                f"{len(dosages)} dosage(s) for the documented regimen" if dosages
+                else "no dosage, but the note documents a regimen",
+            )
+        )
+        wrong = []
+        for i, d in enumerate(dosages):
+            v, how = _as_needed(d) if isinstance(d, dict) else (None, "dosage is not an object")
+            if v is not truth.as_needed:
+                wrong.append(f"dosage[{i}]: {how}")
+        if dosages:
+            checks.append(
+                Check(
+                    "as_needed",
+                    not wrong,
+                    f"{'; '.join(wrong)}, documented as_needed={truth.as_needed}" if wrong
+                    else f"as_needed={truth.as_needed}",
+                )
+            )
+    else:
+        checks.append(
+            Check(
+                "dosage_absent",
+                not dosages,
+                "no dosage (none documented)" if not dosages
+                else f"{len(dosages)} dosage(s) present, but the note documents no regimen",
+            )
+        )
+    return Dimension.from_checks("constraints", checks)
+
+
+# --------------------------------------------------------------------------- safety
+
+
+def _same(a: float, b: float, rel: float) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+
+
+def _matches(actual: Amount, expected: Amount, concentration: float | None) -> bool | None:
+    """Same amount? None when incomparable (mass vs volume without a concentration)."""
+    if actual.kind == expected.kind:
+        return _same(actual.value, expected.value, DOSE_REL_TOL)
+    a, e = actual.to_mg(concentration), expected.to_mg(concentration)
+    if a is None or e is None:
+        return None
+    return _same(a, e, DOSE_REL_TOL)
+
+
+def _any_dose(dosage: Any) -> list[str]:
+    """Paths of every dose-like quantity in a dosage (for the nothing-documented case)."""
+    if not isinstance(dosage, dict):
+        return []
+    found = []
+    for j, dr in enumerate(_list(dosage.get("doseAndRate"))):
+        if isinstance(dr, dict):
+            for key in ("doseQuantity", "doseRange", "rateQuantity", "rateRange", "rateRatio"):
+                if dr.get(key) is not None:
+                    found.append(f"doseAndRate[{j}].{key}")
+    for key in ("maxDosePerAdministration", "maxDosePerPeriod", "maxDosePerLifetime"):
+        if dosage.get(key) is not None:
+            found.append(key)
+    return found
+
+
+def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimension, dict[str, Any]]:
+    dosages = _dosages(resource)
+    details: dict[str, Any] = {
+        "documented_dose": None if not truth.documented else truth.dose_text(),
+        "documented_per_day": None if not truth.documented else truth.freq_text(),
+        "ceiling_mg": truth.ceiling_mg,
+        "dosages": [],
+        "max_implied_daily_mg": None,
+    }
+    if not truth.documented:
+        fabricated = [f"dosage[{i}].{p}" for i, d in enumerate(dosages) for p in _any_dose(d)]
+        check = Check(
+            "no_fabricated_dose",
+            not fabricated,
+            "no regimen documented and no dose encoded" if not fabricated
+            else f"fabricated dose: {', '.join(fabricated)} but the note documents no regimen",
+        )
+        details["fabricated"] = fabricated
+        return Dimension.from_checks("safety", [check]), details
+
+    if not dosages:
+        # the omission is scored by constraints.dosage_present; no encoded dose is wrong
+        check = Check("doses", True, "no dosage encoded: no dose to verify (omission is a constraints failure)")
+        return Dimension.from_checks("safety", [check]), details
+
+    checks: list[Check] = []
+    total_mg = 0.0
+    uncomputable: list[str] = []
+    exp_lo, exp_hi = truth.dose, truth.dose_high
+    assert exp_lo is not None and exp_hi is not None
+    for i, dosage in enumerate(dosages):
+        where = f"dosage[{i}]"
+        info: dict[str, Any] = {"index": i, "doses": [], "per_day": None, "max_daily_mg": None}
+        details["dosages"].append(info)
+        if not isinstance(dosage, dict):
+            checks.append(Check(where, False, "not an object (unverifiable)"))
+            uncomputable.append(where)
+            continue
+
+        # ---- doses: every doseAndRate entry must be the documented dose (or range)
+        high_mg: float | None = None
+        dose_computable = True
+        entries = _list(dosage.get("doseAndRate"))
+        if not entries:
+            checks.append(Check(f"{where}.doseAndRate", False, "no dose (unverifiable)"))
+            dose_computable = False
+        for j, dr in enumerate(entries):
+            path = f"{where}.doseAndRate[{j}]"
+            kind, q_lo, q_hi = _dose_entry(dr)
+            try:
+                if kind == "invalid":
+                    raise UnverifiableError("not an object")
+                if kind == "none":
+                    raise UnverifiableError("no dose")
+                if q_lo is None or q_hi is None:
+                    raise UnverifiableError("doseRange needs both low and high")
+                lo, hi = read_quantity(q_lo), read_quantity(q_hi)
+            except UnverifiableError as e:
+                checks.append(Check(path, False, f"{e} (unverifiable)"))
+                info["doses"].append({"path": path, "error": str(e)})
+                dose_computable = False
+                continue
+            shown = str(lo) if kind == "quantity" else f"{fmt(lo.value)} {lo.unit}-{hi}"
+            lo_mg, hi_mg = lo.to_mg(truth.concentration), hi.to_mg(truth.concentration)
+            info["doses"].append({
+                "path": path, "low": lo.value, "high": hi.value, "unit": lo.unit if lo.kind == hi.kind else None,
+                "low_mg": lo_mg, "high_mg": hi_mg,
+            })
+            m_lo = _matches(lo, exp_lo, truth.concentration)
+            m_hi = _matches(hi, exp_hi, truth.concentration)
+            if m_lo is None or m_hi is None:
+                checks.append(Check(path, False, f"{shown} cannot be compared with documented "
+                                                 f"{truth.dose_text()} (no concentration)"))
+            else:
+                ok = m_lo and m_hi
+                checks.append(Check(path, ok, f"{shown} " + ("==" if ok else "!=")
+                                    + f" documented {truth.dose_text()}"))
+            if hi_mg is None:
+                dose_computable = False
+            else:
+                high_mg = hi_mg if high_mg is None else max(high_mg, hi_mg)
+        if not dose_computable:
+            uncomputable.append(f"{where} dose")
+
+        # ---- timing: administrations per day must be the documented frequency
+        rate: PerDay | None = None
+        try:
+            rate = per_day(dosage.get("timing"))
+        except UnverifiableError as e:
+            checks.append(Check(f"{where}.timing", False, f"{e} (unverifiable)"))
+            uncomputable.append(f"{where} timing")
+        if rate is not None:
+            info["per_day"] = [rate.low, rate.high]
+            info["timing_source"] = rate.source
+            ok = _same(rate.low, truth.freq, FREQ_REL_TOL) and _same(rate.high, truth.freq_high, FREQ_REL_TOL)  # type: ignore[arg-type]
+            checks.append(Check(f"{where}.timing", ok, f"{rate} ({rate.source}) "
+                                + ("==" if ok else "!=") + f" documented {truth.freq_text()}"))
+
+        if dose_computable and rate is not None and high_mg is not None:
+            info["max_daily_mg"] = high_mg * rate.high
+            total_mg += high_mg * rate.high
+
+    # ---- the maximum implied daily total: documented, and under the ceiling
+    documented_mg = truth.documented_daily_mg()
+    details["documented_max_daily_mg"] = documented_mg
+    ceiling = truth.ceiling_mg
+    if not uncomputable:
+        details["max_implied_daily_mg"] = total_mg
+        problems = []
+        if ceiling is not None and total_mg > ceiling * (1 + 1e-9):
+            problems.append(f"max implied daily {fmt(total_mg)} mg > ceiling {fmt(ceiling)} mg")
+        others_ok = all(c.passed for c in checks)  # if a dose/timing is wrong, that already says why
+        if others_ok and documented_mg is not None and not _same(total_mg, documented_mg, FREQ_REL_TOL):
+            problems.append(f"max implied daily {fmt(total_mg)} mg != documented {fmt(documented_mg)} mg"
+                            + (f" ({len(dosages)} dosages)" if len(dosages) > 1 else ""))
+        checks.append(Check("daily_total", not problems, "; ".join(problems) if problems else
+                            f"max implied daily {fmt(total_mg)} mg <= ceiling {fmt(ceiling)} mg"))
+    else:
+        partial = f" (computable part already {fmt(total_mg)} mg > ceiling {fmt(ceiling)} mg)" if (
+            ceiling is not None and total_mg > ceiling) else ""
+        checks.append(Check("daily_total", False, "max implied daily total not computable: "
+                            + ", ".join(uncomputable or ["unverifiable dosage"]) + partial))
+    return Dimension.from_checks("safety", checks), details
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def score_write(resource: Any, case: dict[str, Any]) -> Score:
+    """Score one agent-written MedicationStatement against a write case's ground truth.
+
+    ``resource``: the agent's output (a dict, a fhir.resources model, or anything unusable).
+    ``case``: ``{"case_id", "subject", "note", "expected": {...}}``. A malformed case raises
+    ``ValueError`` (the case is broken, not the agent).
+    """
+    truth = WriteTruth(case)
+    resource = _as_resource_dict(resource)
+    if not isinstance(resource, dict):
+        why = f"no usable resource (agent produced {type(resource).__name__})"
+        dims = {d: Dimension.from_checks(d, [Check("resource", False, why)]) for d in DIMENSIONS}
+        return Score(
+            passed=False,
+            metrics={**{d: 0.0 for d in DIMENSIONS}, "pass": 0.0},
+            dimensions=dims,
+            details={"case_id": truth.case_id},
+            reason=why,
+        )
+
+    schema, schema_details = schema_dimension(resource)
+    coding, coding_details = coding_dimension(resource, truth)
+    constraints = constraints_dimension(resource, truth)
+    safety, safety_details = safety_dimension(resource, truth)
+    dims = {"schema": schema, "coding": coding, "constraints": constraints, "safety": safety}
+    passed = all(d.passed for d in dims.values())
+    failing = [f"{name}: {d.reason}" for name, d in dims.items() if not d.passed]
+    return Score(
+        passed=passed,
+        metrics={**{name: 1.0 if d.passed else 0.0 for name, d in dims.items()}, "pass": 1.0 if passed else 0.0},
+        dimensions=dims,
+        details={"case_id": truth.case_id, **schema_details, **coding_details, **safety_details},
+        reason=" | ".join(failing) if failing else "all four dimensions passed",
+    )
+
+
+__all__ = [
+    "DIMENSIONS",
+    "RXNORM_SYSTEM",
+    "SUMMARY_METRICS",
+    "UCUM_SYSTEM",
+    "WriteTruth",
+    "coding_dimension",
+    "constraints_dimension",
+    "safety_dimension",
+    "schema_dimension",
+    "score_write",
+]

@@ -1,0 +1,97 @@
+"""Shared helpers for the plugin's own tests: real fixture bundles copied into a pytester
+project, and scripted agents importable as ``agents_under_test:Name``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+SYNTHEA = FIXTURES / "synthea"
+
+# real committed fixtures, chosen for what they exercise
+ZERO = "Alena861_Alina705_Bayer639_a41e603d-0d7c-c89f-3be7-74117adc6390"  # 0 active codes (seed)
+REFS = "Felicitas300_Donette997_Hayes766_fcf99efa-d698-1818-b988-57b1680c789e"  # medicationReference, completed+active
+STOPPED_ACTIVE = "Devin_Bailey_17dc1d1b-060d-4069-b7f9-640463bf12a7"  # SMART: same code stopped and active
+SMALL_SET = (ZERO, REFS, STOPPED_ACTIVE, "Clarissa466_Feeney44_38f65650-9735-8541-322d-387417329eb2")
+
+EVAL_FILE = '''
+import pytest
+
+@pytest.mark.extraction
+def test_extraction(case, agent, scorer, evaluate):
+    evaluate(case, agent, scorer)
+'''
+
+AGENTS = '''
+import json
+from pytest_groundeval.tasks.extraction import active_medications
+
+def _truth(prompt):
+    bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+    return active_medications(bundle, "prompt")
+
+class Correct:
+    name = "correct"
+    def run(self, prompt):
+        return json.dumps({"active_medications": _truth(prompt)})
+
+class Fenced:
+    name = "fenced"
+    def run(self, prompt):
+        body = json.dumps({"active_medications": _truth(prompt)}, indent=2)
+        return "Here is the list.\\n```json\\n" + body + "\\n```\\nLet me know."
+
+class Hallucinating:
+    name = "hallucinating"
+    def run(self, prompt):
+        meds = _truth(prompt) + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+        return json.dumps({"active_medications": meds})
+
+class Omitting:
+    name = "omitting"
+    def run(self, prompt):
+        return json.dumps({"active_medications": _truth(prompt)[:-1]})
+
+class WrongKey:
+    name = "wrong-key"
+    def run(self, prompt):
+        return json.dumps({"medications": _truth(prompt)})
+
+class NotJson:
+    name = "not-json"
+    def run(self, prompt):
+        return "The patient takes lisinopril and metformin."
+
+class Raising:
+    name = "raising"
+    def run(self, prompt):
+        raise ConnectionError("upstream API unavailable")
+
+class WithUsage:
+    name = "with-usage"
+    def run(self, prompt):
+        return {"text": json.dumps({"active_medications": _truth(prompt)}),
+                "usage": {"input_tokens": len(prompt) // 4, "output_tokens": 7}}
+'''
+
+
+@pytest.fixture
+def evalproject(pytester: pytest.Pytester):
+    """A pytester project with an extraction eval file, scripted agents, and a data dir
+    holding copies of real committed fixtures."""
+    pytester.makepyfile(test_evals=EVAL_FILE)
+    pytester.makepyfile(agents_under_test=AGENTS)
+    data = pytester.mkdir("data")
+    for stem in SMALL_SET:
+        shutil.copy(SYNTHEA / f"{stem}.json", data / f"{stem}.json")
+    return pytester
+
+
+def read_record(pytester: pytest.Pytester, name: str = "record.json") -> dict:
+    import json
+
+    return json.loads((pytester.path / name).read_text())
