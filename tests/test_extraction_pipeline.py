@@ -286,3 +286,23 @@ def test_stopped_and_active_code_counts_once_as_active(evalproject):
     run(evalproject, "--agent=agents_under_test:Correct")
     case = cases_by_id(read_record(evalproject))[STOPPED_ACTIVE]
     assert "316672" in {m["code"] for m in case["ground_truth"]}
+
+
+def test_healthchain_reader_disagrees_when_rxnorm_is_not_the_first_coding(evalproject):
+    """A recorded finding (FRICTION.md): HealthChain's CodedEntry.code is coding[0]. With a
+    SNOMED coding first, the baseline agent (HealthChain's reader) reports the SNOMED code
+    while the ground truth keeps RxNorm. Neither side is bent to agree: the case fails."""
+    data = evalproject.path / "data"
+    bundle = json.loads((data / f"{REFS}.json").read_text())
+    for e in bundle["entry"]:
+        r = e["resource"]
+        if r["resourceType"] == "MedicationRequest" and r["status"] == "active" and "medicationCodeableConcept" in r:
+            r["medicationCodeableConcept"]["coding"].insert(
+                0, {"system": "http://snomed.info/sct", "code": "387517004", "display": "Paracetamol"})
+            break
+    (data / f"{REFS}.json").write_text(json.dumps(bundle))
+    run(evalproject)
+    case = cases_by_id(read_record(evalproject))[REFS]
+    assert case["outcome"] == "failed"
+    assert case["score"]["details"]["hallucinated"] == ["387517004"]
+    assert "387517004" not in {m["code"] for m in case["ground_truth"]}
