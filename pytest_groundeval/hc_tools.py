@@ -698,22 +698,24 @@ def langchain_tools(catalog: Union[Catalog, str, Path, None] = None) -> list:
             as_needed, dose_value_max, frequency_per_day_max, note_text, catalog=bound,
         )
 
-    def validate(resource: Dict[str, Any]) -> Dict[str, Any]:
+    def validate(resource: Union[Dict[str, Any], str]) -> Dict[str, Any]:
         return validate_medication_statement(resource)
+
+    def bad_arguments(exc: Exception) -> str:
+        # Arguments that fail the tool's schema come back as a readable value too.
+        return json.dumps({"error": f"invalid tool arguments: {exc}"})
 
     return [
         StructuredTool.from_function(
-            func=lookup, name="lookup_medication_code",
-            description=inspect.cleandoc(lookup_medication_code.__doc__ or ""),
-        ),
-        StructuredTool.from_function(
-            func=build, name="build_medication_statement",
-            description=inspect.cleandoc(build_medication_statement.__doc__ or ""),
-        ),
-        StructuredTool.from_function(
-            func=validate, name="validate_medication_statement",
-            description=inspect.cleandoc(validate_medication_statement.__doc__ or ""),
-        ),
+            func=func, name=name,
+            description=inspect.cleandoc(doc.__doc__ or ""),
+            handle_validation_error=bad_arguments,
+        )
+        for func, name, doc in (
+            (lookup, "lookup_medication_code", lookup_medication_code),
+            (build, "build_medication_statement", build_medication_statement),
+            (validate, "validate_medication_statement", validate_medication_statement),
+        )
     ]
 
 

@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 
+# Import HealthChain / fhir.resources once in this (outer) process. pytester's in-process
+# runs drop modules first imported inside them; re-importing half of fhir.resources while
+# HealthChain keeps the other half leaves two ``Reference`` classes that isinstance() tells
+# apart. Importing here makes every inner run share one copy.
+import healthchain.fhir  # noqa: F401,E402
+import fhir.resources.R4B.bundle  # noqa: F401,E402
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 SYNTHEA = FIXTURES / "synthea"

@@ -205,9 +205,8 @@ def read_quantity(q: Any) -> Amount:
         if unit_ucum is None:
             shown = f" (code {code!r})" if code is not None else ""
             raise UnverifiableError(f"unit {unit!r}{shown} is not a mass or volume unit")
-    if code_ucum and unit_ucum:
-        if UCUM_CODES[code_ucum] != UCUM_CODES[unit_ucum]:
-            raise UnverifiableError(f"unit {unit!r} disagrees with code {code!r}")
+    if code_ucum and unit_ucum and UCUM_CODES[code_ucum] != UCUM_CODES[unit_ucum]:
+        raise UnverifiableError(f"unit {unit!r} disagrees with code {code!r}")
     return amount(value, code_ucum or unit_ucum)  # type: ignore[arg-type]
 
 

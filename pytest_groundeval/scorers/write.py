@@ -80,7 +80,7 @@ def _r4b_status_codes() -> tuple[str, ...]:
         values = extra.get("enum_values") if isinstance(extra, dict) else None
         if values:
             return tuple(values)
-    except Exception:  # pragma: no cover - metadata layout changed; fall back to the spec list
+    except Exception:  # noqa: BLE001, S110  # pragma: no cover - metadata moved; use the spec list
         pass
     return ("active", "completed", "entered-in-error", "intended", "stopped", "on-hold", "unknown", "not-taken")
 
@@ -108,12 +108,16 @@ def _norm_text(value: Any) -> str:
     return " ".join(str(value).split()).casefold()
 
 
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _as_resource_dict(resource: Any) -> Any:
     """Accept a fhir.resources model too (HealthChain builders return those)."""
     if hasattr(resource, "model_dump") and not isinstance(resource, dict):
         try:
             return resource.model_dump(mode="json", by_alias=True, exclude_none=True)
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unusable model is scored as unusable output
             return resource
     return resource
 
@@ -139,7 +143,7 @@ class WriteTruth:
 
     def __init__(self, case: Any):
         if not isinstance(case, dict) or not isinstance(case.get("expected"), dict):
-            raise ValueError("write case must be a dict with an 'expected' object")
+            raise ValueError("write case must be a dict with an 'expected' object")  # noqa: TRY004
         exp = case["expected"]
         try:
             self.case_id = case.get("case_id")
@@ -240,7 +244,7 @@ def _invariant_issues(resource: dict[str, Any]) -> list[str]:
             continue
         rp = f"{where}.timing.repeat"
 
-        def has(key: str) -> bool:
+        def has(key: str, repeat: dict[str, Any] = repeat) -> bool:
             return repeat.get(key) is not None
 
         if has("duration") and not has("durationUnit"):
@@ -289,11 +293,11 @@ def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any
 
         report = validate_resource(resource, "MedicationStatement", version="R4B")
         issues = [
-            f"{iss.expression or iss.code}: {iss.diagnostics}"
+            _clip(" ".join(f"{iss.expression or iss.code}: {iss.diagnostics}".split()))
             for iss in report.issues
             if iss.severity in ("error", "fatal") and iss.expression != "MedicationStatement.status"
         ]
-    except Exception as e:  # validate_resource "never raises", but garbage input can still surprise it
+    except Exception as e:  # noqa: BLE001 - "never raises", but garbage input can still surprise it
         issues = [f"validation raised {type(e).__name__}: {e}"]
     checks.append(
         Check("r4b_validation", not issues, "valid R4B MedicationStatement" if not issues else "; ".join(issues[:5])
@@ -366,14 +370,14 @@ def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
     for i, c in rx:
         d = c.get("display")
         if d is None:
-            bad_display.append(f"coding[{i}] has no display")
+            bad_display.append(f"coding[{i}] has no display (expected {truth.display!r})")
         elif not isinstance(d, str) or _norm_text(d) != want:
-            bad_display.append(f"coding[{i}] display {d!r}")
+            bad_display.append(f"coding[{i}] display {d!r} != expected {truth.display!r}")
     checks.append(
         Check(
             "rxnorm_display",
             not bad_display,
-            f"{'; '.join(bad_display)} != expected {truth.display!r}" if bad_display else "display matches",
+            "; ".join(bad_display) if bad_display else "display matches",
         )
     )
     return Dimension.from_checks("coding", checks), details
@@ -542,7 +546,12 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
                 info["doses"].append({"path": path, "error": str(e)})
                 dose_computable = False
                 continue
-            shown = str(lo) if kind == "quantity" else f"{fmt(lo.value)} {lo.unit}-{hi}"
+            if kind == "quantity":
+                shown = str(lo)
+            elif lo.kind == hi.kind:
+                shown = f"{fmt(lo.value)}-{hi}"
+            else:
+                shown = f"{lo}-{hi}"
             lo_mg, hi_mg = lo.to_mg(truth.concentration), hi.to_mg(truth.concentration)
             info["doses"].append({
                 "path": path, "low": lo.value, "high": hi.value, "unit": lo.unit if lo.kind == hi.kind else None,
