@@ -15,9 +15,16 @@ from typing import Any
 import pytest
 
 from .agents.base import AgentSpec
+from .calls import CallPolicy
+from .concurrency import Prefetcher
 from .datasets import CaseRef
+from .evaluate import Called, finish, new_entry, prepare_and_call
 from .record import (
+    Journal,
+    StoredRun,
     Threshold,
+    find_run,
+    load_run,
     build_record,
     evaluate_gate,
     new_run_id,
@@ -26,7 +33,9 @@ from .record import (
     validate_record,
     write_json_atomic,
 )
+from .resume import is_finished, reuse_stored
 from .tasks import TASKS
+from .usage import Budget, total_usage
 
 STATE_KEY = pytest.StashKey["GroundevalState"]()
 ENTRY_KEY = pytest.StashKey[dict]()
@@ -43,8 +52,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "langgraph: e.g. anthropic:claude-opus-4-8 or openai:NAME)")
     group.addoption("--base-url", dest="groundeval_base_url", default=None, metavar="URL",
                     help="OpenAI-compatible server for --agent=langgraph --model openai:NAME (vLLM, Ollama, llama.cpp)")
-    group.addoption("--agent-timeout", dest="groundeval_agent_timeout", type=float, default=120.0,
-                    metavar="SECONDS", help="timeout of one live model call (default 120)")
+    group.addoption("--agent-timeout", dest="groundeval_agent_timeout", type=float, default=None,
+                    metavar="SECONDS", help="timeout of one agent call, per attempt (default 120; alias --timeout)")
+    try:  # pytest-timeout owns --timeout when it is installed; then use --agent-timeout
+        group.addoption("--timeout", dest="groundeval_timeout_alias", type=float, default=None,
+                        metavar="SECONDS", help="same as --agent-timeout")
+    except ValueError:
+        pass
+    group.addoption("--retries", dest="groundeval_retries", type=int, default=4, metavar="N",
+                    help="retries of a transient failure (rate limit, overload, network) per call (default 4)")
+    group.addoption("--retry-base-delay", dest="groundeval_retry_base_delay", type=float, default=1.0,
+                    metavar="SECONDS", help="first backoff delay, doubled per retry, with jitter (default 1)")
+    group.addoption("--concurrency", dest="groundeval_concurrency", type=int, default=None, metavar="N",
+                    help="agent calls in flight per pytest process (default 8 for live agents, 1 offline)")
+    group.addoption("--max-cost", dest="groundeval_max_cost", type=float, default=None, metavar="USD",
+                    help="stop launching model calls once this much has been spent (per process under -n)")
+    group.addoption("--resume", dest="groundeval_resume", default=None, metavar="RUN",
+                    help="a record/journal path or 'last': re-run only the cases that run did not finish")
+    group.addoption("--rescore", dest="groundeval_rescore", default=None, metavar="RUN",
+                    help="a record/journal path or 'last': re-score its stored outputs, no agent call")
+    group.addoption("--model-cache", dest="groundeval_model_cache", default="off",
+                    choices=("off", "read", "write", "readwrite", "strict"),
+                    help="model-call cache mode (default off; strict: a miss is an error)")
+    group.addoption("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
+                    help="model-call cache folder (default .groundeval/cache under the rootdir)")
     group.addoption("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
                     help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
     group.addoption("--threshold", dest="groundeval_thresholds", action="append", default=[],
@@ -66,12 +97,48 @@ class GroundevalState:
         self.run_id = new_run_id()
         self.started_at = now_iso()
         name = config.getoption("groundeval_agent") or config.getini("groundeval_agent")
+        timeout = config.getoption("groundeval_agent_timeout") or getattr(
+            config.option, "groundeval_timeout_alias", None) or 120.0
+        cache_dir = config.getoption("groundeval_model_cache_dir")
         self.agent_spec = AgentSpec(
             name=name,
             model=config.getoption("groundeval_model"),
             base_url=config.getoption("groundeval_base_url"),
-            timeout=config.getoption("groundeval_agent_timeout"),
+            timeout=timeout,
+            cache_mode=config.getoption("groundeval_model_cache"),
+            cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
         )
+        self.policy = CallPolicy(
+            timeout=timeout,
+            max_attempts=max(0, config.getoption("groundeval_retries")) + 1,
+            base_delay=config.getoption("groundeval_retry_base_delay"),
+        )
+        max_cost = config.getoption("groundeval_max_cost")
+        workers = config.workerinput.get("workercount", 1) if self.is_worker else 1
+        self.budget = Budget(max_cost / workers if max_cost is not None and workers else max_cost)
+        self.max_cost = max_cost
+        self.stored: StoredRun | None = None
+        self.mode = "run"
+        for mode in ("resume", "rescore"):
+            spec = config.getoption(f"groundeval_{mode}")
+            if spec:
+                if self.stored is not None:
+                    raise pytest.UsageError("groundeval: --resume and --rescore cannot be combined")
+                try:
+                    self.stored = load_run(find_run(spec, config.rootpath / "runs"))
+                except (OSError, ValueError, KeyError) as e:
+                    raise pytest.UsageError(f"groundeval: --{mode} {spec}: {e}") from None
+                self.mode = mode
+        if self.mode == "resume" and (self.stored.agent, self.stored.model) != (name, self.agent_spec.model):
+            raise pytest.UsageError(
+                f"groundeval: --resume {self.stored.path}: that run used agent {self.stored.agent!r} "
+                f"model {self.stored.model!r}; this session asks for {name!r} model {self.agent_spec.model!r}"
+            )
+        self._agent: Any = None
+        self.prefetcher: Prefetcher | None = None
+        self._prefetch_decided = False
+        self._order: dict[Any, int] = {}
+        self.journal: Journal | None = None
         self.tasks = {name: cls.from_config(config) for name, cls in TASKS.items()}
         raw = list(config.getini("groundeval_thresholds")) + list(config.getoption("groundeval_thresholds"))
         self.thresholds: list[Threshold] = []
@@ -81,6 +148,8 @@ class GroundevalState:
             except ValueError as e:
                 raise pytest.UsageError(f"groundeval: {e}") from None
         self._refs: dict[str, list[CaseRef]] = {}
+        self.ref_by_key: dict[tuple[str, str], CaseRef] = {}
+        self.concurrency = 1
         self.entries: dict[tuple[str, str], dict[str, Any]] = {}
         self.record: dict[str, Any] | None = None
         self.record_path: Path | None = None
@@ -92,14 +161,117 @@ class GroundevalState:
         entry = getattr(report, REPORT_ATTR, None)
         if entry is not None and not self.is_worker:
             self.entries[(entry["task"], entry["case_id"])] = entry
+            if self.journal is None:
+                self.journal = Journal(self.record_path_for().with_suffix(".jsonl"), self.header())
+            self.journal.append(entry)
 
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        self._order = {item: i for i, item in enumerate(session.items)}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if _case_ref(item) is None:
+            return
+        if not self._prefetch_decided:
+            self._decide_prefetch(item)
+        if self.prefetcher is None:
+            return
+        if item.session.shouldfail or item.session.shouldstop:
+            self.prefetcher.stop()
+            return
+        self.prefetcher.advance(self._upcoming(item, nextitem))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
+        if self.prefetcher is not None:
+            self.prefetcher.stop()
         if not self.is_worker:
             finish_session(self, session, exitstatus)
+        if self.journal is not None:
+            self.journal.close()
+        return (yield)
+
+    # -- the agent, concurrency, resume / rescore --
+    def get_agent(self) -> Any:
+        if self._agent is None:
+            from .agents.base import build_agent
+
+            self._agent = build_agent(self.agent_spec, self.config.rootpath)
+        return self._agent
+
+    def _decide_prefetch(self, item: pytest.Item) -> None:
+        self._prefetch_decided = True
+        if self.mode == "rescore":
+            return
+        defs = item._fixtureinfo.name2fixturedefs.get("agent") or ()
+        if not defs or defs[-1].baseid != "":
+            return  # a conftest injects its own agent: calls happen in the item, as written
+        try:
+            agent = self.get_agent()
+        except Exception:
+            return  # the agent fixture will raise the same error, per item
+        n = self.config.getoption("groundeval_concurrency")
+        if n is None:
+            n = getattr(agent, "concurrency", None) or (8 if self.agent_spec.is_live else 1)
+        if n > 1:
+            self.prefetcher = Prefetcher(self._call, n)
+            self.concurrency = n
+
+    def _call(self, key: tuple[str, str]) -> Called:
+        ref = self.ref_by_key[key]
+        return prepare_and_call(self.tasks[ref.task], ref, self.get_agent(), self.policy, self.budget)
+
+    def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[tuple[str, str]]:
+        window = self.prefetcher.window * 2 if self.prefetcher else 0
+        items = item.session.items
+        interactor = next((p for p in self.config.pluginmanager.get_plugins()
+                           if type(p).__name__ == "WorkerInteractor"), None)
+        if interactor is not None:  # xdist worker: this item, the next one, then our queue
+            with interactor.torun.lock() as pending:
+                indices = [i for i in list(pending)[:window] if isinstance(i, int)]
+            chosen = [item, nextitem] + [items[i] for i in indices]
+        else:
+            start = self._order.get(item, 0)
+            chosen = items[start:start + window]
+        keys = []
+        for it in chosen:
+            ref = _case_ref(it) if it is not None else None
+            if ref is not None and not self.satisfied_without_call(ref):
+                keys.append((ref.task, ref.case_id))
+        return keys
+
+    def satisfied_without_call(self, ref: CaseRef) -> bool:
+        if self.mode == "rescore":
+            return True
+        stored = self.stored.cases.get((ref.task, ref.case_id)) if self.stored else None
+        return stored is not None and is_finished(stored)
+
+    def evaluate(self, ref: CaseRef, agent: Any, scorer: Any) -> dict[str, Any]:
+        task = self.tasks[ref.task]
+        if self.stored is not None:
+            entry = reuse_stored(task, ref, self.stored, rescore=self.mode == "rescore", scorer=scorer)
+            if entry is not None:
+                return entry
+        if self.prefetcher is not None and agent is self._agent:
+            called = self.prefetcher.take((ref.task, ref.case_id))
+        else:
+            called = prepare_and_call(task, ref, agent, self.policy, self.budget)
+        return finish(task, called, scorer)
+
+    def header(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "started_at": self.started_at, "agent": self.agent_spec.name,
+                "model": self.agent_spec.model, "options": self.record_options()}
+
+    def record_path_for(self) -> Path:
+        path = self.config.getoption("groundeval_run_record")
+        return Path(path) if path else self.config.rootpath / "runs" / f"{self.run_id}.json"
 
     def refs(self, task: str) -> list[CaseRef]:
         if task not in self._refs:
             self._refs[task] = self.tasks[task].discover()
+            for ref in self._refs[task]:
+                self.ref_by_key[(ref.task, ref.case_id)] = ref
         return self._refs[task]
 
     def record_options(self) -> dict[str, Any]:
@@ -112,6 +284,12 @@ class GroundevalState:
             "keyword": c.getoption("keyword", None) or None,
             "markexpr": c.getoption("markexpr", None) or None,
             "numprocesses": c.getoption("numprocesses", None),
+            "concurrency": self.concurrency,
+            "retries": self.policy.max_attempts - 1,
+            "max_cost_usd": self.max_cost,
+            "model_cache": self.agent_spec.cache_mode,
+            "resumed_from": self.stored.run_id if self.mode == "resume" else None,
+            "rescored_from": self.stored.run_id if self.mode == "rescore" else None,
             "args": list(c.args),
         })
         return opts
@@ -134,7 +312,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = GroundevalState(config)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(state, "groundeval-state")
-    problem = state.agent_spec.check()
+    problem = state.agent_spec.check(needs_key=state.mode != "rescore")
     if problem:
         raise pytest.UsageError(f"groundeval: {problem}")
 
@@ -172,9 +350,7 @@ def _case_ref(item: pytest.Item) -> CaseRef | None:
 @pytest.fixture(scope="session")
 def agent(pytestconfig: pytest.Config) -> Any:
     """The agent under evaluation, as chosen by ``--agent`` (override in a conftest to inject your own)."""
-    from .agents.base import build_agent
-
-    return build_agent(_state(pytestconfig).agent_spec, pytestconfig.rootpath)
+    return _state(pytestconfig).get_agent()
 
 
 @pytest.fixture
@@ -190,12 +366,11 @@ def scorer(request: pytest.FixtureRequest) -> Any:
 def evaluate(request: pytest.FixtureRequest) -> Any:
     """``evaluate(case, agent, scorer)``: run the case, attach its record entry to this item's
     report, and fail the item (with the reason) unless the case passed."""
-    from .evaluate import evaluate_case
-
     def run(case: CaseRef, agent: Any, scorer: Any = None) -> dict[str, Any]:
-        task = _state(request.config).tasks[case.task]
-        entry = evaluate_case(task, case, agent, scorer)
+        entry = _state(request.config).evaluate(case, agent, scorer)
         request.node.stash[ENTRY_KEY] = entry
+        if entry["outcome"] == "skipped":
+            pytest.skip(entry["error"] or "skipped")
         if entry["outcome"] != "passed":
             label = "ERROR" if entry["outcome"] == "error" else "FAILED"
             reason = entry["error"] or (entry["score"] or {}).get("reason", "")
@@ -215,11 +390,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     entry = None
     if call.when == "call":
         entry = item.stash.get(ENTRY_KEY, None)
-        if entry is None and report.failed:
+        if entry is not None:
+            pass
+        elif report.failed:
             entry = _bare_entry(ref, "error", f"the test failed before evaluating the case: {report.longreprtext[-2000:]}", "internal")
-        elif entry is None and report.passed:
+        elif report.passed:
             entry = _bare_entry(ref, "error", "the test did not call evaluate(case, agent, scorer)", "internal")
-        elif entry is None and report.skipped:
+        elif report.skipped:
             entry = _bare_entry(ref, "skipped", _skip_reason(report), "skipped")
     elif call.when == "setup" and not report.passed:
         if report.skipped:
@@ -237,11 +414,7 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _bare_entry(ref: CaseRef, outcome: str, error: str | None, kind: str) -> dict[str, Any]:
-    return {
-        "case_id": ref.case_id, "task": ref.task, "outcome": outcome, "content_hash": None,
-        "ground_truth": None, "predicted": None, "raw_output": None, "score": None,
-        "error": error, "error_kind": kind, "duration_s": None, "usage": None,
-    }
+    return {**new_entry(ref, outcome), "error": error, "error_kind": kind}
 
 
 def finish_session(state: GroundevalState, session: pytest.Session, exitstatus: int) -> None:
@@ -267,11 +440,20 @@ def finish_session(state: GroundevalState, session: pytest.Session, exitstatus: 
         gate=state.gate,
         rootdir=session.config.rootpath,
     )
+    record["usage"] = total_usage(cases)
+    record["budget"] = state.budget.to_record()
+    if state.max_cost is not None and record["budget"] is not None:
+        record["budget"]["max_cost_usd"] = state.max_cost
+        record["budget"]["stopped"] = any(c.get("error_kind") == "budget" for c in cases)
+        record["budget"]["cases_not_run"] = sum(c.get("error_kind") == "budget" for c in cases)
+        record["budget"]["spent_usd"] = record["usage"]["cost_usd"]
+        if state.gate is not None and record["budget"]["stopped"]:
+            state.gate["passed"] = False
+            state.gate["reason"] = "--max-cost stopped the run before every case ran"
     problems = validate_record(record)
     if problems:  # a bug in groundeval itself: keep the record, say so loudly
         record["schema_errors"] = problems
-    path = session.config.getoption("groundeval_run_record")
-    path = Path(path) if path else session.config.rootpath / "runs" / f"{state.run_id}.json"
+    path = state.record_path_for()
     write_json_atomic(path, record)
     state.record, state.record_path = record, path
     if problems:

@@ -184,3 +184,75 @@ def comparable(record: dict[str, Any]) -> dict[str, Any]:
         "gate": record["gate"],
         "cases": [{k: v for k, v in c.items() if k not in VOLATILE_CASE_KEYS} for c in record["cases"]],
     }
+
+
+# ---------------------------------------------------------------- journal (crash-safe)
+class Journal:
+    """``runs/<run_id>.jsonl``: a header line, then one line per finished case, each flushed
+    and fsynced as it is written, so a run killed with SIGKILL loses no finished case."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "a", encoding="utf-8")
+        self._write({"kind": "header", **header})
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def append(self, entry: dict[str, Any]) -> None:
+        self._write({"kind": "case", **entry})
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+@dataclass
+class StoredRun:
+    """A finished or interrupted run, read back from its record or its journal."""
+
+    path: Path
+    run_id: str | None
+    agent: str | None
+    model: str | None
+    cases: dict[tuple[str, str], dict[str, Any]]
+
+
+def load_run(path: Path) -> StoredRun:
+    """Read a run record (``.json``) or journal (``.jsonl``; a torn last line is ignored)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        header: dict[str, Any] = {}
+        cases: dict[tuple[str, str], dict[str, Any]] = {}
+        for line in text.splitlines():
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the line being written when the process died
+            kind = obj.pop("kind", None)
+            if kind == "header" and not header:
+                header = obj
+            elif kind == "case":
+                cases[(obj["task"], obj["case_id"])] = obj
+        return StoredRun(path, header.get("run_id"), header.get("agent"), header.get("model"), cases)
+    record = json.loads(text)
+    cases = {(c["task"], c["case_id"]): c for c in record.get("cases", [])}
+    return StoredRun(path, record.get("run_id"), record.get("agent"), record.get("model"), cases)
+
+
+def find_run(spec: str, runs_dir: Path) -> Path:
+    """``last`` → the newest record or journal under ``runs_dir``; else the path itself."""
+    if spec != "last":
+        path = Path(spec)
+        if not path.exists():
+            raise FileNotFoundError(f"no run record or journal at {path}")
+        return path
+    candidates = [p for p in runs_dir.glob("*.json*") if p.suffix in (".json", ".jsonl")] if runs_dir.is_dir() else []
+    if not candidates:
+        raise FileNotFoundError(f"no run under {runs_dir} to resume ('last')")
+    newest = max(candidates, key=lambda p: p.stat().st_mtime)
+    # prefer the record of that run when both exist (it is complete), else its journal
+    return newest

@@ -13,7 +13,8 @@ from pytest_groundeval.record import comparable, validate_record
 
 
 def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", *args)
+    return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                       "--retry-base-delay=0.001", *args)
 
 
 def cases_by_id(record: dict) -> dict[str, dict]:
@@ -86,6 +87,8 @@ def test_raising_agent_is_an_error_counted_in_every_denominator(evalproject):
     assert validate_record(rec) == []
     for c in rec["cases"]:
         assert c["outcome"] == "error" and "ConnectionError: upstream API unavailable" in c["error"]
+        # a connection error is transient: retried (default 4 retries), then recorded as such
+        assert c["attempts"] == 5 and c["error_class"] == "ConnectionError" and c["error_kind"] == "agent"
     s = rec["summary"]["extraction"]
     assert s["n_errors"] == s["n_cases"] == len(SMALL_SET)
     assert s["micro_f1"] == s["macro_f1"] == s["exact_match"] == s["name_accuracy"] == 0.0

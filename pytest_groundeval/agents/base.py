@@ -57,9 +57,6 @@ def call_agent(agent: Any, task: str, prompt: str, inputs: dict[str, Any]) -> Ag
     return AgentOutput.coerce(agent.run(prompt))
 
 
-LIVE_AGENTS = {"claude": "ANTHROPIC_API_KEY"}
-
-
 @dataclass
 class AgentSpec:
     """What ``--agent`` / ``--model`` / ``--base-url`` ask for, checked before anything runs."""
@@ -68,6 +65,13 @@ class AgentSpec:
     model: str | None = None
     base_url: str | None = None
     timeout: float = 120.0
+    cache_mode: str = "off"
+    cache_dir: str | None = None
+
+    @property
+    def is_live(self) -> bool:
+        """Calls a model over the network (default concurrency 8 rather than 1)."""
+        return self.name in ("claude", "langgraph")
 
     @property
     def required_key(self) -> str | None:
@@ -80,10 +84,10 @@ class AgentSpec:
             return "ANTHROPIC_API_KEY"
         return None
 
-    def check(self) -> str | None:
+    def check(self, needs_key: bool = True) -> str | None:
         """An error message if this agent can't run here, else None. Never falls back."""
         key = self.required_key
-        if key and not os.environ.get(key):
+        if needs_key and key and not os.environ.get(key) and self.cache_mode != "strict":
             return (
                 f"--agent={self.name} calls a live model and needs {key} in the environment; "
                 f"set it, or run the offline agent with --agent=baseline"
@@ -119,6 +123,15 @@ def load_custom(spec: str, rootdir: Path | None = None) -> Any:
     return agent
 
 
+def model_cache(spec: AgentSpec) -> Any:
+    """The model-call cache for this session's agent, or None when off."""
+    if spec.cache_mode == "off":
+        return None
+    from ..cache import ModelCache
+
+    return ModelCache(Path(spec.cache_dir or ".groundeval/cache"), spec.cache_mode)
+
+
 def build_agent(spec: AgentSpec, rootdir: Path | None = None) -> Any:
     """Construct the agent. Heavy SDK imports happen only here, only for the chosen agent."""
     if spec.name == "baseline":
@@ -128,7 +141,8 @@ def build_agent(spec: AgentSpec, rootdir: Path | None = None) -> Any:
     if spec.name == "claude":
         from .claude import ClaudeAgent
 
-        return ClaudeAgent(model=spec.model or ClaudeAgent.default_model, timeout=spec.timeout)
+        return ClaudeAgent(model=spec.model or ClaudeAgent.default_model, timeout=spec.timeout,
+                           cache=model_cache(spec))
     if spec.name == "langgraph":
         from .langgraph_agent import LangGraphAgent
 

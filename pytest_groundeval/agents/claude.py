@@ -8,18 +8,28 @@ from .base import AgentOutput
 
 
 class ClaudeAgent:
+    """``--agent=claude``: the prompt as one user message; all text blocks joined.
+
+    Retries and the per-call timeout are applied by the harness (``--retries``,
+    ``--agent-timeout``) so each attempt is recorded; the SDK client gets the same timeout
+    and ``max_retries=0`` unless you pass your own client.
+    """
+
     default_model = "claude-opus-4-8"
 
-    def __init__(self, model: str = default_model, *, timeout: float = 120.0, max_retries: int = 4,
-                 max_tokens: int = 4096, client: Any = None) -> None:
-        import anthropic
-
+    def __init__(self, model: str = default_model, *, timeout: float = 120.0, max_retries: int = 0,
+                 max_tokens: int = 4096, client: Any = None, cache: Any = None) -> None:
         self.name = "claude"
         self.model = model
         self.max_tokens = max_tokens
-        self.client = client or anthropic.Anthropic(timeout=timeout, max_retries=max_retries)
+        self.cache = cache
+        if client is None:
+            import anthropic
 
-    def run(self, prompt: str) -> AgentOutput:
+            client = anthropic.Anthropic(timeout=timeout, max_retries=max_retries)
+        self.client = client
+
+    def _call(self, prompt: str) -> dict[str, Any]:
         response = self.client.messages.create(
             model=self.model,
             max_tokens=self.max_tokens,
@@ -27,11 +37,26 @@ class ClaudeAgent:
         )
         text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
         usage = getattr(response, "usage", None)
-        return AgentOutput(
-            text=text,
-            model=getattr(response, "model", self.model),
-            usage={
+        return {
+            "text": text,
+            "model": getattr(response, "model", None) or self.model,
+            "usage": {
                 "input_tokens": getattr(usage, "input_tokens", None),
                 "output_tokens": getattr(usage, "output_tokens", None),
+                "model_calls": 1,
             } if usage is not None else None,
-        )
+        }
+
+    def run(self, prompt: str) -> AgentOutput:
+        if self.cache is None:
+            value = self._call(prompt)
+        else:
+            components = self.cache.components(
+                agent=self.name, model=self.model, params={"max_tokens": self.max_tokens},
+                messages=[{"role": "user", "content": prompt}], tools=None)
+            value, hit = self.cache.call(components, lambda: self._call(prompt),
+                                         meta={"agent": self.name, "model": self.model})
+            if hit:  # served from the cache: no tokens spent by this run
+                value = {**value, "usage": {"input_tokens": 0, "output_tokens": 0, "model_calls": 0,
+                                            "cache_hits": 1, "cached_usage": value.get("usage")}}
+        return AgentOutput(text=value["text"], model=value["model"], usage=value["usage"])

@@ -1,0 +1,155 @@
+"""One agent call under a policy: a per-call timeout, and retries with exponential backoff
+and jitter on transient failures (rate limits, overload, network), honouring ``retry-after``.
+Permanent failures (bad request, auth, a bug in the agent) are not retried.
+
+The outcome keeps every attempt, so the record can tell "the model failed" (a scored
+``failed``) from "the API failed" (``error``, with the final error class and the attempts).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+
+
+class TransientAgentError(Exception):
+    """Raise from your agent for a failure worth retrying; set ``retry_after`` (seconds) if known."""
+
+    def __init__(self, message: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentAgentError(Exception):
+    """Raise from your agent for a failure that retrying cannot fix."""
+
+
+class CallTimeout(TimeoutError):
+    """The call took longer than ``--agent-timeout``."""
+
+
+def _status(exc: BaseException) -> int | None:
+    for obj in (exc, getattr(exc, "response", None)):
+        code = getattr(obj, "status_code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    value = getattr(exc, "retry_after", None)
+    if isinstance(value, (int, float)):
+        return float(value)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000
+        raw = headers.get("retry-after")
+    except Exception:
+        return None
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(raw) if raw else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, PermanentAgentError):
+        return False
+    if isinstance(exc, (TransientAgentError, CallTimeout, ConnectionError, TimeoutError)):
+        return True
+    status = _status(exc)
+    if status is not None:
+        return status in TRANSIENT_STATUS or status >= 500
+    # SDK network errors (anthropic/openai/httpx) without a status: APIConnectionError,
+    # APITimeoutError, ConnectError, ReadTimeout ...
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return any(n.endswith(("ConnectionError", "TimeoutError", "ConnectError", "ReadTimeout",
+                           "RemoteProtocolError", "OverloadedError", "RateLimitError"))
+               for n in names)
+
+
+@dataclass
+class CallPolicy:
+    timeout: float | None = 120.0
+    max_attempts: int = 5
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Full-jitter exponential backoff; never shorter than the server's retry-after."""
+        backoff = self.rng.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+        return max(backoff, retry_after or 0.0)
+
+
+class AgentCallError(Exception):
+    """The call failed for good (permanent error, or transient errors until attempts ran out)."""
+
+    def __init__(self, last: BaseException, attempts: list[dict[str, Any]]) -> None:
+        super().__init__(f"{type(last).__name__}: {last}")
+        self.last = last
+        self.attempts = attempts
+
+    @property
+    def error_class(self) -> str:
+        return type(self.last).__name__
+
+
+def _with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
+    """Run ``fn`` on a daemon thread and stop waiting after ``timeout`` seconds. The thread
+    cannot be killed; SDK agents get the same timeout so their sockets give up too."""
+    if not timeout:
+        return fn()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="groundeval-call")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise CallTimeout(f"no answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def call_with_policy(fn: Callable[[], Any], policy: CallPolicy) -> tuple[Any, list[dict[str, Any]]]:
+    """``fn()`` under the policy. Returns (value, attempts); raises :class:`AgentCallError`."""
+    attempts: list[dict[str, Any]] = []
+    for n in range(1, max(1, policy.max_attempts) + 1):
+        started = time.monotonic()
+        try:
+            value = _with_timeout(fn, policy.timeout)
+        except Exception as exc:
+            transient = is_transient(exc)
+            attempt = {"attempt": n, "error_class": type(exc).__name__, "error": str(exc)[:500],
+                       "transient": transient, "status": _status(exc),
+                       "duration_s": round(time.monotonic() - started, 6)}
+            attempts.append(attempt)
+            if not transient or n >= policy.max_attempts:
+                raise AgentCallError(exc, attempts) from exc
+            wait = policy.delay(n, _retry_after(exc))
+            attempt["retry_in_s"] = round(wait, 3)
+            policy.sleep(wait)
+            continue
+        attempts.append({"attempt": n, "error_class": None, "duration_s": round(time.monotonic() - started, 6)})
+        return value, attempts
+    raise AssertionError("unreachable")
