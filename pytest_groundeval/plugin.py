@@ -34,6 +34,7 @@ from .record import (
     write_json_atomic,
 )
 from .resume import is_finished, reuse_stored
+from .tracing import Tracer
 from .tasks import TASKS
 from .usage import Budget, total_usage
 
@@ -139,6 +140,7 @@ class GroundevalState:
         self._prefetch_decided = False
         self._order: dict[Any, int] = {}
         self.journal: Journal | None = None
+        self.tracer: Tracer | None = None if self.is_worker else Tracer.from_env()
         self.tasks = {name: cls.from_config(config) for name, cls in TASKS.items()}
         raw = list(config.getini("groundeval_thresholds")) + list(config.getoption("groundeval_thresholds"))
         self.thresholds: list[Threshold] = []
@@ -164,6 +166,10 @@ class GroundevalState:
             if self.journal is None:
                 self.journal = Journal(self.record_path_for().with_suffix(".jsonl"), self.header())
             self.journal.append(entry)
+            if self.tracer is not None:
+                if not self.tracer.started:  # lazily: sessions without eval cases open no LangSmith run
+                    self.tracer.start(self.header())
+                self.tracer.log_case(entry)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -455,6 +461,8 @@ def finish_session(state: GroundevalState, session: pytest.Session, exitstatus: 
         record["schema_errors"] = problems
     path = state.record_path_for()
     write_json_atomic(path, record)
+    if state.tracer is not None and state.tracer.started:
+        state.tracer.finish(record)
     state.record, state.record_path = record, path
     if problems:
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -479,3 +487,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for p in state.record["schema_errors"][:20]:
             tr.write_line(f"  {p}", red=True)
     tr.write_line(f"run record: {state.record_path}")
+    line = state.tracer.warning_line() if state.tracer is not None else None
+    if line:
+        tr.write_line(line, yellow=True)

@@ -25,7 +25,8 @@ KEY_PACKAGES = (
     "groundeval", "pytest", "pytest-xdist", "healthchain", "fhir.resources",
     "pydantic", "anthropic", "langgraph", "langchain", "langchain-core", "langsmith",
 )
-VOLATILE_CASE_KEYS = ("duration_s",)
+# per-case keys that legitimately differ between two runs of the same cases
+VOLATILE_CASE_KEYS = ("duration_s", "resumed_from", "rescored_from")
 
 
 def now_iso() -> str:
@@ -182,7 +183,14 @@ def comparable(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "summary": record["summary"],
         "gate": record["gate"],
-        "cases": [{k: v for k, v in c.items() if k not in VOLATILE_CASE_KEYS} for c in record["cases"]],
+        "cases": [
+            {
+                k: ([{a: b for a, b in att.items() if a != "duration_s"} for att in v] if k == "attempt_log" else v)
+                for k, v in c.items()
+                if k not in VOLATILE_CASE_KEYS
+            }
+            for c in record["cases"]
+        ],
     }
 
 

@@ -17,7 +17,8 @@ back to ``POST /feedback`` otherwise.
 
 Tracing can never fail or change the eval: every call is guarded, failures (ours and the
 client's background ones) are collected in ``Tracer.errors``, and after ``max_errors``
-failed calls the tracer stops trying. Ground truth stays in the local record unless
+failed calls (or at once when LangSmith cannot be reached) the tracer stops trying; the
+plugin prints ``Tracer.warning_line()``. Ground truth stays in the local record unless
 ``GROUNDEVAL_TRACE_TRUTH=1``. Only the pytest controller process should own a Tracer.
 """
 
@@ -136,6 +137,7 @@ class Tracer:
         self.max_errors = max_errors  # after this many, stop trying
         self.gave_up = False
         self.flush_timeout = flush_timeout
+        self.started = False  # start() was called (it runs once)
         self.n_runs = 0
         self.n_feedback = 0
         self.parent_id: uuid.UUID | None = None
@@ -192,17 +194,19 @@ class Tracer:
     def _background_error(self, exc: Exception) -> None:
         self._error("background upload", exc)
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+        """Call the client; True when it did not raise (queued or sent)."""
         if not self.enabled:
-            return None
+            return False
         try:
             with warnings.catch_warnings():
                 # e.g. LangSmithWarning about feedback without session_id: not the user's concern
                 warnings.simplefilter("ignore")
-                return fn(*args, **kwargs)
+                fn(*args, **kwargs)
         except Exception as exc:
             self._error(what, exc)
-            return None
+            return False
+        return True
 
     def warning_line(self) -> str | None:
         """One line for the terminal when something went wrong, else None."""
@@ -214,9 +218,10 @@ class Tracer:
 
     # ------------------------------------------------------------- the session
     def start(self, run_meta: dict) -> None:
-        """Open the parent run of this groundeval session."""
-        if not self.enabled:
+        """Open the parent run of this groundeval session (once; later calls do nothing)."""
+        if self.started or not self.enabled:
             return
+        self.started = True
         try:
             self._start(run_meta)
         except Exception as exc:
@@ -236,7 +241,7 @@ class Tracer:
             "options": run_meta.get("options"),
             "started_at": run_meta.get("started_at"),
         }
-        self._call(
+        if self._call(
             "create parent run",
             self.client.create_run,
             name=f"groundeval {agent}",
@@ -250,8 +255,8 @@ class Tracer:
             start_time=start,
             extra={"metadata": meta},
             tags=["groundeval", str(agent)],
-        )
-        self.n_runs += 1
+        ):
+            self.n_runs += 1
 
     def _project_id(self) -> Any:
         """The project's id (feedback wants it as session_id), created if missing; None
@@ -309,7 +314,7 @@ class Tracer:
         kwargs: dict[str, Any] = {}
         if entry.get("outcome") == "error":
             kwargs["error"] = entry.get("error") or "error"
-        self._call(
+        if self._call(
             f"create run {task}:{case_id}",
             self.client.create_run,
             name=f"{task}:{case_id}",
@@ -326,8 +331,8 @@ class Tracer:
             extra={"metadata": metadata},
             tags=[str(task), str(entry.get("outcome"))],
             **kwargs,
-        )
-        self.n_runs += 1
+        ):
+            self.n_runs += 1
         for key, score, comment in case_feedback(entry):
             self._feedback(run_id, key, score, comment)
 
@@ -335,7 +340,7 @@ class Tracer:
         kwargs: dict[str, Any] = {}
         if self.session_id is not None:
             kwargs["session_id"] = self.session_id
-        done = self._call(
+        if self._call(
             f"feedback {key}",
             self.client.create_feedback,
             run_id,
@@ -345,8 +350,7 @@ class Tracer:
             trace_id=self.parent_id,
             stop_after_attempt=1,  # the client's default retries sleep for seconds
             **kwargs,
-        )
-        if done is not None:
+        ):
             self.n_feedback += 1
 
     def finish(self, record: dict) -> None:
@@ -391,12 +395,7 @@ class Tracer:
         # once the tracer has given up, what is left will not get through: do not wait long
         timeout = self.flush_timeout if self.enabled else min(self.flush_timeout, 2.0)
         try:
-            flush(timeout=timeout)
-        except TypeError:
-            try:
-                flush()
-            except Exception as exc:
-                self._error("flush", exc)
+            flush(timeout=timeout)  # never an unbounded flush(): a dead endpoint would hang the run
         except Exception as exc:
             self._error("flush", exc)
         queue = getattr(self.client, "tracing_queue", None)

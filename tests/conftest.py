@@ -78,6 +78,69 @@ class Raising:
     def run(self, prompt):
         raise ConnectionError("upstream API unavailable")
 
+def _patient(prompt):
+    bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+    return next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+
+def _log(event, **kw):
+    import os, time
+    path = os.environ.get("AGENT_LOG")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"event": event, "t": time.time(), **kw}) + "\\n")
+
+class Sleepy:
+    """Right answers after a fixed sleep; logs start/end of every call (AGENT_LOG)."""
+    name = "sleepy"
+    def run(self, prompt):
+        import os, time
+        pid = _patient(prompt)
+        _log("start", patient=pid)
+        if os.environ.get("KILL_ON") and os.environ["KILL_ON"] in pid:
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(float(os.environ.get("SLEEP", "0.3")))
+        _log("end", patient=pid)
+        answer = _truth(prompt)
+        if os.environ.get("HALLUCINATE"):
+            answer = answer + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+        return json.dumps({"active_medications": answer})
+
+class _HTTPError(Exception):
+    def __init__(self, status, headers=None):
+        super().__init__(f"HTTP {status}")
+        self.status_code = status
+        class R: pass
+        self.response = R()
+        self.response.headers = headers or {}
+        self.response.status_code = status
+
+class RateLimitedOnce:
+    """429 with retry-after on the first call for each patient, then the right answer."""
+    name = "rate-limited-once"
+    def __init__(self):
+        self.seen = set()
+    def run(self, prompt):
+        pid = _patient(prompt)
+        _log("call", patient=pid)
+        if pid not in self.seen:
+            self.seen.add(pid)
+            raise _HTTPError(429, {"retry-after": "0.05"})
+        return json.dumps({"active_medications": _truth(prompt)})
+
+class BadRequest:
+    name = "bad-request"
+    def run(self, prompt):
+        _log("call", patient=_patient(prompt))
+        raise _HTTPError(400)
+
+class Hangs:
+    name = "hangs"
+    def run(self, prompt):
+        import time
+        time.sleep(5)
+        return "{}"
+
 class WithUsage:
     name = "with-usage"
     def run(self, prompt):

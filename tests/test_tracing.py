@@ -8,7 +8,6 @@ import email.policy
 import json
 import threading
 import time
-import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -244,6 +243,7 @@ RECORD = {
 def _run_session(tracer: Tracer) -> float:
     t0 = time.monotonic()
     tracer.start(RUN_META)
+    tracer.start(RUN_META)  # idempotent: the plugin may call it before each case
     for entry in (EXTRACTION_PASSED, WRITE_FAILED, ERRORED):
         tracer.log_case(entry)
     tracer.finish(RECORD)
@@ -324,7 +324,10 @@ def test_session_sends_runs_and_feedback(servers, info) -> None:
     assert boom["error"] == ERRORED["error"] and boom["outputs"]["outcome"] == "error"
 
     got = {(str(f["run_id"]), f["key"]): f for f in feedback}
-    keys = lambda run: {k for (rid, k) in got if rid == str(run["id"])}  # noqa: E731
+
+    def keys(run: dict) -> set[str]:
+        return {k for (rid, k) in got if rid == str(run["id"])}
+
     assert keys(ok) == {"precision", "recall", "f1", "exact_match", "name_accuracy", "pass"}
     assert got[(ok["id"], "name_accuracy")]["score"] == 0.5
     assert keys(write) == {"schema", "coding", "constraints", "safety", "pass"}
@@ -400,3 +403,32 @@ def test_case_feedback_rules() -> None:
     assert case_feedback({"outcome": "error", "error": "x"}) == [("error", 0.0, "x")]
     keys = [k for k, _, _ in case_feedback(EXTRACTION_PASSED)]
     assert "tp" not in keys and keys[-1] == "pass"
+
+
+def test_plugin_streams_a_pytest_session_to_langsmith(servers, pytester, monkeypatch) -> None:
+    """Through pytest itself: with LANGSMITH_API_KEY set, the session's cases reach the endpoint,
+    and the local record is written all the same."""
+    import shutil
+
+    from conftest import EVAL_FILE, SMALL_SET, SYNTHEA
+
+    server = servers(info={"version": "0.10.0"})
+    monkeypatch.setenv("LANGSMITH_API_KEY", "lsv2-dummy")
+    monkeypatch.setenv("LANGSMITH_ENDPOINT", server.url)
+    pytester.makepyfile(test_evals=EVAL_FILE)
+    data = pytester.mkdir("data")
+    for stem in SMALL_SET:
+        shutil.copy(SYNTHEA / f"{stem}.json", data / f"{stem}.json")
+    result = pytester.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(SMALL_SET))
+    assert (pytester.path / "record.json").exists()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        bodies = b"".join(r["body"] for r in server.requests)
+        if all(stem.encode() in bodies for stem in SMALL_SET):
+            break
+        time.sleep(0.05)
+    bodies = b"".join(r["body"] for r in server.requests)
+    for stem in SMALL_SET:
+        assert f"extraction:{stem}".encode() in bodies
+    assert b"groundeval baseline" in bodies

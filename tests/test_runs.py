@@ -1,0 +1,282 @@
+"""Fast, cheap and crash-safe runs: concurrency, retries, timeouts, journal, resume,
+rescore, the model-call cache, usage and cost. All offline, through pytest itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import anthropic
+import pytest
+from conftest import SMALL_SET, ZERO, read_record
+
+from pytest_groundeval.record import comparable, validate_record
+from pytest_groundeval.tasks.extraction import active_medications
+
+N = len(SMALL_SET)
+
+
+def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                       "--retry-base-delay=0.001", *args)
+
+
+def agent_log(p: pytest.Pytester) -> list[dict]:
+    path = p.path / "agent.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def logged(evalproject, monkeypatch):
+    monkeypatch.setenv("AGENT_LOG", str(evalproject.path / "agent.log"))
+    return evalproject
+
+
+# ---------------------------------------------------------------- concurrency
+def test_concurrent_calls_really_overlap_and_items_report_in_order(logged, monkeypatch):
+    monkeypatch.setenv("SLEEP", "0.4")
+    t0 = time.monotonic()
+    result = run(logged, "--agent=agents_under_test:Sleepy", "--concurrency", str(N), "-v")
+    wall = time.monotonic() - t0
+    result.assert_outcomes(passed=N)
+    events = agent_log(logged)
+    starts = [e["t"] for e in events if e["event"] == "start"]
+    ends = [e["t"] for e in events if e["event"] == "end"]
+    assert len(starts) == N
+    assert max(starts) < min(ends), "every call started before any finished: they ran at the same time"
+    assert wall < N * 0.4 + 1.5
+    # items still report in collection order
+    lines = [ln for ln in result.outlines if "::test_extraction[" in ln and "PASSED" in ln]
+    assert [ln.split("[", 1)[1].split("]", 1)[0] for ln in lines] == sorted(SMALL_SET)
+    assert read_record(logged)["options"]["concurrency"] == N
+
+
+def test_serial_by_default_for_an_offline_agent(logged, monkeypatch):
+    monkeypatch.setenv("SLEEP", "0.05")
+    run(logged, "--agent=agents_under_test:Sleepy").assert_outcomes(passed=N)
+    events = agent_log(logged)
+    for prev_end, next_start in zip([e for e in events if e["event"] == "end"][:-1],
+                                    [e for e in events if e["event"] == "start"][1:]):
+        assert next_start["t"] >= prev_end["t"]
+    assert read_record(logged)["options"]["concurrency"] == 1
+
+
+def test_exitfirst_stops_launching_calls(logged, monkeypatch):
+    monkeypatch.setenv("SLEEP", "0.2")
+    monkeypatch.setenv("HALLUCINATE", "1")
+    result = run(logged, "--agent=agents_under_test:Sleepy", "--concurrency", "2", "-x")
+    result.assert_outcomes(failed=1)
+    started = [e for e in agent_log(logged) if e["event"] == "start"]
+    assert len(started) <= 2 < N  # the window (2) at most, never the whole suite
+    assert len(read_record(logged)["cases"]) == 1
+
+
+def test_k_selects_which_calls_are_made(logged):
+    run(logged, "--agent=agents_under_test:Sleepy", "--concurrency", "4", "-k", "Clarissa").assert_outcomes(passed=1)
+    assert {e["patient"] for e in agent_log(logged)} == {"38f65650-9735-8541-322d-387417329eb2"}
+
+
+def test_concurrency_under_xdist_gives_the_serial_record(logged, monkeypatch):
+    monkeypatch.setenv("SLEEP", "0.05")
+    serial = logged.runpytest_subprocess("--data-dir", "data", "--run-record", "serial.json",
+                                         "--agent=agents_under_test:Sleepy", "-p", "no:cacheprovider")
+    parallel = logged.runpytest_subprocess("--data-dir", "data", "--run-record", "parallel.json",
+                                           "--agent=agents_under_test:Sleepy", "-n", "2", "--concurrency", "3",
+                                           "-p", "no:cacheprovider")
+    assert serial.ret == parallel.ret == 0
+    assert comparable(read_record(logged, "serial.json")) == comparable(read_record(logged, "parallel.json"))
+    assert len([e for e in agent_log(logged) if e["event"] == "start"]) == 2 * N  # no case called twice
+
+
+# ---------------------------------------------------------------- retries and timeouts
+def test_rate_limit_is_retried_honouring_retry_after_and_recorded(logged):
+    run(logged, "--agent=agents_under_test:RateLimitedOnce").assert_outcomes(passed=N)
+    for c in read_record(logged)["cases"]:
+        assert c["outcome"] == "passed" and c["attempts"] == 2
+        first = c["attempt_log"][0]
+        assert first["status"] == 429 and first["transient"] and first["retry_in_s"] >= 0.05
+
+
+def test_permanent_error_is_not_retried_and_is_an_error_not_a_failure(logged):
+    run(logged, "--agent=agents_under_test:BadRequest").assert_outcomes(failed=N)
+    assert len(agent_log(logged)) == N  # one call per case
+    rec = read_record(logged)
+    for c in rec["cases"]:
+        assert c["outcome"] == "error" and c["attempts"] == 1 and c["error_class"] == "_HTTPError"
+    assert rec["summary"]["extraction"]["n_errors"] == N
+
+
+def test_per_call_timeout_ends_a_hanging_call(evalproject):
+    t0 = time.monotonic()
+    run(evalproject, "--agent=agents_under_test:Hangs", "--agent-timeout", "0.2", "--retries", "1", "-k", ZERO)
+    assert time.monotonic() - t0 < 4
+    (case,) = read_record(evalproject)["cases"]
+    assert case["outcome"] == "error" and case["error_class"] == "CallTimeout" and case["attempts"] == 2
+    assert "no answer within 0.2 s" in case["error"]
+
+
+# ---------------------------------------------------------------- journal, resume, rescore
+def test_sigkilled_run_resumes_to_the_uninterrupted_record(logged, monkeypatch):
+    monkeypatch.setenv("SLEEP", "0.01")
+    base = ["--data-dir", "data", "-p", "no:cacheprovider", "--agent=agents_under_test:Sleepy"]
+    full = logged.runpytest_subprocess(*base, "--run-record", "full.json")
+    assert full.ret == 0
+    victim = sorted(SMALL_SET)[2]  # the third case in run order
+    kill_id = json.loads((logged.path / "data" / f"{victim}.json").read_text())["entry"][0]["resource"]["id"]
+    monkeypatch.setenv("KILL_ON", kill_id)
+    killed = logged.runpytest_subprocess(*base, "--run-record", "killed.json")
+    assert killed.ret == -9 or killed.ret == 137 or not (logged.path / "killed.json").exists()
+    journal = logged.path / "killed.jsonl"
+    finished = [json.loads(x) for x in journal.read_text().splitlines()][1:]
+    assert [c["case_id"] for c in finished] == sorted(SMALL_SET)[:2]  # nothing finished was lost
+    monkeypatch.delenv("KILL_ON")
+    (logged.path / "agent.log").unlink()
+    resumed = logged.runpytest_subprocess(*base, "--run-record", "resumed.json", "--resume", str(journal))
+    assert resumed.ret == 0
+    called = {e["patient"] for e in agent_log(logged) if e["event"] == "start"}
+    assert len(called) == N - 2  # only the unfinished cases were run
+    a, b = read_record(logged, "full.json"), read_record(logged, "resumed.json")
+    assert comparable(a) == comparable(b)
+    assert b["options"]["resumed_from"] == json.loads(journal.read_text().splitlines()[0])["run_id"]
+
+
+def test_resume_refuses_another_agent(evalproject):
+    run(evalproject).assert_outcomes(passed=N)
+    result = run(evalproject, "--agent=agents_under_test:Correct", "--resume", "record.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*that run used agent 'baseline'*"])
+
+
+def test_resume_last_reruns_changed_cases(evalproject):
+    result = evalproject.runpytest("--data-dir", "data", "-p", "no:cacheprovider", "--agent=agents_under_test:Correct")
+    result.assert_outcomes(passed=N)
+    bundle_path = evalproject.path / "data" / f"{ZERO}.json"
+    bundle_path.write_text(bundle_path.read_text() + "\n")  # same data, new content hash
+    result = evalproject.runpytest("--data-dir", "data", "-p", "no:cacheprovider", "--agent=agents_under_test:Correct",
+                                   "--resume", "last", "--run-record", "again.json")
+    result.assert_outcomes(passed=N)
+    cases = {c["case_id"]: c for c in read_record(evalproject, "again.json")["cases"]}
+    assert "resumed_from" not in cases[ZERO]  # content changed: it was run again
+    assert sum("resumed_from" in c for c in cases.values()) == N - 1
+
+
+def test_rescore_makes_no_agent_call(logged):
+    run(logged, "--agent=agents_under_test:Sleepy").assert_outcomes(passed=N)
+    (logged.path / "agent.log").unlink()
+    first = read_record(logged)
+    result = logged.runpytest("--data-dir", "data", "-p", "no:cacheprovider", "--agent=agents_under_test:Sleepy",
+                              "--rescore", "record.json", "--run-record", "rescored.json")
+    result.assert_outcomes(passed=N)
+    assert agent_log(logged) == []
+    again = read_record(logged, "rescored.json")
+    assert again["options"]["rescored_from"] == first["run_id"]
+    assert [c["raw_output"] for c in again["cases"]] == [c["raw_output"] for c in first["cases"]]
+    assert validate_record(again) == []
+
+
+def test_rescore_applies_the_current_scorer(evalproject):
+    run(evalproject, "--agent=agents_under_test:WrongKey").assert_outcomes(failed=N)
+    # a "scorer fix": a conftest that accepts the wrong key by injecting another scorer
+    evalproject.makeconftest('''
+import json, pytest
+from pytest_groundeval.scorers.extraction import score_extraction
+
+@pytest.fixture
+def scorer():
+    return lambda prediction, case: score_extraction(prediction, case.truth)
+''')
+    result = evalproject.runpytest("--data-dir", "data", "-p", "no:cacheprovider", "--rescore", "record.json",
+                                   "--agent=claude", "--run-record", "rescored.json")  # no key needed: no call
+    assert result.ret == 1  # still parse failures: the stored answers have the wrong key
+    for c in read_record(evalproject, "rescored.json")["cases"]:
+        assert c["error_kind"] == "parse" and c["rescored_from"]
+
+
+# ---------------------------------------------------------------- model-call cache, usage, cost
+class FakeMessages:
+    calls = 0
+
+    def create(self, model, max_tokens, messages):
+        FakeMessages.calls += 1
+        prompt = messages[0]["content"]
+        truth = active_medications(json.loads(prompt.split("Bundle:\n", 1)[1]), "prompt")
+        text = json.dumps({"active_medications": truth})
+        return SimpleNamespace(content=[SimpleNamespace(type="text", text=text)], model=model,
+                               usage=SimpleNamespace(input_tokens=len(prompt) // 4, output_tokens=40))
+
+
+class FakeAnthropic:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.messages = FakeMessages()
+
+
+@pytest.fixture
+def fake_claude(evalproject, monkeypatch):
+    monkeypatch.setattr(anthropic, "Anthropic", FakeAnthropic)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-SECRET-never-stored")
+    FakeMessages.calls = 0
+    return evalproject
+
+
+def test_cache_readwrite_then_a_rerun_makes_zero_calls(fake_claude):
+    args = ("--agent=claude", "--model-cache", "readwrite", "--model-cache-dir", "cache")
+    run(fake_claude, *args).assert_outcomes(passed=N)
+    assert FakeMessages.calls == N
+    first = read_record(fake_claude)
+    assert first["usage"]["input_tokens"] > 0 and first["usage"]["cost_usd"] > 0
+    run(fake_claude, *args).assert_outcomes(passed=N)
+    assert FakeMessages.calls == N  # the second run was served entirely from the cache
+    second = read_record(fake_claude)
+    assert second["usage"]["input_tokens"] == 0 and second["usage"]["cost_usd"] == 0
+    assert [c["raw_output"] for c in second["cases"]] == [c["raw_output"] for c in first["cases"]]
+    stored = "".join(p.read_text() for p in (fake_claude.path / "cache").rglob("*.json"))
+    assert len(list((fake_claude.path / "cache").rglob("*.json"))) == N
+    assert "SECRET" not in stored and "sk-test" not in stored
+
+
+def test_strict_cache_miss_is_an_error_naming_the_component(fake_claude):
+    run(fake_claude, "--agent=claude", "--model-cache", "strict", "--model-cache-dir", "cache").assert_outcomes(failed=N)
+    for c in read_record(fake_claude)["cases"]:
+        assert c["outcome"] == "error" and c["error_class"] == "CacheMiss" and "is empty" in c["error"]
+        assert c["attempts"] == 1  # a miss is permanent: not retried
+    assert FakeMessages.calls == 0
+    run(fake_claude, "--agent=claude", "--model-cache", "write", "--model-cache-dir", "cache").assert_outcomes(passed=N)
+    result = run(fake_claude, "--agent=claude", "--model", "claude-sonnet-4-5", "--model-cache", "strict",
+                 "--model-cache-dir", "cache")
+    result.assert_outcomes(failed=N)
+    for c in read_record(fake_claude)["cases"]:
+        assert "closest stored entry differs in: model" in c["error"]
+
+
+def test_strict_cache_needs_no_api_key(fake_claude, monkeypatch):
+    run(fake_claude, "--agent=claude", "--model-cache", "write", "--model-cache-dir", "cache")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    run(fake_claude, "--agent=claude", "--model-cache", "strict", "--model-cache-dir", "cache").assert_outcomes(passed=N)
+
+
+def test_usage_and_cost_per_case_and_run(fake_claude):
+    run(fake_claude, "--agent=claude").assert_outcomes(passed=N)
+    rec = read_record(fake_claude)
+    for c in rec["cases"]:
+        u = c["usage"]
+        assert u["output_tokens"] == 40
+        assert c["cost_usd"] == pytest.approx(u["input_tokens"] * 5e-6 + 40 * 25e-6)
+    assert rec["usage"]["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in rec["cases"]), abs=1e-6)
+    assert rec["usage"]["prices_as_of"]
+
+
+def test_max_cost_stops_launching_calls_and_says_so(fake_claude):
+    result = run(fake_claude, "--agent=claude", "--max-cost", "0.000001", "--concurrency", "1",
+                 "--threshold", "extraction.f1=0.0")
+    result.assert_outcomes(passed=1, skipped=N - 1)
+    assert FakeMessages.calls == 1
+    rec = read_record(fake_claude)
+    assert rec["budget"]["stopped"] and rec["budget"]["cases_not_run"] == N - 1
+    assert rec["gate"]["passed"] is False and "max-cost" in rec["gate"]["reason"]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    skipped = [c for c in rec["cases"] if c["outcome"] == "skipped"]
+    assert all("--max-cost" in c["error"] for c in skipped)
