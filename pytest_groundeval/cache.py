@@ -125,12 +125,22 @@ class ModelCache:
         return value, False
 
 
+_VOLATILE_MESSAGE_FIELDS = ("id", "response_metadata", "usage_metadata")
+
+
+def _message_key(serialized: dict[str, Any]) -> dict[str, Any]:
+    """A message as it bears on the answer: without the random ids LangGraph stamps on
+    messages and without response metadata (timings, token counts, cache markers)."""
+    data = {k: v for k, v in (serialized.get("data") or {}).items() if k not in _VOLATILE_MESSAGE_FIELDS}
+    return {"type": serialized.get("type"), "data": data}
+
+
 def wrap_chat_model(model: Any, cache: ModelCache, agent: str = "langgraph") -> Any:
     """A LangChain chat model that answers each call from ``cache`` (components: the model's
     identifying parameters, the messages, the bound tool schemas) or from ``model``."""
     from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.load import dumpd, load
-    from langchain_core.outputs import ChatResult
+    from langchain_core.messages import message_to_dict, messages_from_dict
+    from langchain_core.outputs import ChatGeneration, ChatResult
 
     class CachedChatModel(BaseChatModel):
         inner: Any
@@ -154,14 +164,18 @@ def wrap_chat_model(model: Any, cache: ModelCache, agent: str = "langgraph") -> 
             model_name = params.get("model") or params.get("model_name")
             comps = self.model_cache.components(
                 agent=self.agent_name, model=model_name, params=params,
-                messages=[dumpd(m) for m in messages], tools=kwargs.get("tools"))
+                messages=[_message_key(message_to_dict(m)) for m in messages], tools=kwargs.get("tools"))
 
             def call() -> Any:
                 result = self.inner._generate(messages, stop=stop, **kwargs)
-                return dumpd(result.generations)
+                return [{"message": message_to_dict(g.message), "generation_info": g.generation_info}
+                        for g in result.generations]
 
             value, hit = self.model_cache.call(comps, call, meta={"agent": self.agent_name, "model": model_name})
-            generations = load(value)
+            generations = [
+                ChatGeneration(message=messages_from_dict([g["message"]])[0], generation_info=g["generation_info"])
+                for g in value
+            ]
             if hit:  # a cached answer costs nothing: keep its original usage apart, count 0
                 for g in generations:
                     meta = dict(g.message.response_metadata or {})

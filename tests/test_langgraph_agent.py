@@ -363,3 +363,26 @@ def test_final_message_as_content_blocks_is_read_as_text():
     assert out.extra["answer_source"] == "final_message"
     assert out.text == "Final:\n" + json.dumps(resource)
     assert out.transcript[-1]["content"] == out.text
+
+
+# --------------------------------------------------------------------------- model-call cache
+
+
+def test_every_model_call_inside_the_graph_is_cached(tmp_path):
+    from pytest_groundeval.cache import CacheMiss, ModelCache
+
+    case = load_case()
+    prompt = f"Write the MedicationStatement for {case['subject']}.\n\n{case['note']}"
+    first_agent, first_model = agent_with(correct_script(case), cache=ModelCache(tmp_path, "readwrite"))
+    first = first_agent.run(prompt)
+    assert len(first_model.seen) == 4 and first.usage["input_tokens"] == 400
+    cache = ModelCache(tmp_path, "readwrite")
+    again_agent, again_model = agent_with(correct_script(case), cache=cache)
+    again = again_agent.run(prompt)
+    assert again_model.seen == [] and cache.hits == 4 and cache.calls == 0  # zero model calls
+    assert json.loads(again.text) == json.loads(first.text)
+    assert [t.get("tool") for t in again.transcript] == [t.get("tool") for t in first.transcript]
+    assert not again.usage or again.usage.get("input_tokens", 0) == 0  # cached calls cost nothing
+    strict_agent, _ = agent_with(correct_script(case), cache=ModelCache(tmp_path, "strict"))
+    with pytest.raises(CacheMiss, match="closest stored entry differs in: messages"):
+        strict_agent.run(prompt + " (changed)")

@@ -240,6 +240,7 @@ class LangGraphAgent:
         system_prompt: str | None = None,
         catalog: Any = None,
         model_kwargs: dict[str, Any] | None = None,
+        cache: Any = None,
     ) -> None:
         if recursion_limit < 2:
             raise ValueError("recursion_limit must be at least 2 (one model call, one tool round)")
@@ -257,12 +258,19 @@ class LangGraphAgent:
             self.chat_model = model
             self.model = str(getattr(model, "model_name", None) or getattr(model, "model", None)
                              or type(model).__name__)
+        if cache is not None:  # every model call inside the graph goes through the cache
+            from ..cache import wrap_chat_model
+
+            self.chat_model = wrap_chat_model(self.chat_model, cache, agent=self.name)
         self._graphs: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def from_spec(cls, spec: AgentSpec) -> "LangGraphAgent":
-        return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout)
+        from .base import model_cache
+
+        return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout,
+                   cache=model_cache(spec))
 
     @staticmethod
     def _init_model(model: str, base_url: str | None, timeout: float, max_retries: int,
