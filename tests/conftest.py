@@ -99,7 +99,8 @@ class Sleepy:
         if os.environ.get("KILL_ON") and os.environ["KILL_ON"] in pid:
             import signal
             os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(float(os.environ.get("SLEEP", "0.3")))
+        slow = os.environ.get("SLOW_ON") and os.environ["SLOW_ON"] in pid
+        time.sleep(30 if slow else float(os.environ.get("SLEEP", "0.3")))
         _log("end", patient=pid)
         answer = _truth(prompt)
         if os.environ.get("HALLUCINATE"):

@@ -280,3 +280,32 @@ def test_max_cost_stops_launching_calls_and_says_so(fake_claude):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     skipped = [c for c in rec["cases"] if c["outcome"] == "skipped"]
     assert all("--max-cost" in c["error"] for c in skipped)
+
+
+def test_ctrl_c_abandons_calls_in_flight_and_keeps_finished_cases(logged, monkeypatch):
+    import os
+    import signal
+
+    monkeypatch.setenv("SLEEP", "0.05")
+    slow = sorted(SMALL_SET)[2]
+    monkeypatch.setenv("SLOW_ON", json.loads((logged.path / "data" / f"{slow}.json").read_text())["entry"][0]["resource"]["id"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--data-dir", "data", "-p", "no:cacheprovider", "--run-record", "rec.json",
+         "--agent=agents_under_test:Sleepy", "--concurrency", "2"],
+        cwd=logged.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    journal = logged.path / "rec.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until the two cases before the slow one are journaled
+        if journal.exists() and len(journal.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert time.monotonic() - sent < 10, "the 30 s call in flight was not waited for"
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-2000:]
+    rec = json.loads((logged.path / "rec.json").read_text())
+    finished = [c["case_id"] for c in rec["cases"]]
+    assert finished[:2] == sorted(SMALL_SET)[:2] and slow not in finished
+    assert os.path.exists(journal)
