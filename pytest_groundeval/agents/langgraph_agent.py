@@ -120,18 +120,9 @@ def _text_of(message: Any) -> str:
 
 
 def _contains_json_object(text: str) -> bool:
-    decoder = json.JSONDecoder()
-    i = text.find("{")
-    while i != -1:
-        try:
-            obj, _ = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i = text.find("{", i + 1)
-            continue
-        if isinstance(obj, dict):
-            return True
-        i = text.find("{", i + 1)
-    return False
+    from ..jsontext import json_objects
+
+    return bool(json_objects(text))
 
 
 def _tool_result(content: Any) -> Any:

@@ -6,12 +6,12 @@ task type = a subclass here + its scorer + an entry in ``tasks.TASKS``.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..datasets import CaseRef
+from ..jsontext import json_objects
 from ..scorers.base import Score
 
 
@@ -84,17 +84,7 @@ def extract_json_object(text: str) -> dict[str, Any]:
     No object, or more than one top-level object, is a :class:`ParseError`."""
     if not isinstance(text, str):
         raise ParseError(f"agent output is {type(text).__name__}, not text")
-    decoder = json.JSONDecoder()
-    found: list[Any] = []
-    i = text.find("{")
-    while i != -1:
-        try:
-            obj, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i = text.find("{", i + 1)
-            continue
-        found.append(obj)
-        i = text.find("{", end)
+    found = json_objects(text)
     if not found:
         raise ParseError("no JSON object found in the output")
     if len(found) > 1:
