@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REFS, SYNTHEA, ZERO
+from conftest import REFS, SYNTHEA
 
 from pytest_groundeval.datasets import CaseError
 from pytest_groundeval.scorers.base import bootstrap_ci, prf

@@ -34,7 +34,7 @@ _COUNT_UNIT = r"(?:tablets?|tabs?|capsules?|caps?|pills?|puffs?|inhalations?|spr
 _MASS_UNIT = r"(?:mg|mcg|µg|ug|g|grams?|milligrams?|micrograms?)"
 _MASS = re.compile(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*({_MASS_UNIT})(?![a-z])(?!\s*/\s*d[lL])", re.I)
 _CONCENTRATION = re.compile(
-    rf"(\d+(?:\.\d+)?)\s*(mg|mcg|ug|g)\s*(?:/|per)\s*(\d+(?:\.\d+)?)?\s*(ml|milliliters?)\b", re.I
+    r"(\d+(?:\.\d+)?)\s*(mg|mcg|ug|g)\s*(?:/|per)\s*(\d+(?:\.\d+)?)?\s*(ml|milliliters?)\b", re.I
 )
 _VOLUME = re.compile(r"(?<![/\w.])(\d+(?:\.\d+)?)\s*(?:ml|milliliters?|cc)\b(?!\s*/)", re.I)
 _RANGE_SEP = r"\s*(?:-|–|—|to|or)\s*"

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from ..datasets import CaseError, CaseRef, content_hash, load_json
 from ..scorers.aggregate import summarize_rates
-from .base import Case, ParseError, Task, extract_json_object
+from .base import Case, Task, extract_json_object
 
 DIMENSIONS = ("schema", "coding", "constraints", "safety")
 CASE_KEYS = ("case_id", "subject", "note", "expected")
