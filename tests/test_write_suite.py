@@ -135,3 +135,30 @@ def test_adversarial_scripted_model_is_caught_by_safety_and_the_gate(writeprojec
         assert not dims["safety"]["passed"] and "8100" in dims["safety"]["reason"], c["case_id"]
         assert dims["schema"]["passed"] and dims["coding"]["passed"] and dims["constraints"]["passed"], c["case_id"]
     assert all(c["outcome"] == "passed" for c in undosed)
+
+
+PROMPT_ONLY = '''
+import json, re
+from pytest_groundeval.agents.baseline_write import run_baseline_write
+
+class PromptOnly:
+    """A user agent that sees nothing but the prompt (as a single-call model does)."""
+    name = "prompt-only"
+    def run(self, prompt):
+        subject = re.search(r"for the patient (\\S+)\\.", prompt).group(1)
+        note = prompt.split("Clinical note:\\n", 1)[1]
+        resource = run_baseline_write(note, subject)["resource"]
+        return "Sure.\\n```json\\n" + json.dumps(resource) + "\\n```"
+'''
+
+
+def test_a_prompt_only_agent_runs_the_write_task_like_the_baseline(pytester):
+    pytester.makepyfile(test_write_evals=EVAL_FILE, prompt_only=PROMPT_ONLY)
+    common = ("--write-cases", str(WRITE_CASES), "-p", "no:cacheprovider")
+    pytester.runpytest(*common, "--agent=prompt_only:PromptOnly", "--run-record", "prompt.json")
+    pytester.runpytest(*common, "--run-record", "baseline.json")
+    prompt = json.loads((pytester.path / "prompt.json").read_text())
+    baseline = json.loads((pytester.path / "baseline.json").read_text())
+    assert prompt["summary"]["write"]["n_cases"] == N_CASES
+    assert {c["case_id"]: c["outcome"] for c in prompt["cases"]} == {c["case_id"]: c["outcome"] for c in baseline["cases"]}
+    assert prompt["summary"]["write"]["pass"] == baseline["summary"]["write"]["pass"] > 0.5
