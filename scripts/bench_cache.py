@@ -40,7 +40,6 @@ from _bench_util import (  # noqa: E402
     child_env,
     copy_evals,
     expect_cases,
-    outcomes,
     read_record,
     run_pytest,
     table,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .base import AgentOutput
@@ -23,11 +24,19 @@ class ClaudeAgent:
         self.model = model
         self.max_tokens = max_tokens
         self.cache = cache
-        if client is None:
-            import anthropic
+        self._client = client
+        self._client_args = {"timeout": timeout, "max_retries": max_retries}
+        self._lock = threading.Lock()
 
-            client = anthropic.Anthropic(timeout=timeout, max_retries=max_retries)
-        self.client = client
+    @property
+    def client(self) -> Any:
+        """The SDK client, made on first use: a run served from the cache never imports it."""
+        with self._lock:
+            if self._client is None:
+                import anthropic
+
+                self._client = anthropic.Anthropic(**self._client_args)
+        return self._client
 
     def _call(self, prompt: str) -> dict[str, Any]:
         response = self.client.messages.create(
