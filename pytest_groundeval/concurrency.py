@@ -48,37 +48,59 @@ class DaemonPool:
 
 
 class Prefetcher:
-    """Launches ``call(key)`` for upcoming keys, at most ``window`` unconsumed at once."""
+    """Keeps up to ``concurrency`` calls running for the next keys of the plan.
 
-    def __init__(self, call: Callable[[Hashable], Any], concurrency: int) -> None:
+    The plan is the run order from the current item on, at most ``lookahead`` keys (so
+    finished-but-unconsumed results stay bounded, and a stop wastes little). A finished
+    call immediately starts the next planned one, so the pool never idles while the main
+    thread is busy scoring and reporting an earlier item.
+    """
+
+    def __init__(self, call: Callable[[Hashable], Any], concurrency: int, lookahead: int | None = None) -> None:
         self.call = call
         self.window = concurrency
+        self.lookahead = lookahead or 4 * concurrency
         self.pool = DaemonPool(concurrency)
         self.futures: dict[Hashable, Future] = {}
+        self.plan: list[Hashable] = []
+        self.in_flight = 0
         self.stopped = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def advance(self, upcoming: Iterable[Hashable]) -> None:
-        """Top the window up from ``upcoming``: the current key first, then the next keys in run
-        order (a bounded list: at least ``window`` long when that many remain)."""
-        upcoming = list(upcoming)
+        """Set the plan: the current key first, then the next keys in run order."""
         with self._lock:
             if self.stopped:
                 return
-            wanted = set(upcoming)
+            self.plan = list(upcoming)[: self.lookahead]
+            wanted = set(self.plan)
             for key in [k for k in self.futures if k not in wanted]:
                 # no longer ours to run (e.g. xdist handed it to another worker): drop it
                 self.futures.pop(key).cancel()
-            for key in upcoming:
-                if len(self.futures) >= self.window:
-                    break
-                if key not in self.futures:
-                    self.futures[key] = self.pool.submit(lambda key=key: self.call(key))
+            self._fill()
+
+    def _fill(self) -> None:  # with the lock held
+        for key in self.plan:
+            if self.in_flight >= self.window:
+                return
+            if key not in self.futures:
+                future = self.pool.submit(lambda key=key: self.call(key))
+                self.futures[key] = future
+                self.in_flight += 1
+                future.add_done_callback(self._finished)
+
+    def _finished(self, future: Future) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            if not self.stopped:
+                self._fill()
 
     def take(self, key: Hashable) -> Any:
         """The result for ``key``: waits for its prefetched call, or calls inline if none was launched."""
         with self._lock:
             future = self.futures.pop(key, None)
+            if key in self.plan:
+                self.plan.remove(key)
         if future is None:
             return self.call(key)
         return future.result()

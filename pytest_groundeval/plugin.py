@@ -229,7 +229,7 @@ class GroundevalState:
         return prepare_and_call(self.tasks[ref.task], ref, self.get_agent(), self.policy, self.budget)
 
     def _upcoming(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[tuple[str, str]]:
-        window = self.prefetcher.window * 2 if self.prefetcher else 0
+        window = self.prefetcher.lookahead if self.prefetcher else 0
         items = item.session.items
         interactor = next((p for p in self.config.pluginmanager.get_plugins()
                            if type(p).__name__ == "WorkerInteractor"), None)

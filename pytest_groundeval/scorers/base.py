@@ -73,9 +73,11 @@ def bootstrap_ci(
     n = len(values)
     if n == 0:
         return None
-    rng = random.Random(seed)
     vals = list(values)
-    means = sorted(sum(vals[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples))
+    if min(vals) == max(vals):
+        return [round(vals[0], 6), round(vals[0], 6)]
+    draw = random.Random(seed).choices
+    means = sorted(sum(draw(vals, k=n)) / n for _ in range(n_resamples))
     lo = means[int((alpha / 2) * n_resamples)]
     hi = means[min(n_resamples - 1, int((1 - alpha / 2) * n_resamples))]
     return [round(lo, 6), round(hi, 6)]
