@@ -20,6 +20,7 @@ Usage: uv run python scripts/bench_concurrency.py [--cases 200] [--latency 0.25]
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(f"pytest start-up (best of 3 --collect-only): {start_1:.2f} s serial, {start_n:.2f} s with -n {a.workers}")
     print(f"--concurrency {a.concurrency} vs ideal + start-up: {within:.2f}x (goal <= 1.25x)  -> {verdict(within <= 1.25)}")
+    waves = math.ceil(a.cases / a.concurrency) * a.latency  # no call can be split across slots
+    print(f"  (whole-wave floor: ceil({a.cases}/{a.concurrency}) x {a.latency:g} s = {waves:.2f} s; "
+          f"wall vs floor + start-up: {c_wall / (waves + c_start):.2f}x)")
     print(f"--concurrency {a.concurrency} speed-up over -n {a.workers}: {speedup:.1f}x wall "
           f"({speedup_net:.1f}x with each run's start-up subtracted) (goal >= 10x)  -> {verdict(speedup >= 10)}")
 
