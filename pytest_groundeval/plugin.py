@@ -30,6 +30,7 @@ from .record import (
     new_run_id,
     now_iso,
     parse_threshold,
+    sort_cases,
     validate_record,
     write_json_atomic,
 )
@@ -428,7 +429,9 @@ def finish_session(state: GroundevalState, session: pytest.Session, exitstatus: 
     atomically) → exit status. With thresholds set, the gate decides the exit status."""
     if not state.entries and not state.thresholds:
         return  # no eval case ran (e.g. the project's own tests): no record
-    cases = list(state.entries.values())
+    # in case-id order: aggregates (bootstrap resamples, float sums) must not depend on the
+    # order results arrived in (xdist workers finish in any order)
+    cases = sort_cases(state.entries.values())
     summary = {
         name: task.summarize([c for c in cases if c["task"] == name])
         for name, task in state.tasks.items()
