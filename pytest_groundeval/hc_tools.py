@@ -26,6 +26,7 @@ raises.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -677,28 +678,21 @@ def langchain_tools(catalog: Union[Catalog, str, Path, None] = None) -> list:
 
     bound = None if catalog is None else _resolve_catalog(catalog)
 
-    def lookup(query: str, limit: int = 5) -> Dict[str, Any]:
-        return lookup_medication_code(query, limit, catalog=bound)
+    def with_catalog(fn: Any) -> Any:
+        """``fn`` with the catalog fixed; its schema (signature, annotations) without it."""
 
-    def build(
-        subject: str,
-        status: str,
-        rxnorm_code: str,
-        display: str,
-        dose_value: Optional[float] = None,
-        dose_unit: Optional[str] = None,
-        frequency_per_day: Optional[float] = None,
-        as_needed: Optional[bool] = None,
-        dose_value_max: Optional[float] = None,
-        frequency_per_day_max: Optional[float] = None,
-        note_text: Optional[str] = None,
-    ) -> Dict[str, Any]:
-        return build_medication_statement(
-            subject, status, rxnorm_code, display, dose_value, dose_unit, frequency_per_day,
-            as_needed, dose_value_max, frequency_per_day_max, note_text, catalog=bound,
-        )
+        @functools.wraps(fn)
+        def tool(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, catalog=bound, **kwargs)
+
+        sig = inspect.signature(fn)
+        tool.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() if n != "catalog"])
+        tool.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "catalog"}
+        tool.__doc__ = None  # the tool's description is set below; keep it out of the args schema
+        return tool
 
     def validate(resource: Union[Dict[str, Any], str]) -> Dict[str, Any]:
+        # the function accepts anything (and says what is wrong); the schema tells the model what to send
         return validate_medication_statement(resource)
 
     def bad_arguments(exc: Exception) -> str:
@@ -707,14 +701,14 @@ def langchain_tools(catalog: Union[Catalog, str, Path, None] = None) -> list:
 
     return [
         StructuredTool.from_function(
-            func=func, name=name,
-            description=inspect.cleandoc(doc.__doc__ or ""),
+            func=func, name=fn.__name__,
+            description=inspect.cleandoc(fn.__doc__ or ""),
             handle_validation_error=bad_arguments,
         )
-        for func, name, doc in (
-            (lookup, "lookup_medication_code", lookup_medication_code),
-            (build, "build_medication_statement", build_medication_statement),
-            (validate, "validate_medication_statement", validate_medication_statement),
+        for func, fn in (
+            (with_catalog(lookup_medication_code), lookup_medication_code),
+            (with_catalog(build_medication_statement), build_medication_statement),
+            (validate, validate_medication_statement),
         )
     ]
 

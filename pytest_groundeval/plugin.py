@@ -37,7 +37,7 @@ from .record import (
 from .resume import is_finished, reuse_stored
 from .tracing import Tracer
 from .tasks import TASKS
-from .usage import Budget, total_usage
+from .usage import Budget, budget_record, total_usage
 
 STATE_KEY = pytest.StashKey["GroundevalState"]()
 ENTRY_KEY = pytest.StashKey[dict]()
@@ -450,15 +450,10 @@ def finish_session(state: GroundevalState, session: pytest.Session, exitstatus: 
         rootdir=session.config.rootpath,
     )
     record["usage"] = total_usage(cases)
-    record["budget"] = state.budget.to_record()
-    if state.max_cost is not None and record["budget"] is not None:
-        record["budget"]["max_cost_usd"] = state.max_cost
-        record["budget"]["stopped"] = any(c.get("error_kind") == "budget" for c in cases)
-        record["budget"]["cases_not_run"] = sum(c.get("error_kind") == "budget" for c in cases)
-        record["budget"]["spent_usd"] = record["usage"]["cost_usd"]
-        if state.gate is not None and record["budget"]["stopped"]:
-            state.gate["passed"] = False
-            state.gate["reason"] = "--max-cost stopped the run before every case ran"
+    record["budget"] = budget_record(state.max_cost, cases, record["usage"])
+    if state.gate is not None and record["budget"] and record["budget"]["stopped"]:
+        state.gate["passed"] = False
+        state.gate["reason"] = "--max-cost stopped the run before every case ran"
     problems = validate_record(record)
     if problems:  # a bug in groundeval itself: keep the record, say so loudly
         record["schema_errors"] = problems

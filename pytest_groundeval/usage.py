@@ -64,23 +64,22 @@ class Budget:
     def __init__(self, max_cost: float | None) -> None:
         self.max_cost = max_cost
         self.spent = 0.0
-        self.refused = 0
         self._lock = threading.Lock()
 
     def try_start(self) -> bool:
         with self._lock:
-            if self.max_cost is not None and self.spent >= self.max_cost:
-                self.refused += 1
-                return False
-            return True
+            return self.max_cost is None or self.spent < self.max_cost
 
     def add(self, cost: float | None) -> None:
         if cost:
             with self._lock:
                 self.spent += cost
 
-    def to_record(self) -> dict[str, Any] | None:
-        if self.max_cost is None:
-            return None
-        return {"max_cost_usd": self.max_cost, "spent_usd": round(self.spent, 6),
-                "stopped": self.refused > 0, "cases_not_run": self.refused}
+
+def budget_record(max_cost: float | None, cases: list[dict[str, Any]], usage: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``--max-cost`` did, from the cases themselves (so it is right under xdist too)."""
+    if max_cost is None:
+        return None
+    not_run = sum(c.get("error_kind") == "budget" for c in cases)
+    return {"max_cost_usd": max_cost, "spent_usd": usage["cost_usd"], "stopped": not_run > 0,
+            "cases_not_run": not_run}
