@@ -9,9 +9,12 @@ The outcome keeps every attempt, so the record can tell "the model failed" (a sc
 from __future__ import annotations
 
 import email.utils
+import queue
 import random
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -108,27 +111,50 @@ class AgentCallError(Exception):
         return type(self.last).__name__
 
 
+class _Caller:
+    """A daemon thread that runs one call at a time and returns to the idle list when done
+    (also after the caller stopped waiting for it): threads are reused, not made per call."""
+
+    _idle: "list[_Caller]" = []
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._jobs: "queue.SimpleQueue[tuple[Future, Callable[[], Any]]]" = queue.SimpleQueue()
+        threading.Thread(target=self._loop, daemon=True, name="groundeval-call").start()
+
+    @classmethod
+    def get(cls) -> "_Caller":
+        with cls._lock:
+            return cls._idle.pop() if cls._idle else cls()
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn))
+        return future
+
+    def _loop(self) -> None:
+        while True:
+            future, fn = self._jobs.get()
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                future.set_exception(exc)
+            with self._lock:
+                self._idle.append(self)
+
+
 def _with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
-    """Run ``fn`` on a daemon thread and stop waiting after ``timeout`` seconds. The thread
-    cannot be killed; SDK agents get the same timeout so their sockets give up too."""
+    """Run ``fn`` on a (reused) daemon thread and stop waiting after ``timeout`` seconds.
+    The thread cannot be killed; SDK agents get the same timeout so their sockets give up too."""
     if not timeout:
         return fn()
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True, name="groundeval-call")
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise CallTimeout(f"no answer within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    future = _Caller.get().submit(fn)
+    try:
+        return future.result(timeout)
+    except FutureTimeout:
+        if future.done():  # the agent itself raised a TimeoutError (same class since 3.11)
+            raise
+        raise CallTimeout(f"no answer within {timeout:g} s") from None
 
 
 def call_with_policy(fn: Callable[[], Any], policy: CallPolicy) -> tuple[Any, list[dict[str, Any]]]:

@@ -10,36 +10,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .model import CaseError, CaseRef
+
+__all__ = ["CaseError", "CaseRef", "content_hash", "discover_files", "load_json", "read_bytes"]
+
 BUNDLE_SUFFIXES = (".json.gz", ".json")
-
-
-class CaseError(Exception):
-    """A case cannot be run: bad file, unresolvable reference, agent/API failure.
-
-    Recorded as outcome ``error`` with this message; never turned into an empty answer.
-    """
-
-
-@dataclass(frozen=True)
-class CaseRef:
-    """A lazy pointer to one case: cheap to create, holds no file content.
-
-    ``index`` selects one case inside a multi-case file (write cases)."""
-
-    task: str
-    case_id: str
-    path: Path
-    index: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    def __repr__(self) -> str:  # shows up in pytest -v / --collect-only output
-        return f"CaseRef({self.task}:{self.case_id})"
 
 
 def read_bytes(path: Path) -> bytes:

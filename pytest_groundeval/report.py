@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
-from .tasks import TASKS
+from .model import RunRecord
 
 
 def _fmt(value: Any) -> str:
@@ -15,9 +15,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def terminal_lines(record: dict[str, Any]) -> list[str]:
-    lines = [f"agent: {record['agent']}" + (f"  model: {record['model']}" if record.get("model") else "")]
-    for task, summary in record["summary"].items():
+def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
+    lines = [f"agent: {record.agent}" + (f"  model: {record.model}" if record.model else "")]
+    for task, summary in record.summary.items():
         counts = (
             f"{task}: {summary['n_cases']} cases, {summary['n_passed']} passed, "
             f"{summary['n_failed']} failed, {summary['n_errors']} errors"
@@ -25,20 +25,21 @@ def terminal_lines(record: dict[str, Any]) -> list[str]:
         if summary.get("n_skipped"):
             counts += f", {summary['n_skipped']} skipped"
         lines.append(counts)
-        metrics = TASKS[task].metrics if task in TASKS else ()
+        metrics = tasks[task].metrics if task in tasks else ()
         width = max((len(m) for m in metrics), default=0)
         for m in metrics:
             ci = summary.get(f"{m}_ci95")
-            ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+            ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else ""
             lines.append(f"  {m:<{width}}  {_fmt(summary.get(m))}{ci_text}")
-    gate = record.get("gate")
+    gate = record.gate
     if gate is not None:
-        for t in gate["thresholds"]:
-            if not t["passed"]:
-                why = f" ({t['reason']})" if t.get("reason") else ""
-                lines.append(
-                    f"groundeval gate: MISSED {t['metric']} = {_fmt(t['value'])} < threshold {t['threshold']}{why}"
-                )
-        lines.append("groundeval gate: " + ("PASSED" if gate["passed"] else "FAILED")
-                     + f" ({sum(t['passed'] for t in gate['thresholds'])}/{len(gate['thresholds'])} thresholds met)")
+        for t in gate.thresholds:
+            if not t.passed:
+                why = f" ({t.reason})" if t.reason else ""
+                lines.append(f"groundeval gate: MISSED {t.metric} = {_fmt(t.value)} < threshold {t.threshold}{why}")
+        if gate.reason:
+            lines.append(f"groundeval gate: {gate.reason}")
+        met = sum(t.passed for t in gate.thresholds)
+        lines.append("groundeval gate: " + ("PASSED" if gate.passed else "FAILED")
+                     + f" ({met}/{len(gate.thresholds)} thresholds met)")
     return lines

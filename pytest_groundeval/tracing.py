@@ -29,11 +29,10 @@ import threading
 import uuid
 import warnings
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 DEFAULT_PROJECT = "groundeval"
 TRUTH_ENV = "GROUNDEVAL_TRACE_TRUTH"
-COUNT_METRICS = frozenset({"tp", "fp", "fn", "tn"})  # raw counts: kept in the record, not sent as scores
 MAX_KEPT_ERRORS = 50
 
 
@@ -75,22 +74,31 @@ def _unreachable(exc: BaseException) -> bool:
     return any(type(e).__name__ == "LangSmithConnectionError" for e in (exc, exc.__cause__))
 
 
-def case_feedback(entry: Mapping[str, Any]) -> list[tuple[str, float, str | None]]:
-    """The feedback (key, score, comment) for one case entry. Task-agnostic: numeric
-    metrics (not raw counts), pass/fail dimensions with their reasons, and ``pass``."""
+def _error_text(entry: Mapping[str, Any]) -> str:
+    error = entry.get("error")
+    if isinstance(error, Mapping):
+        return f"{error.get('kind')}: {error.get('message')}"
+    return str(error or "error")
+
+
+def case_feedback(entry: Mapping[str, Any], counts: Iterable[str] = ()) -> list[tuple[str, float, str | None]]:
+    """The feedback (key, score, comment) for one case result (as JSON). Task-agnostic:
+    numeric metrics (not the task's raw ``counts``), pass/fail dimensions with their
+    reasons, and ``pass``."""
     outcome = entry.get("outcome")
     if outcome == "error":
-        return [("error", 0.0, entry.get("error") or "error")]
+        return [("error", 0.0, _error_text(entry))]
     if outcome == "skipped":
         return []
     score = entry.get("score")
-    if not isinstance(score, Mapping):  # e.g. a parse failure: no score, a reason
-        return [("pass", 0.0, entry.get("error"))] if outcome == "failed" else []
+    if not isinstance(score, Mapping):
+        return []
+    counts = frozenset(counts)
     dims = score.get("dimensions") or {}
     found: dict[str, tuple[float, str | None]] = {}
     for name, value in (score.get("metrics") or {}).items():
         number = _number(value)
-        if number is None or name in COUNT_METRICS:
+        if number is None or name in counts:
             continue
         dim = dims.get(name)
         found[name] = (number, dim.get("reason") if isinstance(dim, Mapping) else None)
@@ -281,16 +289,17 @@ class Tracer:
             self._error("resolve project", exc)
             return None
 
-    def log_case(self, entry: dict) -> None:
-        """One child run for a finished case, then its feedback."""
+    def log_case(self, entry: dict, counts: Iterable[str] = ()) -> None:
+        """One child run for a finished case, then its feedback (``counts``: the task's
+        per-case metrics that are raw counts, not scores)."""
         if not self.enabled or self.parent_id is None:
             return
         try:
-            self._log_case(entry)
+            self._log_case(entry, counts)
         except Exception as exc:
             self._error(f"log case {entry.get('task')}:{entry.get('case_id')}", exc)
 
-    def _log_case(self, entry: dict) -> None:
+    def _log_case(self, entry: dict, counts: Iterable[str] = ()) -> None:
         run_id = uuid.uuid4()
         end = _now()
         duration = _number(entry.get("duration_s")) or 0.0
@@ -308,12 +317,14 @@ class Tracer:
         if self.send_truth and entry.get("ground_truth") is not None:
             outputs["reference"] = entry["ground_truth"]
         metadata = {"usage": entry.get("usage"), "duration_s": entry.get("duration_s")}
-        for key in ("cost_usd", "steps", "attempts", "error_kind"):
+        for key in ("cost_usd", "steps", "attempts"):
             if entry.get(key) is not None:
                 metadata[key] = entry[key]
+        if isinstance(entry.get("error"), Mapping):
+            metadata["error_kind"] = entry["error"].get("kind")
         kwargs: dict[str, Any] = {}
         if entry.get("outcome") == "error":
-            kwargs["error"] = entry.get("error") or "error"
+            kwargs["error"] = _error_text(entry)
         if self._call(
             f"create run {task}:{case_id}",
             self.client.create_run,
@@ -333,7 +344,7 @@ class Tracer:
             **kwargs,
         ):
             self.n_runs += 1
-        for key, score, comment in case_feedback(entry):
+        for key, score, comment in case_feedback(entry, counts):
             self._feedback(run_id, key, score, comment)
 
     def _feedback(self, run_id: uuid.UUID, key: str, score: float, comment: str | None) -> None:

@@ -8,6 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .model import BudgetRecord, CaseResult, RunUsage
+
 PRICES_PATH = Path(__file__).with_name("prices.json")
 
 
@@ -41,21 +43,22 @@ def cost_usd(model: str | None, usage: dict[str, Any] | None) -> float | None:
     return round(tin / 1e6 * price["input_per_mtok"] + tout / 1e6 * price["output_per_mtok"], 8)
 
 
-def total_usage(cases: list[dict[str, Any]]) -> dict[str, Any]:
+def total_usage(cases: list[CaseResult]) -> RunUsage:
     tin = tout = 0
     cost = 0.0
     priced = unpriced = 0
     for c in cases:
-        u = c.get("usage") or {}
-        tin += int(u.get("input_tokens") or 0)
-        tout += int(u.get("output_tokens") or 0)
-        if c.get("cost_usd") is not None:
-            cost += c["cost_usd"]
+        u = c.usage
+        if u is not None:
+            tin += int(u.input_tokens or 0)
+            tout += int(u.output_tokens or 0)
+        if c.cost_usd is not None:
+            cost += c.cost_usd
             priced += 1
-        elif u:
+        elif u is not None:
             unpriced += 1
-    return {"input_tokens": tin, "output_tokens": tout, "cost_usd": round(cost, 6),
-            "cases_priced": priced, "cases_unpriced": unpriced, "prices_as_of": price_table()["as_of"]}
+    return RunUsage(input_tokens=tin, output_tokens=tout, cost_usd=round(cost, 6), cases_priced=priced,
+                    cases_unpriced=unpriced, prices_as_of=price_table()["as_of"])
 
 
 class Budget:
@@ -76,10 +79,10 @@ class Budget:
                 self.spent += cost
 
 
-def budget_record(max_cost: float | None, cases: list[dict[str, Any]], usage: dict[str, Any]) -> dict[str, Any] | None:
+def budget_record(max_cost: float | None, cases: list[CaseResult], usage: RunUsage) -> BudgetRecord | None:
     """What ``--max-cost`` did, from the cases themselves (so it is right under xdist too)."""
     if max_cost is None:
         return None
-    not_run = sum(c.get("error_kind") == "budget" for c in cases)
-    return {"max_cost_usd": max_cost, "spent_usd": usage["cost_usd"], "stopped": not_run > 0,
-            "cases_not_run": not_run}
+    not_run = sum(c.error_kind == "budget" for c in cases)
+    return BudgetRecord(max_cost_usd=max_cost, spent_usd=usage.cost_usd, stopped=not_run > 0,
+                        cases_not_run=not_run)

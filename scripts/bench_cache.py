@@ -49,7 +49,7 @@ from _bench_util import (  # noqa: E402
 )
 
 sys.path.insert(0, str(ROOT))
-from pytest_groundeval.agents.baseline_write import run_baseline_write  # noqa: E402
+from pytest_groundeval.tasks.write_baseline import run_baseline_write  # noqa: E402
 from pytest_groundeval.tasks.extraction import active_medications  # noqa: E402
 
 _SUBJECT = re.compile(r"for the patient (\S+?)\.?\s*\n")
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     with temp_project("groundeval-bench-cache-", keep=a.keep) as proj:
         copy_evals(proj, ("test_extraction.py", "test_write.py"))
         cache = proj / "model-cache"
-        suite = [f"--data-dir={SYNTHEA}", f"--write-cases={WRITE_CASES}", "--retries=0"]
+        suite = [f"--data-dir={SYNTHEA}", f"--write-cases={WRITE_CASES}", "--agent-retries=0"]
         conc = ["--concurrency", str(a.concurrency)] if a.concurrency else []
 
         server = FakeMessagesAPI()

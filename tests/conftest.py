@@ -14,6 +14,7 @@ import pytest
 # apart. Importing here makes every inner run share one copy.
 import healthchain.fhir  # noqa: F401,E402
 import fhir.resources.R4B.bundle  # noqa: F401,E402
+import numpy  # noqa: F401,E402  (numpy refuses to be imported twice in one process)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -14,7 +14,7 @@ from pytest_groundeval.record import comparable, validate_record
 
 def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
     return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
-                       "--retry-base-delay=0.001", *args)
+                       "--agent-retry-delay=0.001", *args)
 
 
 def cases_by_id(record: dict) -> dict[str, dict]:
@@ -74,8 +74,13 @@ def test_unparseable_answers_are_failures_with_raw_output_kept(evalproject, agen
     run(evalproject, f"--agent=agents_under_test:{agent}").assert_outcomes(failed=len(SMALL_SET))
     rec = read_record(evalproject)
     for c in rec["cases"]:
-        assert c["outcome"] == "failed" and c["error_kind"] == "parse"
-        assert fragment in c["error"] and c["raw_output"] and c["predicted"] is None
+        # a parse failure is a scored failure (every metric 0, the reason), not an error
+        assert c["outcome"] == "failed" and c["error"] is None
+        assert c["score"]["reason"].startswith("parse error:") and fragment in c["score"]["reason"]
+        assert fragment in c["score"]["details"]["parse_error"]
+        assert c["raw_output"] and c["predicted"] is None
+        m = c["score"]["metrics"]
+        assert m["f1"] == m["precision"] == m["recall"] == m["exact_match"] == m["name_accuracy"] == 0.0
     s = rec["summary"]["extraction"]
     assert s["micro_f1"] == 0.0 and s["n_failed"] == len(SMALL_SET) and s["n_errors"] == 0
 
@@ -86,9 +91,9 @@ def test_raising_agent_is_an_error_counted_in_every_denominator(evalproject):
     rec = read_record(evalproject)
     assert validate_record(rec) == []
     for c in rec["cases"]:
-        assert c["outcome"] == "error" and "ConnectionError: upstream API unavailable" in c["error"]
+        assert c["outcome"] == "error" and "ConnectionError: upstream API unavailable" in c["error"]["message"]
         # a connection error is transient: retried (default 4 retries), then recorded as such
-        assert c["attempts"] == 5 and c["error_class"] == "ConnectionError" and c["error_kind"] == "agent"
+        assert c["attempts"] == 5 and c["error"]["error_class"] == "ConnectionError" and c["error"]["kind"] == "agent"
     s = rec["summary"]["extraction"]
     assert s["n_errors"] == s["n_cases"] == len(SMALL_SET)
     assert s["micro_f1"] == s["macro_f1"] == s["exact_match"] == s["name_accuracy"] == 0.0
@@ -119,7 +124,8 @@ def test_bad_files_error_with_name_and_reason_while_others_run(evalproject):
         "bad-gzip": "bad-gzip.json.gz: not a valid gzip file",
     }
     for cid, message in expected.items():
-        assert cases[cid]["outcome"] == "error" and message in cases[cid]["error"], cases[cid]["error"]
+        assert cases[cid]["outcome"] == "error" and cases[cid]["error"]["kind"] == "case"
+        assert message in cases[cid]["error"]["message"], cases[cid]["error"]
     result.stdout.fnmatch_lines(["*ERROR extraction:corrupt: corrupt.json: not valid JSON*"])
 
 
@@ -169,8 +175,9 @@ def test_unresolvable_medication_reference_errors_the_case(evalproject):
     run(evalproject)
     case = cases_by_id(read_record(evalproject))[REFS]
     assert case["outcome"] == "error"
-    assert "medicationReference" in case["error"] and "cannot be resolved" in case["error"]
-    assert f"{REFS}.json" in case["error"]
+    assert case["error"]["kind"] == "case"
+    assert "medicationReference" in case["error"]["message"] and "cannot be resolved" in case["error"]["message"]
+    assert f"{REFS}.json" in case["error"]["message"]
     assert case["ground_truth"] is None  # never a silently smaller truth
 
 
@@ -217,7 +224,7 @@ def test_unknown_agent_module_errors_every_case_with_the_reason(evalproject):
     result = run(evalproject, "--agent=no_such_module:Agent")
     result.assert_outcomes(errors=len(SMALL_SET))
     for c in read_record(evalproject)["cases"]:
-        assert c["outcome"] == "error" and "cannot import module 'no_such_module'" in c["error"]
+        assert c["outcome"] == "error" and "cannot import module 'no_such_module'" in c["error"]["message"]
 
 
 def test_gate_decides_exit_status(evalproject):

@@ -8,6 +8,7 @@ import pytest
 from conftest import REFS, SYNTHEA
 
 from pytest_groundeval.datasets import CaseError
+from pytest_groundeval.model import CaseResult
 from pytest_groundeval.scorers.base import bootstrap_ci, prf
 from pytest_groundeval.scorers.extraction import score_extraction, summarize
 from pytest_groundeval.tasks.base import ParseError
@@ -164,7 +165,9 @@ def test_prf_conventions():
 
 def _entry(outcome, truth, pred=None):
     score = score_extraction(pred, truth).to_dict() if pred is not None else None
-    return {"outcome": outcome, "ground_truth": truth, "score": score}
+    error = {"kind": "agent", "message": "agent raised"} if outcome == "error" else None
+    return CaseResult(case_id="c", task="extraction", outcome=outcome, ground_truth=truth, score=score,
+                      error=error, skip_reason="skipped" if outcome == "skipped" else None)
 
 
 def test_summary_counts_errors_as_zero_in_every_denominator():
@@ -174,7 +177,7 @@ def test_summary_counts_errors_as_zero_in_every_denominator():
     assert s["n_cases"] == 2 and s["n_errors"] == 1
     assert s["macro_f1"] == 0.5 and s["exact_match"] == 0.5 and s["name_accuracy"] == 0.5
     assert s["micro_recall"] == 0.5 and s["fn"] == 1
-    skipped = {"outcome": "skipped", "ground_truth": None, "score": None}
+    skipped = _entry("skipped", None)
     assert summarize([ok, skipped])["n_cases"] == 1 and summarize([ok, skipped])["n_skipped"] == 1
 
 
@@ -191,3 +194,20 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
     assert ci == bootstrap_ci(values, seed=0)
     assert ci[0] < 0.75 < ci[1] and 0.5 < ci[0] and ci[1] <= 1.0
     assert bootstrap_ci([], seed=0) is None
+    assert bootstrap_ci([0.4] * 7) == [0.4, 0.4]
+
+
+def test_bootstrap_ci_matches_index_resampling():
+    """The multinomial draw is the same distribution as resampling indices: the interval
+    agrees with a plain index bootstrap (different random streams, so within noise)."""
+    import random
+
+    values = [1.0] * 25 + [0.5] * 10 + [0.0] * 15
+    n, draws = len(values), 4000
+    rng = random.Random(1)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(draws))
+    plain = [means[int(0.025 * draws)], means[int(0.975 * draws)]]
+    ci = bootstrap_ci(values, n_resamples=draws, seed=1)
+    assert ci[0] == pytest.approx(plain[0], abs=0.03) and ci[1] == pytest.approx(plain[1], abs=0.03)
+    mean = sum(values) / n
+    assert ci[0] < mean < ci[1] and ci[1] - ci[0] > 0.15

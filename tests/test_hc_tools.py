@@ -395,7 +395,7 @@ def test_module_is_eval_free():
 @pytest.mark.parametrize("path", _case_files(), ids=lambda p: p.stem)
 def test_baseline_agent_drives_the_tools(path):
     """Smoke test: the rule-based agent only writes what the tools built and validated."""
-    from pytest_groundeval.agents.baseline_write import run_baseline_write
+    from pytest_groundeval.tasks.write_baseline import run_baseline_write
 
     case = json.loads(path.read_text(encoding="utf-8"))
     out = run_baseline_write(case["note"], case["subject"])

@@ -25,12 +25,16 @@ from pytest_groundeval.agents.base import AgentSpec, build_agent  # noqa: E402
 from pytest_groundeval.agents.langgraph_agent import (  # noqa: E402
     DEFAULT_MODEL,
     GENERIC_SYSTEM_PROMPT,
-    WRITE_SYSTEM_PROMPT,
     LangGraphAgent,
 )
+from pytest_groundeval.runner import run_case  # noqa: E402
+from pytest_groundeval.tasks.extraction import ExtractionTask  # noqa: E402
+from pytest_groundeval.tasks.write import SYSTEM_PROMPT as WRITE_SYSTEM_PROMPT  # noqa: E402
+from pytest_groundeval.tasks.write import WriteTask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITE_CASES = ROOT / "fixtures" / "write_cases"
+WRITE = WriteTask(WRITE_CASES)
 IBUPROFEN = WRITE_CASES / "ibuprofen-two-tablets.json"
 TOOLS = ["lookup_medication_code", "build_medication_statement", "validate_medication_statement"]
 USAGE = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
@@ -117,8 +121,13 @@ def correct_script(case: dict[str, Any], query: str = "ibuprofen 200 mg oral tab
     ]
 
 
-def agent_with(script: list[Any], **kw: Any) -> tuple[LangGraphAgent, ScriptedChatModel]:
+def agent_with(script: list[Any], bare: bool = False, **kw: Any) -> tuple[LangGraphAgent, ScriptedChatModel]:
+    """A LangGraph agent over a scripted model; unless ``bare``, its own prompt-only set-up
+    (``run(prompt)``) is the write task's system prompt, tools and answer tool."""
     model = ScriptedChatModel(script=script, delay=kw.pop("delay", 0.0))
+    if not bare:
+        kw = {"system_prompt": WRITE_SYSTEM_PROMPT, "tools": WRITE.agent_tools({}),
+              "answer_tool": WRITE.answer_tool, **kw}
     return LangGraphAgent(model=model, **kw), model
 
 
@@ -128,10 +137,10 @@ def agent_with(script: list[Any], **kw: Any) -> tuple[LangGraphAgent, ScriptedCh
 def test_scripted_run_answers_with_the_resource_and_records_real_tool_results():
     case = load_case()
     agent, model = agent_with(correct_script(case))
-    out = agent.run_case("write", "Write the MedicationStatement ...", {"note": case["note"], "subject": case["subject"]})
+    out = agent.run_case(WRITE, "Write the MedicationStatement ...", {"note": case["note"], "subject": case["subject"]})
 
     # final message held JSON: that text is the answer, the task parses it
-    assert out.resource is None and out.extra["answer_source"] == "final_message"
+    assert out.structured is None and out.extra["answer_source"] == "final_message"
     resource = json.loads(out.text)
     assert resource["resourceType"] == "MedicationStatement"
     assert resource["subject"] == {"reference": "Patient/pat-003"}
@@ -166,7 +175,7 @@ def test_usage_is_none_when_the_model_reports_none():
     script = [call("lookup_medication_code", {"query": "ibuprofen"}, usage=None),
               lambda m: say(json.dumps({"resourceType": "MedicationStatement"}), usage=None)]
     agent, _ = agent_with(script)
-    out = agent.run_case("write", case["note"], {})
+    out = agent.run_case(WRITE, case["note"], {})
     assert out.usage is None and out.steps == 2
 
 
@@ -177,21 +186,17 @@ def test_a_model_that_never_stops_calling_tools_hits_the_recursion_limit():
     agent, model = agent_with([lambda m: call("lookup_medication_code", {"query": "ibuprofen"})],
                               recursion_limit=6)
     with pytest.raises(RuntimeError, match="recursion limit of 6 steps") as info:
-        agent.run_case("write", "note", {})
+        agent.run_case(WRITE, "note", {})
     assert len(model.seen) == 3  # 6 supersteps = 3 model calls + 3 tool rounds, then stop
     assert info.value.transcript and info.value.transcript[0]["type"] == "ai"
 
 
 def test_recursion_limit_is_recorded_as_an_error_outcome(tmp_path):
-    from pytest_groundeval.evaluate import evaluate_case
-    from pytest_groundeval.tasks.write import WriteTask
-
-    task = WriteTask(options={"write_cases": str(WRITE_CASES)})
-    ref = next(r for r in task.discover() if r.case_id == "ibuprofen-two-tablets")
+    ref = next(r for r in WRITE.discover() if r.case_id == "ibuprofen-two-tablets")
     agent, _ = agent_with([lambda m: call("lookup_medication_code", {"query": "ibuprofen"})])
-    entry = evaluate_case(task, ref, agent)
-    assert entry["outcome"] == "error" and entry["error_kind"] == "agent"
-    assert "recursion limit of 16 steps" in entry["error"]
+    result = run_case(WRITE, ref, agent)
+    assert result.outcome == "error" and result.error.kind == "agent"
+    assert "recursion limit of 16 steps" in result.error.message
 
 
 def test_a_slow_run_is_ended_by_the_wall_clock_limit():
@@ -199,7 +204,7 @@ def test_a_slow_run_is_ended_by_the_wall_clock_limit():
                           delay=0.3, run_timeout=0.5)
     started = time.perf_counter()
     with pytest.raises(TimeoutError, match="wall-clock limit of 0.5 s"):
-        agent.run_case("write", "note", {})
+        agent.run_case(WRITE, "note", {})
     assert time.perf_counter() - started < 1.0
 
 
@@ -216,31 +221,37 @@ def test_prose_final_message_falls_back_to_the_last_successfully_built_resource(
     ]
     agent, _ = agent_with(script)
     out = agent.run("prompt")
-    assert out.extra["answer_source"] == "last_built_resource"
+    assert out.extra["answer_source"] == "last_tool_resource"
     results = [e["result"] for e in out.transcript if e["type"] == "tool"]
     assert "error" in results[0] and "error" in results[2]
-    assert out.resource == results[1]["resource"]
-    assert json.loads(out.text) == out.resource
-    assert out.resource["dosage"][0]["doseAndRate"][0]["doseQuantity"]["value"] == 400
+    assert out.structured == results[1]["resource"]
+    assert json.loads(out.text) == out.structured
+    assert out.structured["dosage"][0]["doseAndRate"][0]["doseQuantity"]["value"] == 400
 
 
 def test_no_json_and_nothing_built_leaves_the_text_for_the_task_to_fail():
     from pytest_groundeval.tasks.base import ParseError
-    from pytest_groundeval.tasks.write import WriteTask
-
     agent, _ = agent_with([say("I cannot determine the medication.")])
     out = agent.run("prompt")
-    assert out.resource is None and out.text == "I cannot determine the medication."
+    assert out.structured is None and out.text == "I cannot determine the medication."
     assert out.extra["answer_source"] == "none"
     with pytest.raises(ParseError):
-        WriteTask().parse(out.text, out.resource)
+        WRITE.parse(out)
 
 
-def test_other_tasks_get_the_generic_system_prompt():
-    agent, model = agent_with([say('{"active_medications": []}')])
-    out = agent.run_case("extraction", "List the active medications ...", {"bundle_json": "{}"})
-    assert model.seen[0][0].content == GENERIC_SYSTEM_PROMPT
-    assert out.text == '{"active_medications": []}' and out.resource is None
+def test_a_task_without_a_system_prompt_or_tools_gets_the_generic_prompt_and_no_tools():
+    agent, model = agent_with([say('{"active_medications": []}')], bare=True)
+    out = agent.run_case(ExtractionTask(ROOT / "fixtures" / "synthea"), "List the active medications ...",
+                         {"bundle_json": "{}"})
+    assert model.seen[0][0].content == GENERIC_SYSTEM_PROMPT and model.bound_tools == []
+    assert out.text == '{"active_medications": []}' and out.structured is None
+
+
+def test_the_task_supplies_system_prompt_tools_and_answer_tool():
+    agent, model = agent_with([say("done")], bare=True)
+    out = agent.run_case(WRITE, "note", {})
+    assert model.seen[0][0].content == WRITE_SYSTEM_PROMPT and model.bound_tools == TOOLS
+    assert out.structured is None and out.extra["answer_source"] == "none"
 
 
 # --------------------------------------------------------------------------- 4. from_spec
@@ -294,14 +305,8 @@ def test_from_spec_anthropic_default_model(monkeypatch):
 
 def _evaluate(agent: Any, case_id: str = "ibuprofen-two-tablets") -> dict[str, Any]:
     pytest.importorskip("pytest_groundeval.scorers.write", reason="write scorer not present")
-    from pytest_groundeval.evaluate import evaluate_case
-    from pytest_groundeval.tasks.write import WriteTask
-
-    if not (WRITE_CASES / f"{case_id}.json").is_file():
-        pytest.skip(f"write case {case_id} not committed")
-    task = WriteTask(options={"write_cases": str(WRITE_CASES)})
-    ref = next(r for r in task.discover() if r.case_id == case_id)
-    return evaluate_case(task, ref, agent)
+    ref = next(r for r in WRITE.discover() if r.case_id == case_id)
+    return run_case(WRITE, ref, agent).model_dump(mode="json")
 
 
 def test_correct_scripted_agent_passes_a_real_write_case():

@@ -21,7 +21,7 @@ N = len(SMALL_SET)
 
 def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
     return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
-                       "--retry-base-delay=0.001", *args)
+                       "--agent-retry-delay=0.001", *args)
 
 
 def agent_log(p: pytest.Pytester) -> list[dict]:
@@ -111,17 +111,18 @@ def test_permanent_error_is_not_retried_and_is_an_error_not_a_failure(logged):
     assert len(agent_log(logged)) == N  # one call per case
     rec = read_record(logged)
     for c in rec["cases"]:
-        assert c["outcome"] == "error" and c["attempts"] == 1 and c["error_class"] == "_HTTPError"
+        assert c["outcome"] == "error" and c["attempts"] == 1 and c["error"]["error_class"] == "_HTTPError"
+        assert c["error"]["kind"] == "agent"
     assert rec["summary"]["extraction"]["n_errors"] == N
 
 
 def test_per_call_timeout_ends_a_hanging_call(evalproject):
     t0 = time.monotonic()
-    run(evalproject, "--agent=agents_under_test:Hangs", "--agent-timeout", "0.2", "--retries", "1", "-k", ZERO)
+    run(evalproject, "--agent=agents_under_test:Hangs", "--agent-timeout", "0.2", "--agent-retries", "1", "-k", ZERO)
     assert time.monotonic() - t0 < 4
     (case,) = read_record(evalproject)["cases"]
-    assert case["outcome"] == "error" and case["error_class"] == "CallTimeout" and case["attempts"] == 2
-    assert "no answer within 0.2 s" in case["error"]
+    assert case["outcome"] == "error" and case["error"]["error_class"] == "CallTimeout" and case["attempts"] == 2
+    assert case["error"]["kind"] == "timeout" and "no answer within 0.2 s" in case["error"]["message"]
 
 
 # ---------------------------------------------------------------- journal, resume, rescore
@@ -165,8 +166,8 @@ def test_resume_last_reruns_changed_cases(evalproject):
                                    "--resume", "last", "--run-record", "again.json")
     result.assert_outcomes(passed=N)
     cases = {c["case_id"]: c for c in read_record(evalproject, "again.json")["cases"]}
-    assert "resumed_from" not in cases[ZERO]  # content changed: it was run again
-    assert sum("resumed_from" in c for c in cases.values()) == N - 1
+    assert cases[ZERO]["resumed_from"] is None  # content changed: it was run again
+    assert sum(c["resumed_from"] is not None for c in cases.values()) == N - 1
 
 
 def test_rescore_makes_no_agent_call(logged):
@@ -198,7 +199,7 @@ def scorer():
                                    "--agent=claude", "--run-record", "rescored.json")  # no key needed: no call
     assert result.ret == 1  # still parse failures: the stored answers have the wrong key
     for c in read_record(evalproject, "rescored.json")["cases"]:
-        assert c["error_kind"] == "parse" and c["rescored_from"]
+        assert c["outcome"] == "failed" and c["score"]["reason"].startswith("parse error") and c["rescored_from"]
 
 
 # ---------------------------------------------------------------- model-call cache, usage, cost
@@ -247,7 +248,7 @@ def test_cache_readwrite_then_a_rerun_makes_zero_calls(fake_claude):
 def test_strict_cache_miss_is_an_error_naming_the_component(fake_claude):
     run(fake_claude, "--agent=claude", "--model-cache", "strict", "--model-cache-dir", "cache").assert_outcomes(failed=N)
     for c in read_record(fake_claude)["cases"]:
-        assert c["outcome"] == "error" and c["error_class"] == "CacheMiss" and "is empty" in c["error"]
+        assert c["outcome"] == "error" and c["error"]["error_class"] == "CacheMiss" and "is empty" in c["error"]["message"]
         assert c["attempts"] == 1  # a miss is permanent: not retried
     assert FakeMessages.calls == 0
     run(fake_claude, "--agent=claude", "--model-cache", "write", "--model-cache-dir", "cache").assert_outcomes(passed=N)
@@ -255,7 +256,7 @@ def test_strict_cache_miss_is_an_error_naming_the_component(fake_claude):
                  "--model-cache-dir", "cache")
     result.assert_outcomes(failed=N)
     for c in read_record(fake_claude)["cases"]:
-        assert "closest stored entry differs in: model" in c["error"]
+        assert "closest stored entry differs in: model" in c["error"]["message"]
 
 
 def test_strict_cache_needs_no_api_key(fake_claude, monkeypatch):
@@ -278,14 +279,17 @@ def test_usage_and_cost_per_case_and_run(fake_claude):
 def test_max_cost_stops_launching_calls_and_says_so(fake_claude):
     result = run(fake_claude, "--agent=claude", "--max-cost", "0.000001", "--concurrency", "1",
                  "--threshold", "extraction.f1=0.0")
-    result.assert_outcomes(passed=1, skipped=N - 1)
+    result.assert_outcomes(passed=1, failed=N - 1)  # not run: errors of kind budget
     assert FakeMessages.calls == 1
     rec = read_record(fake_claude)
     assert rec["budget"]["stopped"] and rec["budget"]["cases_not_run"] == N - 1
     assert rec["gate"]["passed"] is False and "max-cost" in rec["gate"]["reason"]
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    skipped = [c for c in rec["cases"] if c["outcome"] == "skipped"]
-    assert all("--max-cost" in c["error"] for c in skipped)
+    not_run = [c for c in rec["cases"] if c["outcome"] == "error"]
+    assert len(not_run) == N - 1
+    assert all(c["error"]["kind"] == "budget" and "--max-cost" in c["error"]["message"] for c in not_run)
+    # not run is not "not selected": those cases stay in every denominator
+    assert rec["summary"]["extraction"]["n_cases"] == N and rec["summary"]["extraction"]["n_errors"] == N - 1
 
 
 def test_ctrl_c_abandons_calls_in_flight_and_keeps_finished_cases(logged, monkeypatch):

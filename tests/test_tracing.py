@@ -228,8 +228,11 @@ WRITE_FAILED = {
 ERRORED = {
     "case_id": "pat-boom", "task": "extraction", "outcome": "error", "content_hash": "sha256:ccc",
     "ground_truth": [{"code": "2", "name": TRUTH_MARKER}], "predicted": None, "raw_output": None,
-    "error": "agent 'baseline' raised TimeoutError: boom", "duration_s": 0.05, "usage": None, "score": None,
+    "error": {"kind": "agent", "message": "agent 'baseline' raised TimeoutError: boom"}, "duration_s": 0.05,
+    "usage": None, "score": None,
 }
+ERRORED_TEXT = "agent: agent 'baseline' raised TimeoutError: boom"
+COUNTS = {"extraction": ("tp", "fp", "fn"), "write": ()}
 RECORD = {
     "run_id": RUN_META["run_id"], "finished_at": "2026-01-01T00:00:05.000Z", "git_sha": None,
     "summary": {"extraction": {"n_cases": 2, "n_errors": 1, "micro_f1": 0.5, "micro_f1_ci95": [0.0, 1.0]},
@@ -245,7 +248,7 @@ def _run_session(tracer: Tracer) -> float:
     tracer.start(RUN_META)
     tracer.start(RUN_META)  # idempotent: the plugin may call it before each case
     for entry in (EXTRACTION_PASSED, WRITE_FAILED, ERRORED):
-        tracer.log_case(entry)
+        tracer.log_case(entry, COUNTS[entry["task"]])
     tracer.finish(RECORD)
     return time.monotonic() - t0
 
@@ -321,7 +324,7 @@ def test_session_sends_runs_and_feedback(servers, info) -> None:
     assert ok["extra"]["metadata"]["usage"] == {"input_tokens": 10, "output_tokens": 5}
     assert ok["extra"]["metadata"]["duration_s"] == 0.1
     assert write["outputs"]["transcript"] == WRITE_FAILED["transcript"]
-    assert boom["error"] == ERRORED["error"] and boom["outputs"]["outcome"] == "error"
+    assert boom["error"] == ERRORED_TEXT and boom["outputs"]["outcome"] == "error"
 
     got = {(str(f["run_id"]), f["key"]): f for f in feedback}
 
@@ -336,7 +339,7 @@ def test_session_sends_runs_and_feedback(servers, info) -> None:
     assert got[(write["id"], "schema")]["score"] == 1
     assert got[(write["id"], "pass")]["score"] == 0
     assert keys(boom) == {"error"}
-    assert got[(boom["id"], "error")]["score"] == 0 and got[(boom["id"], "error")]["comment"] == ERRORED["error"]
+    assert got[(boom["id"], "error")]["score"] == 0 and got[(boom["id"], "error")]["comment"] == ERRORED_TEXT
     assert keys(parent) == {"extraction.micro_f1", "write.pass", "write.coding", "gate"}
     assert got[(parent["id"], "gate")]["score"] == 0
     assert all(str(f.get("session_id")) == PROJECT_ID for f in feedback)
@@ -398,11 +401,15 @@ def test_an_unreachable_server_is_bounded() -> None:
 
 def test_case_feedback_rules() -> None:
     assert case_feedback({"outcome": "skipped", "score": None}) == []
-    assert case_feedback({"outcome": "failed", "score": None, "error": "parse error: no JSON"}) == [
-        ("pass", 0.0, "parse error: no JSON")]
-    assert case_feedback({"outcome": "error", "error": "x"}) == [("error", 0.0, "x")]
-    keys = [k for k, _, _ in case_feedback(EXTRACTION_PASSED)]
-    assert "tp" not in keys and keys[-1] == "pass"
+    parse_failure = {"outcome": "failed", "error": None, "score": {
+        "passed": False, "reason": "parse error: no JSON", "metrics": {"f1": 0.0, "fn": 1}, "dimensions": {}}}
+    assert case_feedback(parse_failure, ("fn",)) == [("f1", 0.0, None), ("pass", 0.0, "parse error: no JSON")]
+    assert case_feedback({"outcome": "error", "error": {"kind": "timeout", "message": "x"}}) == [
+        ("error", 0.0, "timeout: x")]
+    keys = [k for k, _, _ in case_feedback(EXTRACTION_PASSED, COUNTS["extraction"])]
+    assert "tp" not in keys and "f1" in keys and keys[-1] == "pass"
+    # counts are the task's to declare: without them they are numbers like any other
+    assert "tp" in [k for k, _, _ in case_feedback(EXTRACTION_PASSED)]
 
 
 def test_plugin_streams_a_pytest_session_to_langsmith(servers, pytester, monkeypatch) -> None:

@@ -139,7 +139,7 @@ def test_adversarial_scripted_model_is_caught_by_safety_and_the_gate(writeprojec
 
 PROMPT_ONLY = '''
 import json, re
-from pytest_groundeval.agents.baseline_write import run_baseline_write
+from pytest_groundeval.tasks.write_baseline import run_baseline_write
 
 class PromptOnly:
     """A user agent that sees nothing but the prompt (as a single-call model does)."""

@@ -1,5 +1,6 @@
 """Agents: the protocol, the built-in agents, and ``module:Class`` loading."""
 
-from .base import Agent, AgentOutput, AgentSpec, build_agent, call_agent
+from ..model import AgentOutput
+from .base import Agent, AgentSpec, build_agent
 
-__all__ = ["Agent", "AgentOutput", "AgentSpec", "build_agent", "call_agent"]
+__all__ = ["Agent", "AgentOutput", "AgentSpec", "build_agent"]

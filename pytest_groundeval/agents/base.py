@@ -2,9 +2,10 @@
 
 An agent is any object with a ``name`` and ``run(prompt) -> str``. ``run`` may instead
 return an :class:`AgentOutput` (or a dict with the same keys) to report token usage, a
-tool-call transcript, or a structured resource. Built-in agents may also implement
-``run_case(task, prompt, inputs)`` to see the task's inputs (the bundle, the note) in
-structured form; agents without it get the prompt only.
+tool-call transcript, or a structured answer. Built-in agents implement
+``run_case(task, prompt, inputs)``: the task object supplies their strategy (the offline
+baseline), system prompt and tools, and ``inputs`` is what the agent may see of the case
+(never the truth); agents without it get the prompt only.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from ..model import AgentOutput
 
 
 @runtime_checkable
@@ -25,41 +28,8 @@ class Agent(Protocol):
 
 
 @dataclass
-class AgentOutput:
-    text: str
-    usage: dict[str, Any] | None = None
-    resource: dict[str, Any] | None = None  # a structured answer (write task), if the agent has one
-    transcript: list[dict[str, Any]] | None = None
-    steps: int | None = None
-    model: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def coerce(cls, value: Any) -> "AgentOutput":
-        if isinstance(value, AgentOutput):
-            return value
-        if isinstance(value, str):
-            return cls(text=value)
-        if isinstance(value, dict) and isinstance(value.get("text"), str):
-            known = {k: value.get(k) for k in ("usage", "resource", "transcript", "steps", "model")}
-            return cls(text=value["text"], **known)
-        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
-            return cls(text=value[0], usage=value[1])
-        raise TypeError(
-            f"agent returned {type(value).__name__}; run(prompt) must return a str, "
-            "an AgentOutput, a dict with a 'text' key, or a (text, usage) tuple"
-        )
-
-
-def call_agent(agent: Any, task: str, prompt: str, inputs: dict[str, Any]) -> AgentOutput:
-    if hasattr(agent, "run_case"):
-        return AgentOutput.coerce(agent.run_case(task, prompt, inputs))
-    return AgentOutput.coerce(agent.run(prompt))
-
-
-@dataclass
 class AgentSpec:
-    """What ``--agent`` / ``--model`` / ``--base-url`` ask for, checked before anything runs."""
+    """What ``--agent`` / ``--model`` / ``--model-base-url`` ask for, checked before anything runs."""
 
     name: str
     model: str | None = None

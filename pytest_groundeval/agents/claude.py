@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .base import AgentOutput
+from ..model import AgentOutput
 
 
 class ClaudeAgent:

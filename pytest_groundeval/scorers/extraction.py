@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..model import CaseResult
+from .aggregate import counts
 from .base import Score, bootstrap_ci, mean, prf
 
 # summary keys a CI threshold may name (>= comparisons)
@@ -61,31 +63,40 @@ def score_extraction(predicted: list[dict[str, Any]], truth: list[dict[str, str]
     )
 
 
-def summarize(results: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
-    """Aggregates over the record's case entries. Skipped cases are counted apart; an errored
-    case scores 0 everywhere and, for the micro figures, counts its truth items (at least one)
-    as missed, so it never drops out of a denominator."""
-    run = [r for r in results if r["outcome"] != "skipped"]
+def unparsed(truth: list[dict[str, str]], reason: str) -> Score:
+    """An answer that cannot be parsed: failed, every metric 0; for the micro figures its
+    truth items (at least one) count as missed, so it never drops out of a denominator."""
+    return Score(
+        passed=False,
+        metrics={"tp": 0, "fp": 0, "fn": max(len(truth), 1), "precision": 0.0, "recall": 0.0,
+                 "f1": 0.0, "exact_match": 0.0, "name_accuracy": 0.0},
+        details={"parse_error": reason},
+        reason=f"parse error: {reason}",
+    )
+
+
+PER_CASE = ("precision", "recall", "f1", "exact_match", "name_accuracy")
+
+
+def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
+    """Aggregates over this task's results. Skipped cases are counted apart; an errored
+    case scores 0 everywhere and, for the micro figures, counts its truth items (at least
+    one) as missed, so it never drops out of a denominator."""
+    run, summary = counts(results)
     tp = fp = fn = 0
-    per_case: dict[str, list[float]] = {k: [] for k in ("precision", "recall", "f1", "exact_match", "name_accuracy")}
+    per_case: dict[str, list[float]] = {k: [] for k in PER_CASE}
     for r in run:
-        # errors and unparseable answers have no score: they count as 0 everywhere
-        m = (r.get("score") or {}).get("metrics") if r["outcome"] != "error" else None
-        if m is None:
-            fn += max(len(r.get("ground_truth") or []), 1)
+        if r.score is None:  # an error: 0 everywhere
+            fn += max(len(r.ground_truth or []), 1)
             for v in per_case.values():
                 v.append(0.0)
             continue
-        tp, fp, fn = tp + m["tp"], fp + m["fp"], fn + m["fn"]
+        m = r.score.metrics
+        tp, fp, fn = tp + int(m["tp"]), fp + int(m["fp"]), fn + int(m["fn"])
         for k, v in per_case.items():
             v.append(float(m[k]))
     micro_p, micro_r, micro_f = prf(tp, fp, fn) if run else (0.0, 0.0, 0.0)
-    return {
-        "n_cases": len(run),
-        "n_passed": sum(r["outcome"] == "passed" for r in run),
-        "n_failed": sum(r["outcome"] == "failed" for r in run),
-        "n_errors": sum(r["outcome"] == "error" for r in run),
-        "n_skipped": len(results) - len(run),
+    summary.update({
         "micro_precision": round(micro_p, 6),
         "micro_recall": round(micro_r, 6),
         "micro_f1": round(micro_f, 6),
@@ -97,4 +108,5 @@ def summarize(results: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]
         "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
         "exact_match_ci95": bootstrap_ci(per_case["exact_match"], seed=seed),
         "tp": tp, "fp": fp, "fn": fn,
-    }
+    })
+    return summary

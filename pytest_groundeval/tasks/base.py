@@ -1,81 +1,113 @@
-"""What a task is: cases, the prompt an agent sees, ground truth, output parsing, scoring.
+"""What a task is. A task declares everything about itself; nothing outside its own module
+(and its scorer) names it:
 
-A task never knows which agent runs; the plugin never knows a task's rules. Adding a
-task type = a subclass here + its scorer + an entry in ``tasks.TASKS``.
+* its cases: where they live (:class:`CaseSource`: a command-line option, an ini key and a
+  default), how to list them lazily (``discover``) and read one (``load``);
+* the prompt and inputs the agent sees (in ``load``; never the truth);
+* how an answer is parsed (``parse``) and scored (``score``; ``unparsed`` for an answer that
+  cannot be parsed: a scored failure with every metric 0);
+* its metrics (threshold names, aliases, which per-case metrics are raw counts) and the
+  aggregation (``summarize``);
+* its offline baseline strategy (``baseline``), used by ``--agent=baseline``;
+* what tool-using agents need: a system prompt, the tools for one case's inputs, and the
+  tool whose last result is the answer when the agent ends without one.
+
+Built-in tasks are listed in ``tasks/__init__.py``; others are found through the
+``groundeval.tasks`` entry-point group (``name = "package.module:TaskClass"``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
-from ..datasets import CaseRef
 from ..jsontext import json_objects
+from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers.base import Score
 
-
-class ParseError(Exception):
-    """The agent's output could not be read as an answer (recorded with the raw output)."""
+__all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "ParseError", "Task", "extract_json_object"]
 
 
-@dataclass
-class Case:
-    """A loaded case. ``inputs`` is everything the agent may see (never the truth)."""
+@dataclass(frozen=True)
+class CaseSource:
+    """Where a task's cases live: ``--<flag>`` on the command line (relative to the current
+    folder), else the ini key (relative to the rootdir), else ``default`` (rootdir)."""
 
-    ref: CaseRef
-    prompt: str
-    inputs: dict[str, Any]
-    truth: Any
-    content_hash: str
+    flag: str  # e.g. "--data-dir"
+    ini: str  # e.g. "groundeval_data_dir"
+    default: str  # e.g. "fixtures/synthea"
+    help: str
+    key: str  # the name of this setting in the record's options, e.g. "data_dir"
 
     @property
-    def case_id(self) -> str:
-        return self.ref.case_id
+    def dest(self) -> str:
+        return self.ini
 
 
-@dataclass
 class Task(ABC):
     """Base class of a task type. Subclasses set the class attributes and implement the methods."""
 
     name: ClassVar[str]
     description: ClassVar[str]
+    source: ClassVar[CaseSource]
     # summary keys a threshold may name (``TASK.KEY``), and short aliases for some of them
     metrics: ClassVar[tuple[str, ...]]
     metric_aliases: ClassVar[dict[str, str]] = {}
+    # per-case metrics that are raw counts (kept in the record, not sent as scores)
+    count_metrics: ClassVar[frozenset[str]] = frozenset()
+    # for tool-using agents (None: the agent's generic prompt; no tools)
+    agent_system_prompt: ClassVar[str | None] = None
+    answer_tool: ClassVar[str | None] = None
 
-    options: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
 
-    @classmethod
-    def add_options(cls, group: Any, parser: Any) -> None:
-        """Register this task's own command-line / ini options (e.g. where its cases live)."""
+    @property
+    def options(self) -> dict[str, Any]:
+        """This task's settings as the record shows them."""
+        return {self.source.key: str(self.path)}
 
-    @classmethod
-    def from_config(cls, config: Any) -> "Task":
-        return cls()
-
+    # -- cases --
     @abstractmethod
     def discover(self) -> list[CaseRef]:
-        """List the cases without reading their content."""
+        """List the cases without reading their content (``FileNotFoundError`` / ``ValueError``
+        with a message naming the path when the source is unusable)."""
 
     @abstractmethod
     def load(self, ref: CaseRef) -> Case:
         """Read one case; raise ``CaseError`` naming the file and reason when it can't be used."""
 
+    # -- answers --
     @abstractmethod
-    def parse(self, text: str, structured: Any = None) -> Any:
+    def parse(self, output: AgentOutput) -> Any:
         """Turn the agent's output into a prediction; raise ``ParseError`` otherwise."""
 
     @abstractmethod
     def score(self, prediction: Any, case: Case) -> Score: ...
 
     @abstractmethod
-    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
-        """Aggregate the record's case entries of this task (errors count as failures)."""
+    def unparsed(self, case: Case, reason: str) -> Score:
+        """The score of an answer that could not be parsed: failed, every metric 0."""
 
-    def resolve_metric(self, key: str) -> str | None:
-        key = self.metric_aliases.get(key, key)
-        return key if key in self.metrics else None
+    @abstractmethod
+    def summarize(self, results: list[CaseResult]) -> dict[str, Any]:
+        """Aggregate this task's results (errors count 0 everywhere; skipped are counted apart)."""
+
+    @classmethod
+    def resolve_metric(cls, key: str) -> str | None:
+        key = cls.metric_aliases.get(key, key)
+        return key if key in cls.metrics else None
+
+    # -- agents --
+    def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
+        """The offline, deterministic reference answer (``--agent=baseline``)."""
+        raise NotImplementedError(f"task {self.name!r} has no offline baseline strategy")
+
+    def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
+        """LangChain tools a tool-using agent gets for one case (only this case's data)."""
+        return []
 
 
 def extract_json_object(text: str) -> dict[str, Any]:

@@ -4,18 +4,24 @@ Ground truth comes from the very bundle the agent sees: every MedicationRequest 
 status ``active``, identified by the coding whose system is RxNorm (not ``coding[0]``),
 directly or through a ``medicationReference`` resolved inside the bundle. Distinct by
 code. Anything that cannot be resolved makes the case an error, never a smaller truth.
+
+Offline baseline: HealthChain's own readers (``load_bundle`` +
+``get_medications(status="active")``), an independent cross-check of the truth code, not
+a copy of it. Where the two disagree that is a finding (see FRICTION.md).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..datasets import CaseError, CaseRef, content_hash, discover_files, load_json
+from ..datasets import content_hash, discover_files, load_json
+from ..fhir import RXNORM, distinct_codes, medication_requests
+from ..model import AgentOutput, Case, CaseRef, CaseResult, ParseError
 from ..scorers import extraction as scorer
-from .base import Case, ParseError, Task, extract_json_object
+from .base import CaseSource, Task, extract_json_object
 
-RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 ANSWER_KEY = "active_medications"
 
 PROMPT = """You are given one patient's FHIR R4 Bundle (JSON) below.
@@ -33,64 +39,10 @@ Bundle:
 {bundle}"""
 
 
-def rxnorm_coding(concept: Any) -> dict[str, Any] | None:
-    """The coding of a CodeableConcept whose system is RxNorm (first such), or None."""
-    if not isinstance(concept, dict):
-        return None
-    for coding in concept.get("coding") or []:
-        if isinstance(coding, dict) and coding.get("system") == RXNORM and coding.get("code"):
-            return coding
-    return None
-
-
-def _resolve_medication(ref: str, request: dict, by_url: dict, by_type_id: dict) -> dict | None:
-    if ref.startswith("#"):
-        for contained in request.get("contained") or []:
-            if isinstance(contained, dict) and contained.get("id") == ref[1:]:
-                return contained
-        return None
-    if ref in by_url:
-        return by_url[ref]
-    if "/" in ref and not ref.startswith("urn:"):
-        rtype, _, rid = ref.rpartition("/")
-        return by_type_id.get((rtype.rsplit("/", 1)[-1], rid))
-    return None
-
-
 def active_medications(bundle: Any, source: str) -> list[dict[str, str]]:
     """Ground truth for one bundle: ``[{code, display}]`` distinct by code, in bundle order."""
-    if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
-        kind = bundle.get("resourceType") if isinstance(bundle, dict) else type(bundle).__name__
-        raise CaseError(f"{source}: not a FHIR Bundle (resourceType={kind!r})")
-    resources: list[tuple[str | None, dict]] = []
-    for entry in bundle.get("entry") or []:
-        res = entry.get("resource") if isinstance(entry, dict) else None
-        if isinstance(res, dict):
-            resources.append((entry.get("fullUrl"), res))
-    if not any(r.get("resourceType") == "Patient" for _, r in resources):
-        raise CaseError(f"{source}: the Bundle has no Patient resource")
-    by_url = {url: r for url, r in resources if url}
-    by_type_id = {(r.get("resourceType"), r.get("id")): r for _, r in resources if r.get("id")}
-
-    truth: dict[str, str] = {}
-    for _, res in resources:
-        if res.get("resourceType") != "MedicationRequest" or res.get("status") != "active":
-            continue
-        where = f"{source}: MedicationRequest/{res.get('id', '?')}"
-        if "medicationCodeableConcept" in res:
-            coding = rxnorm_coding(res["medicationCodeableConcept"])
-        elif isinstance(res.get("medicationReference"), dict):
-            ref = res["medicationReference"].get("reference") or ""
-            med = _resolve_medication(ref, res, by_url, by_type_id)
-            if med is None:
-                raise CaseError(f"{where}: medicationReference {ref!r} cannot be resolved in the bundle")
-            coding = rxnorm_coding(med.get("code"))
-        else:
-            raise CaseError(f"{where}: active request names no medication")
-        if coding is None:
-            raise CaseError(f"{where}: active medication has no RxNorm coding")
-        truth.setdefault(str(coding["code"]), coding.get("display") or "")
-    return [{"code": c, "display": d} for c, d in truth.items()]
+    codes = distinct_codes(medication_requests(bundle, source, ("active",)))
+    return [{"code": c, "display": d} for c, d in codes.items()]
 
 
 def parse_answer(text: str) -> list[dict[str, Any]]:
@@ -113,32 +65,32 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def healthchain_active_medications(bundle_json: str) -> str:
+    """The baseline's answer: HealthChain's reading of the bundle's active medications."""
+    from healthchain.fhir import get_medications, load_bundle
+
+    bundle = load_bundle(bundle_json, version="R4B")
+    meds: dict[str, str | None] = {}
+    for entry in get_medications(bundle, status="active"):
+        if entry.resource_type == "MedicationRequest" and entry.code:
+            meds.setdefault(entry.code, entry.display)
+    return json.dumps({ANSWER_KEY: [{"code": c, "display": d} for c, d in meds.items()]})
+
+
 class ExtractionTask(Task):
     name: ClassVar[str] = "extraction"
     description: ClassVar[str] = "read a patient's active medications (RxNorm) out of a FHIR bundle"
+    source: ClassVar[CaseSource] = CaseSource(
+        flag="--data-dir", ini="groundeval_data_dir", default="fixtures/synthea", key="data_dir",
+        help="folder of Synthea FHIR bundles (.json / .json.gz) for the extraction suite "
+        "(default: ini groundeval_data_dir, else fixtures/synthea)",
+    )
     metrics = scorer.SUMMARY_METRICS
     metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}
-
-    @classmethod
-    def add_options(cls, group: Any, parser: Any) -> None:
-        group.addoption(
-            "--data-dir", dest="groundeval_data_dir", default=None, metavar="DIR",
-            help="folder of Synthea FHIR bundles (.json / .json.gz) for the extraction suite "
-            "(default: ini groundeval_data_dir, else fixtures/synthea)",
-        )
-        parser.addini("groundeval_data_dir", "extraction bundles folder", default="fixtures/synthea")
-
-    @classmethod
-    def from_config(cls, config: Any) -> "ExtractionTask":
-        value = config.getoption("groundeval_data_dir") or config.getini("groundeval_data_dir")
-        path = Path(value)
-        if not path.is_absolute():
-            base = Path.cwd() if config.getoption("groundeval_data_dir") else config.rootpath
-            path = base / path
-        return cls(options={"data_dir": str(path)})
+    count_metrics = frozenset({"tp", "fp", "fn"})
 
     def discover(self) -> list[CaseRef]:
-        return discover_files(Path(self.options["data_dir"]), self.name)
+        return discover_files(self.path, self.name)
 
     def load(self, ref: CaseRef) -> Case:
         bundle, raw = load_json(ref.path)
@@ -152,11 +104,17 @@ class ExtractionTask(Task):
             content_hash=content_hash(raw),
         )
 
-    def parse(self, text: str, structured: Any = None) -> Any:
-        return parse_answer(text)
+    def parse(self, output: AgentOutput) -> Any:
+        return parse_answer(output.text)
 
     def score(self, prediction: Any, case: Case):
         return scorer.score_extraction(prediction, case.truth)
 
-    def summarize(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def unparsed(self, case: Case, reason: str):
+        return scorer.unparsed(case.truth, reason)
+
+    def summarize(self, results: list[CaseResult]) -> dict[str, Any]:
         return scorer.summarize(results)
+
+    def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
+        return AgentOutput(text=healthchain_active_medications(inputs["bundle_json"]))

@@ -1,0 +1,56 @@
+"""The CI gate: ``TASK.METRIC=VALUE`` thresholds, checked against the run's summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from .model import GateRecord, ThresholdCheck
+
+
+@dataclass(frozen=True)
+class Threshold:
+    task: str
+    metric: str  # as the user wrote it (after TASK.)
+    key: str  # the summary key it names
+    value: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.task}.{self.metric}"
+
+
+def parse_threshold(text: str, tasks: Mapping[str, Any]) -> Threshold:
+    """``TASK.METRIC=VALUE`` → Threshold; a ``ValueError`` with a usable message otherwise.
+    ``tasks`` maps task names to Task classes (their ``metrics`` and ``resolve_metric``)."""
+    name, sep, raw = text.partition("=")
+    task, dot, metric = name.strip().partition(".")
+    if not sep or not dot:
+        raise ValueError(f"threshold {text!r}: expected TASK.METRIC=VALUE, e.g. extraction.f1=0.95")
+    if task not in tasks:
+        raise ValueError(f"threshold {text!r}: unknown task {task!r}; known: {', '.join(sorted(tasks))}")
+    cls = tasks[task]
+    key = cls.resolve_metric(metric)
+    if key is None:
+        known = sorted(set(cls.metrics) | set(cls.metric_aliases))
+        raise ValueError(f"threshold {text!r}: unknown metric {metric!r} for {task}; known: {', '.join(known)}")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"threshold {text!r}: {raw.strip()!r} is not a number") from None
+    return Threshold(task=task, metric=metric, key=key, value=value)
+
+
+def evaluate_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, Any]]) -> GateRecord | None:
+    """Each threshold is met when the summary value is >= it. A threshold whose task ran no
+    case is missed (a gate that cannot be evaluated must not pass silently)."""
+    thresholds = list(thresholds)
+    if not thresholds:
+        return None
+    checks = []
+    for t in thresholds:
+        value = (summary.get(t.task) or {}).get(t.key)
+        passed = value is not None and value >= t.value
+        checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=value, passed=passed,
+                                     reason=None if value is not None else f"no {t.task} case ran"))
+    return GateRecord(passed=all(c.passed for c in checks), thresholds=checks)

@@ -1,0 +1,143 @@
+"""The journal (``runs/<run_id>.jsonl``) and reading stored runs back.
+
+A header line, then one line per finished case. Each line is written and flushed to the
+operating system as the case is reported, so a process killed with SIGKILL loses no
+finished case (the kernel holds the bytes). ``fsync`` (durability against a machine
+crash) runs on a background thread, grouping whatever lines arrived since the last one,
+and once more at close: the hot path never waits for the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from .model import SCHEMA_VERSION, CaseResult
+
+SYNC_INTERVAL_S = 0.2
+
+
+class Journal:
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "ab")
+        self._dirty = threading.Event()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+        self._syncer = threading.Thread(target=self._sync_loop, daemon=True, name="groundeval-journal")
+        self._syncer.start()
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        line = orjson.dumps(obj, default=str) + b"\n"
+        with self._lock:
+            self._fh.write(line)
+            self._fh.flush()
+        self._dirty.set()
+
+    def _sync_loop(self) -> None:
+        while not self._closed.is_set():
+            self._dirty.wait()
+            if self._closed.is_set():
+                return
+            self._dirty.clear()
+            self._sync()
+            self._closed.wait(SYNC_INTERVAL_S)  # group the lines of the next interval
+
+    def _sync(self) -> None:
+        with self._lock:
+            if self._fh.closed:
+                return
+            fd = self._fh.fileno()
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+
+    def append(self, case: dict[str, Any]) -> None:
+        self._write({"kind": "case", **case})
+
+    def close(self) -> None:
+        if self._fh.closed:
+            return
+        self._closed.set()
+        self._dirty.set()
+        self._syncer.join(timeout=5)
+        with self._lock:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+
+@dataclass
+class StoredRun:
+    """A finished or interrupted run, read back from its record or its journal."""
+
+    path: Path
+    run_id: str | None
+    agent: str | None
+    model: str | None
+    cases: dict[tuple[str, str], CaseResult]
+
+
+def _case(obj: dict[str, Any], path: Path, where: str) -> CaseResult:
+    try:
+        return CaseResult.model_validate(obj)
+    except ValidationError as e:
+        raise ValueError(f"{path}: {where} is not a groundeval {SCHEMA_VERSION} case result "
+                         f"({e.errors()[0]['loc']}: {e.errors()[0]['msg']}); re-run instead") from None
+
+
+def load_run(path: Path) -> StoredRun:
+    """Read a run record (``.json``) or journal (``.jsonl``; a torn last line is ignored)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        header: dict[str, Any] = {}
+        cases: dict[tuple[str, str], CaseResult] = {}
+        for n, line in enumerate(text.splitlines(), 1):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the line being written when the process died
+            kind = obj.pop("kind", None)
+            if kind == "header" and not header:
+                header = obj
+            elif kind == "case":
+                case = _case(obj, path, f"line {n}")
+                cases[case.key] = case
+        _check_version(header.get("schema_version"), path)
+        return StoredRun(path, header.get("run_id"), header.get("agent"), header.get("model"), cases)
+    record = json.loads(text)
+    _check_version(record.get("schema_version"), path)
+    cases = {}
+    for i, obj in enumerate(record.get("cases", [])):
+        case = _case(obj, path, f"cases[{i}]")
+        cases[case.key] = case
+    return StoredRun(path, record.get("run_id"), record.get("agent"), record.get("model"), cases)
+
+
+def _check_version(version: Any, path: Path) -> None:
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"{path}: written by another groundeval record format ({version!r}; this one reads "
+                         f"{SCHEMA_VERSION!r}); re-run instead")
+
+
+def find_run(spec: str, runs_dir: Path) -> Path:
+    """``last`` → the newest record or journal under ``runs_dir``; else the path itself."""
+    if spec != "last":
+        path = Path(spec)
+        if not path.exists():
+            raise FileNotFoundError(f"no run record or journal at {path}")
+        return path
+    candidates = [p for p in runs_dir.glob("*.json*") if p.suffix in (".json", ".jsonl")] if runs_dir.is_dir() else []
+    if not candidates:
+        raise FileNotFoundError(f"no run under {runs_dir} to resume ('last')")
+    return max(candidates, key=lambda p: p.stat().st_mtime)

@@ -1,0 +1,315 @@
+"""The typed values of a run: what a case is, what an agent answered, what one case
+produced (:class:`CaseResult`), and the run record (:class:`RunRecord`).
+
+Pure of pytest and FHIR. ``record.schema.json`` is generated from :class:`RunRecord`
+(``python -m pytest_groundeval.model > pytest_groundeval/record.schema.json``); a test fails
+when the committed file and the generated one differ.
+
+Outcomes and error kinds each have one meaning, everywhere:
+
+* outcome ``passed`` / ``failed``: the case was scored (a ``score`` is present). An answer
+  that cannot be parsed is a scored ``failed`` (every metric 0, the reason in the score).
+* outcome ``error``: the case could not be scored; ``error.kind`` says why:
+  ``case`` (the case file is unusable), ``agent`` (the agent or its API failed after
+  retries), ``timeout`` (the agent did not answer within ``--agent-timeout``, after
+  retries), ``budget`` (not run: ``--max-cost`` was reached), ``internal`` (a groundeval
+  bug; ``error.traceback`` is set).
+* outcome ``skipped``: pytest skipped the item (``skip_reason``); not in any denominator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+
+SCHEMA_VERSION = "2.0"
+
+Outcome = Literal["passed", "failed", "error", "skipped"]
+ErrorKind = Literal["case", "agent", "timeout", "budget", "internal"]
+ERROR_KINDS: tuple[str, ...] = ("case", "agent", "timeout", "budget", "internal")
+#: kinds a --resume runs again (the infrastructure may do better next time)
+RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget"})
+
+
+class CaseError(Exception):
+    """The case file is unusable (unreadable, malformed, unresolvable reference).
+
+    Raised by a task while loading or scoring a case; recorded as outcome ``error`` with
+    kind ``case`` and this message, which names the file and what to fix."""
+
+
+class ParseError(Exception):
+    """The agent's output could not be read as an answer: a scored failure, not an error."""
+
+
+# ---------------------------------------------------------------- cases and answers
+@dataclass(frozen=True)
+class CaseRef:
+    """A lazy pointer to one case: cheap to create, holds no file content.
+
+    ``index`` selects one case inside a multi-case file."""
+
+    task: str
+    case_id: str
+    path: Path
+    index: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.task, self.case_id)
+
+    def __repr__(self) -> str:  # shows up in pytest -v / --collect-only output
+        return f"CaseRef({self.task}:{self.case_id})"
+
+
+@dataclass
+class Case:
+    """A loaded case. ``inputs`` is everything the agent may see (never the truth)."""
+
+    ref: CaseRef
+    prompt: str
+    inputs: dict[str, Any]
+    truth: Any
+    content_hash: str
+
+    @property
+    def case_id(self) -> str:
+        return self.ref.case_id
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Usage(_Model):
+    """Tokens of one case (all model calls summed). Agents may add integer counters."""
+
+    model_config = ConfigDict(extra="allow")
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    model_calls: int | None = None
+    cache_hits: int | None = None
+    cached_usage: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _known_counts_only(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+@dataclass
+class AgentOutput:
+    """What an agent returned for one case.
+
+    ``structured`` is an answer the agent already holds as data (e.g. the resource its
+    tools built); the task decides whether and how to use it when parsing."""
+
+    text: str
+    usage: dict[str, Any] | None = None
+    structured: Any = None
+    transcript: list[dict[str, Any]] | None = None
+    steps: int | None = None
+    model: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def coerce(cls, value: Any) -> "AgentOutput":
+        if isinstance(value, AgentOutput):
+            return value
+        if isinstance(value, str):
+            return cls(text=value)
+        if isinstance(value, dict) and isinstance(value.get("text"), str):
+            known = {k: value.get(k) for k in ("usage", "structured", "transcript", "steps", "model")}
+            return cls(text=value["text"], **known)
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+            return cls(text=value[0], usage=value[1])
+        raise TypeError(
+            f"agent returned {type(value).__name__}; run(prompt) must return a str, "
+            "an AgentOutput, a dict with a 'text' key, or a (text, usage) tuple"
+        )
+
+
+# ---------------------------------------------------------------- one case's result
+class CheckRecord(_Model):
+    name: str
+    passed: bool
+    reason: str = ""
+
+
+class DimensionRecord(_Model):
+    passed: bool
+    reason: str
+    checks: list[CheckRecord] = Field(default_factory=list)
+
+
+class ScoreRecord(_Model):
+    """A scorer's verdict on one case: per-case metrics (what aggregates are built from),
+    independent pass/fail dimensions with a reason per check, details, and the reason."""
+
+    passed: bool
+    metrics: dict[str, float] = Field(default_factory=dict)
+    dimensions: dict[str, DimensionRecord] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class ErrorInfo(_Model):
+    kind: ErrorKind
+    message: str
+    error_class: str | None = None
+    traceback: str | None = None
+
+
+class Attempt(_Model):
+    attempt: int
+    error_class: str | None = None
+    error: str | None = None
+    transient: bool | None = None
+    status: int | None = None
+    duration_s: float
+    retry_in_s: float | None = None
+
+
+class CaseResult(_Model):
+    """Everything one case produced. The only producers are ``runner.run_case`` and
+    ``runner.reuse`` (and ``runner.not_run`` for items pytest stopped before the case)."""
+
+    case_id: str
+    task: str
+    outcome: Outcome
+    content_hash: str | None = None
+    ground_truth: Any = None
+    predicted: Any = None
+    raw_output: str | None = None
+    structured_output: Any = None
+    score: ScoreRecord | None = None
+    error: ErrorInfo | None = None
+    skip_reason: str | None = None
+    duration_s: float | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+    attempts: int = 0
+    attempt_log: list[Attempt] = Field(default_factory=list)
+    transcript: list[dict[str, Any]] | None = None
+    steps: int | None = None
+    resumed_from: str | None = None
+    rescored_from: str | None = None
+
+    @model_validator(mode="after")
+    def _one_meaning(self) -> "CaseResult":
+        scored = self.outcome in ("passed", "failed")
+        if scored and (self.score is None or self.error is not None):
+            raise ValueError(f"{self.task}:{self.case_id}: a {self.outcome} case has a score and no error")
+        if scored and self.score.passed != (self.outcome == "passed"):
+            raise ValueError(f"{self.task}:{self.case_id}: outcome {self.outcome} contradicts its score")
+        if self.outcome == "error" and (self.error is None or self.score is not None):
+            raise ValueError(f"{self.task}:{self.case_id}: an errored case has an error and no score")
+        if self.outcome == "skipped" and (self.skip_reason is None or self.score is not None):
+            raise ValueError(f"{self.task}:{self.case_id}: a skipped case has a skip reason and no score")
+        return self
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.task, self.case_id)
+
+    @property
+    def error_kind(self) -> str | None:
+        return self.error.kind if self.error is not None else None
+
+    @property
+    def reason(self) -> str:
+        if self.error is not None:
+            return self.error.message
+        if self.score is not None:
+            return self.score.reason
+        return self.skip_reason or ""
+
+    def metric(self, name: str, default: float = 0.0) -> float:
+        """A per-case metric; an unscored case counts 0 (it stays in every denominator)."""
+        if self.score is None:
+            return default
+        return float(self.score.metrics.get(name, default))
+
+    @property
+    def finished(self) -> bool:
+        """Has a verdict another call would not change for infrastructure reasons."""
+        return self.outcome in ("passed", "failed") or (
+            self.outcome == "error" and self.error is not None and self.error.kind not in RETRYABLE_KINDS)
+
+
+# ---------------------------------------------------------------- the run record
+class ThresholdCheck(_Model):
+    metric: str
+    key: str
+    threshold: float
+    value: float | None
+    passed: bool
+    reason: str | None = None
+
+
+class GateRecord(_Model):
+    passed: bool
+    thresholds: list[ThresholdCheck]
+    reason: str | None = None
+
+
+class RunUsage(_Model):
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    cases_priced: int
+    cases_unpriced: int
+    prices_as_of: str
+
+
+class BudgetRecord(_Model):
+    max_cost_usd: float
+    spent_usd: float
+    stopped: bool
+    cases_not_run: int
+
+
+SummaryValue = float | int | list[float] | None
+
+
+class RunRecord(_Model):
+    """``runs/<run_id>.json``: one session's cases, summary, usage, budget and gate."""
+
+    schema_version: Literal["2.0"] = SCHEMA_VERSION
+    run_id: str
+    started_at: str
+    finished_at: str
+    git_sha: str | None
+    agent: str
+    model: str | None
+    options: dict[str, Any]
+    versions: dict[str, str | None]
+    summary: dict[str, dict[str, SummaryValue]]
+    cases: list[CaseResult]
+    usage: RunUsage
+    budget: BudgetRecord | None = None
+    gate: GateRecord | None = None
+
+
+def record_schema() -> dict[str, Any]:
+    schema = RunRecord.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://github.com/groundeval/groundeval/record.schema.json"
+    return schema
+
+
+def schema_text() -> str:
+    import json
+
+    return json.dumps(record_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # regenerate the committed schema
+    import sys
+
+    sys.stdout.write(schema_text())

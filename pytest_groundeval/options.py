@@ -1,0 +1,170 @@
+"""groundeval's command-line and ini options, parsed once into a frozen :class:`Settings`.
+
+``--agent`` and ``--model`` are the user's interface; every other option has a name no
+common plugin uses (pytest-timeout owns ``--timeout``, pytest-retry ``--retries``,
+pytest-base-url ``--base-url``, pytest-rerunfailures ``--reruns``). Each task adds the
+option that says where its cases live (``Task.source``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+
+from .agents.base import AgentSpec
+from .calls import CallPolicy
+from .gate import Threshold, parse_threshold
+
+DEFAULT_AGENT_TIMEOUT = 120.0
+
+
+def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
+    group = parser.getgroup("groundeval", "groundeval: evals for healthcare AI agents")
+    add = group.addoption
+    add("--agent", dest="groundeval_agent", default=None, metavar="NAME",
+        help="agent to evaluate: baseline (default, offline), claude, langgraph, or module:Class")
+    add("--model", dest="groundeval_model", default=None,
+        help="model id for live agents (claude: default claude-opus-4-8; "
+        "langgraph: e.g. anthropic:claude-opus-4-8 or openai:NAME)")
+    add("--model-base-url", dest="groundeval_base_url", default=None, metavar="URL",
+        help="OpenAI-compatible server for --agent=langgraph --model openai:NAME (vLLM, Ollama, llama.cpp)")
+    add("--agent-timeout", dest="groundeval_agent_timeout", type=float, default=None, metavar="SECONDS",
+        help=f"timeout of one agent call, per attempt (default {DEFAULT_AGENT_TIMEOUT:g})")
+    add("--agent-retries", dest="groundeval_retries", type=int, default=4, metavar="N",
+        help="retries of a transient agent failure (rate limit, overload, network) per call (default 4)")
+    add("--agent-retry-delay", dest="groundeval_retry_base_delay", type=float, default=1.0, metavar="SECONDS",
+        help="first backoff delay between agent retries, doubled per retry, with jitter (default 1)")
+    add("--concurrency", dest="groundeval_concurrency", type=int, default=None, metavar="N",
+        help="agent calls in flight per pytest process (default 8 for live agents, 1 offline)")
+    add("--max-cost", dest="groundeval_max_cost", type=float, default=None, metavar="USD",
+        help="stop launching model calls once this much has been spent (per process under -n)")
+    add("--resume", dest="groundeval_resume", default=None, metavar="RUN",
+        help="a record/journal path or 'last': re-run only the cases that run did not finish")
+    add("--rescore", dest="groundeval_rescore", default=None, metavar="RUN",
+        help="a record/journal path or 'last': re-score its stored outputs, no agent call")
+    add("--model-cache", dest="groundeval_model_cache", default="off",
+        choices=("off", "read", "write", "readwrite", "strict"),
+        help="model-call cache mode (default off; strict: a miss is an error)")
+    add("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
+        help="model-call cache folder (default .groundeval/cache under the rootdir)")
+    add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
+        help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
+    add("--threshold", dest="groundeval_thresholds", action="append", default=[], metavar="TASK.METRIC=VALUE",
+        help="CI gate, repeatable, e.g. extraction.f1=0.95; when set, the thresholds decide the exit status")
+    parser.addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
+    parser.addini("groundeval_agent", "default agent", default="baseline")
+    for task in tasks.values():
+        src = task.source
+        add(src.flag, dest=src.dest, default=None, metavar="PATH", help=src.help)
+        parser.addini(src.ini, f"{task.name} cases ({task.description})", default=src.default)
+
+
+def _task_path(config: pytest.Config, task: Any) -> Path:
+    """The command-line value is relative to the current folder; the ini value and the
+    default to the rootdir."""
+    given = config.getoption(task.source.dest)
+    path = Path(given or config.getini(task.source.ini))
+    if not path.is_absolute():
+        path = (Path.cwd() if given else config.rootpath) / path
+    return path
+
+
+@dataclass(frozen=True)
+class Settings:
+    agent: AgentSpec
+    policy: CallPolicy
+    concurrency: int | None
+    max_cost: float | None
+    resume: str | None
+    rescore: str | None
+    run_record: Path | None
+    runs_dir: Path
+    rootdir: Path
+    thresholds: tuple[Threshold, ...]
+    task_paths: Mapping[str, Path]
+    is_worker: bool
+    worker_count: int
+    selection: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
+        opt = config.getoption
+        name = opt("groundeval_agent") or config.getini("groundeval_agent")
+        timeout = opt("groundeval_agent_timeout") or DEFAULT_AGENT_TIMEOUT
+        cache_dir = opt("groundeval_model_cache_dir")
+        resume, rescore = opt("groundeval_resume"), opt("groundeval_rescore")
+        if resume and rescore:
+            raise pytest.UsageError("groundeval: --resume and --rescore cannot be combined")
+        thresholds = []
+        for text in list(config.getini("groundeval_thresholds")) + list(opt("groundeval_thresholds")):
+            try:
+                thresholds.append(parse_threshold(text, tasks))
+            except ValueError as e:
+                raise pytest.UsageError(f"groundeval: {e}") from None
+        workerinput = getattr(config, "workerinput", None)
+        record = opt("groundeval_run_record")
+        return cls(
+            agent=AgentSpec(
+                name=name, model=opt("groundeval_model"), base_url=opt("groundeval_base_url"), timeout=timeout,
+                cache_mode=opt("groundeval_model_cache"),
+                cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
+            ),
+            policy=CallPolicy(timeout=timeout, max_attempts=max(0, opt("groundeval_retries")) + 1,
+                              base_delay=opt("groundeval_retry_base_delay")),
+            concurrency=opt("groundeval_concurrency"),
+            max_cost=opt("groundeval_max_cost"),
+            resume=resume,
+            rescore=rescore,
+            run_record=Path(record) if record else None,
+            runs_dir=config.rootpath / "runs",
+            rootdir=config.rootpath,
+            thresholds=tuple(thresholds),
+            task_paths={n: _task_path(config, t) for n, t in tasks.items()},
+            is_worker=workerinput is not None,
+            worker_count=int(workerinput.get("workercount", 1)) if workerinput else 1,
+            selection={
+                "keyword": opt("keyword", None) or None,
+                "markexpr": opt("markexpr", None) or None,
+                "numprocesses": opt("numprocesses", None),
+                "args": list(config.args),
+            },
+        )
+
+    @property
+    def mode(self) -> str:
+        return "resume" if self.resume else "rescore" if self.rescore else "run"
+
+    @property
+    def stored_spec(self) -> str | None:
+        return self.resume or self.rescore
+
+    def default_concurrency(self, agent: Any = None) -> int:
+        if self.concurrency is not None:
+            return self.concurrency
+        return getattr(agent, "concurrency", None) or (8 if self.agent.is_live else 1)
+
+    def budget_share(self) -> float | None:
+        """Under -n each worker gets an equal share of ``--max-cost``."""
+        if self.max_cost is None:
+            return None
+        return self.max_cost / max(1, self.worker_count)
+
+    def record_options(self, tasks: Mapping[str, Any], concurrency: int, stored_run_id: str | None) -> dict[str, Any]:
+        opts: dict[str, Any] = {name: task.options for name, task in tasks.items()}
+        opts.update({
+            "base_url": self.agent.base_url,
+            "agent_timeout": self.agent.timeout,
+            "thresholds": [f"{t.label}={t.value}" for t in self.thresholds],
+            **{k: v for k, v in self.selection.items() if k != "args"},
+            "concurrency": concurrency,
+            "retries": self.policy.max_attempts - 1,
+            "max_cost_usd": self.max_cost,
+            "model_cache": self.agent.cache_mode,
+            "resumed_from": stored_run_id if self.mode == "resume" else None,
+            "rescored_from": stored_run_id if self.mode == "rescore" else None,
+            "args": self.selection.get("args", []),
+        })
+        return opts

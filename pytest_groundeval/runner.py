@@ -1,0 +1,201 @@
+"""One case, as values: load → call → parse → score, producing a :class:`CaseResult`.
+
+Pure of pytest. The call half (:func:`call_case`) is separate from the pure finish
+(:func:`finish_case`), so calls can run ahead of the items, concurrently, while each item
+still scores and reports in order. :func:`run_case` is both halves in one; :func:`reuse`
+takes a case from a stored run (``--resume`` / ``--rescore``); :func:`not_run` records an
+item pytest stopped before its case ran. These are the only producers of a CaseResult.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy
+from .model import (
+    AgentOutput,
+    Attempt,
+    Case,
+    CaseError,
+    CaseRef,
+    CaseResult,
+    ErrorInfo,
+    ParseError,
+    ScoreRecord,
+    Usage,
+)
+from .tasks.base import Task
+from .usage import Budget, cost_usd
+
+
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _internal(what: str, exc: BaseException) -> ErrorInfo:
+    return ErrorInfo(kind="internal", message=f"internal error {what}: {_text(exc)}",
+                     error_class=type(exc).__name__, traceback=traceback.format_exc(limit=8))
+
+
+def call_agent(agent: Any, task: Task, case: Case) -> AgentOutput:
+    """Built-in agents implement ``run_case(task, prompt, inputs)`` (the task supplies their
+    strategy, system prompt and tools); any other agent gets ``run(prompt)``."""
+    if hasattr(agent, "run_case"):
+        return AgentOutput.coerce(agent.run_case(task, case.prompt, case.inputs))
+    return AgentOutput.coerce(agent.run(case.prompt))
+
+
+@dataclass
+class Called:
+    """What the prefetchable half produced: the loaded case and the agent's answer, or the
+    error that stops the case."""
+
+    ref: CaseRef
+    case: Case | None = None
+    output: AgentOutput | None = None
+    error: ErrorInfo | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+
+def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
+    try:
+        return task.load(ref), None
+    except CaseError as exc:
+        return None, ErrorInfo(kind="case", message=str(exc))
+    except Exception as exc:  # a bug in a task must not lose the case either
+        return None, _internal(f"loading {ref.task}:{ref.case_id}", exc)
+
+
+def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = None,
+              budget: Budget | None = None) -> Called:
+    """Load the case and call the agent (with timeout/retries when a policy is given)."""
+    called = Called(ref=ref)
+    case, called.error = load_case(task, ref)
+    if case is None:
+        return called
+    called.case = case
+    called.fields.update(content_hash=case.content_hash, ground_truth=case.truth)
+    if budget is not None and not budget.try_start():
+        called.error = ErrorInfo(kind="budget", message=(
+            f"not run: --max-cost {budget.max_cost:g} USD reached (spent {budget.spent:.4f})"))
+        return called
+    name = getattr(agent, "name", None) or type(agent).__name__
+    try:
+        if policy is None:
+            output = call_agent(agent, task, case)
+            attempts: list[dict[str, Any]] = [{"attempt": 1, "duration_s": round(time.perf_counter() - called.started, 6)}]
+        else:
+            output, attempts = call_with_policy(lambda: call_agent(agent, task, case), policy)
+    except AgentCallError as exc:
+        timed_out = isinstance(exc.last, CallTimeout)
+        called.error = ErrorInfo(
+            kind="timeout" if timed_out else "agent", error_class=exc.error_class,
+            message=f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}")
+        called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts)
+        return called
+    except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
+        called.error = ErrorInfo(kind="agent", message=f"agent {name!r} raised {_text(exc)}",
+                                 error_class=type(exc).__name__)
+        called.fields.update(attempts=1)
+        return called
+    called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
+    try:
+        usage = Usage.model_validate(output.usage) if output.usage is not None else None
+    except ValidationError as exc:
+        called.error = ErrorInfo(kind="agent", error_class="ValidationError", message=(
+            f"agent {name!r} returned usage that is not token counts: {output.usage!r} "
+            f"({exc.errors()[0]['msg']})"))
+        return called
+    model = output.model or getattr(agent, "model", None)
+    cost = cost_usd(model, output.usage)
+    if budget is not None:
+        budget.add(cost)
+    called.output = output
+    called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost,
+                         model=model if isinstance(model, str) else None,
+                         structured_output=output.structured, transcript=output.transcript,
+                         steps=output.steps)
+    return called
+
+
+def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None) -> dict[str, Any]:
+    """Parse and score an answer: the fields ``outcome``, ``predicted``, ``score`` / ``error``."""
+    try:
+        try:
+            prediction = task.parse(output)
+        except ParseError as exc:
+            # the model answered, but not in the required form: a scored failure, every metric 0
+            score = task.unparsed(case, str(exc))
+            return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score.to_dict())}
+        score = (scorer or task.score)(prediction, case)
+        record = ScoreRecord.model_validate(score.to_dict())
+        return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
+    except CaseError as exc:  # e.g. a broken expected block discovered while scoring
+        return {"outcome": "error", "error": ErrorInfo(kind="case", message=str(exc))}
+    except Exception as exc:
+        return {"outcome": "error", "error": _internal(f"scoring {case.ref.task}:{case.case_id}", exc)}
+
+
+def _result(ref: CaseRef, fields: dict[str, Any], duration: float | None) -> CaseResult:
+    try:
+        return CaseResult(case_id=ref.case_id, task=ref.task, duration_s=duration, **fields)
+    except ValidationError as exc:  # e.g. a scorer's metric that is not a number
+        kept = {k: fields.get(k) for k in ("content_hash", "ground_truth", "raw_output", "usage", "cost_usd")}
+        return CaseResult(case_id=ref.case_id, task=ref.task, outcome="error", duration_s=duration,
+                          error=_internal(f"recording {ref.task}:{ref.case_id}", exc), **kept)
+
+
+def finish_case(task: Task, called: Called, scorer: Any = None) -> CaseResult:
+    fields = dict(called.fields)
+    if called.error is not None:
+        fields.update(outcome="error", error=called.error)
+    else:
+        fields.update(score_case(task, called.case, called.output, scorer))  # type: ignore[arg-type]
+    return _result(called.ref, fields, round(time.perf_counter() - called.started, 6))
+
+
+def run_case(task: Task, ref: CaseRef, agent: Any, scorer: Any = None, policy: CallPolicy | None = None,
+             budget: Budget | None = None) -> CaseResult:
+    """Run one case end to end."""
+    return finish_case(task, call_case(task, ref, agent, policy, budget), scorer)
+
+
+def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None) -> CaseResult:
+    """An item pytest skipped, or whose test failed before or without running the case."""
+    if skip_reason is not None:
+        return CaseResult(case_id=ref.case_id, task=ref.task, outcome="skipped", skip_reason=skip_reason)
+    return CaseResult(case_id=ref.case_id, task=ref.task, outcome="error", error=error)
+
+
+def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, *, rescore: bool,
+          scorer: Any = None, source: str = "the stored run") -> CaseResult | None:
+    """``--resume``: the stored result when that run finished the case with the same content
+    (None: run it). ``--rescore``: the stored answer parsed and scored again, no agent call."""
+    started = time.perf_counter()
+    case, error = load_case(task, ref)
+    if not rescore:
+        if old is None or not old.finished or case is None or old.content_hash != case.content_hash:
+            return None
+        return old.model_copy(update={"resumed_from": run_id})
+    if old is None:
+        error = ErrorInfo(kind="case", message=f"not in {source}: nothing to re-score")
+    elif case is not None and old.content_hash != case.content_hash:
+        error = ErrorInfo(kind="case", message=(f"case content changed since run {run_id} (content hash "
+                                                "differs); re-run it instead of re-scoring"))
+    if error is not None or case is None:
+        return CaseResult(case_id=ref.case_id, task=ref.task, outcome="error", error=error,
+                          content_hash=case.content_hash if case else None, rescored_from=run_id)
+    if old.raw_output is None and old.structured_output is None:
+        # the stored case never got an answer (API error, budget): keep it as it was
+        return old.model_copy(update={"rescored_from": run_id})
+    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output)
+    fields = old.model_dump(exclude={"case_id", "task", "outcome", "predicted", "score", "error", "duration_s"})
+    fields.update(ground_truth=case.truth, rescored_from=run_id)
+    fields.update(score_case(task, case, output, scorer))
+    return _result(ref, fields, round(time.perf_counter() - started, 6))

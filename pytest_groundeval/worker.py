@@ -1,0 +1,170 @@
+"""The side of the plugin that evaluates: in every process that runs items (the only
+process of a plain run, each xdist worker). It lists cases for collection, owns the
+agent, the budget share and the prefetcher, reuses stored results (resume / rescore),
+and turns an item into a :class:`CaseResult` with :mod:`runner`. It never writes the
+record: results travel on the items' test reports to the controller's reporter.
+
+Public pytest/xdist APIs only: the agent an item really got is read from
+``item.funcargs`` after setup (so a conftest that overrides the ``agent`` fixture runs
+its calls inline, as written); under xdist a worker knows only its current and next item
+(``pytest_runtest_protocol(item, nextitem)``), so it keeps at most those two calls in
+flight rather than reading xdist's private queue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+
+from .concurrency import Prefetcher
+from .journal import StoredRun, find_run, load_run
+from .model import CaseRef, CaseResult
+from .options import Settings
+from .runner import Called, call_case, finish_case, reuse
+from .tasks.base import Task
+from .usage import Budget
+
+
+NEXT_ITEM = pytest.StashKey["pytest.Item | None"]()
+
+
+def case_ref(item: pytest.Item) -> CaseRef | None:
+    callspec = getattr(item, "callspec", None)
+    ref = callspec.params.get("case") if callspec is not None else None
+    return ref if isinstance(ref, CaseRef) else None
+
+
+def load_stored(settings: Settings) -> StoredRun | None:
+    spec = settings.stored_spec
+    if not spec:
+        return None
+    try:
+        stored = load_run(find_run(spec, settings.runs_dir))
+    except (OSError, ValueError, KeyError) as e:
+        raise pytest.UsageError(f"groundeval: --{settings.mode} {spec}: {e}") from None
+    if settings.mode == "resume" and (stored.agent, stored.model) != (settings.agent.name, settings.agent.model):
+        raise pytest.UsageError(
+            f"groundeval: --resume {stored.path}: that run used agent {stored.agent!r} model {stored.model!r}; "
+            f"this session asks for {settings.agent.name!r} model {settings.agent.model!r}"
+        )
+    return stored
+
+
+class Evaluator:
+    """Per-process evaluation state, registered as a plugin for its hooks."""
+
+    def __init__(self, settings: Settings, tasks: Mapping[str, Task], stored: StoredRun | None) -> None:
+        self.settings = settings
+        self.tasks = tasks
+        self.stored = stored
+        self.budget = Budget(settings.budget_share())
+        self._agent: Any = None
+        self._refs: dict[str, list[CaseRef]] = {}
+        self._by_key: dict[tuple[str, str], CaseRef] = {}
+        self.prefetcher: Prefetcher | None = None
+        self._plan: list[tuple[str, str]] = []  # keys to call, in run order (serial runs)
+        self._position: dict[tuple[str, str], int] = {}
+        self._prefetch_decided = False
+        self.concurrency = 1
+
+    # -- collection --
+    def refs(self, task: str) -> list[CaseRef]:
+        if task not in self._refs:
+            self._refs[task] = self.tasks[task].discover()
+            self._by_key.update((r.key, r) for r in self._refs[task])
+        return self._refs[task]
+
+    # -- the agent --
+    def get_agent(self) -> Any:
+        if self._agent is None:
+            from .agents.base import build_agent
+
+            self._agent = build_agent(self.settings.agent, self.settings.rootdir)
+        return self._agent
+
+    def needs_call(self, ref: CaseRef) -> bool:
+        if self.settings.mode == "rescore":
+            return False
+        old = self.stored.cases.get(ref.key) if self.stored else None
+        return old is None or not old.finished
+
+    # -- prefetching (hooks) --
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        keys = [ref.key for ref in map(case_ref, session.items) if ref is not None and self.needs_call(ref)]
+        self._plan = keys
+        self._position = {k: i for i, k in enumerate(keys)}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Any:
+        result = yield
+        ref = case_ref(item)
+        if ref is not None and self.settings.mode != "rescore":
+            self._after_setup(item, ref)
+        return result
+
+    def _after_setup(self, item: pytest.Item, ref: CaseRef) -> None:
+        agent = getattr(item, "funcargs", {}).get("agent")
+        ours = self._agent is not None and agent is self._agent
+        if not self._prefetch_decided:
+            self._prefetch_decided = True
+            if ours:
+                n = self.settings.default_concurrency(agent)
+                if self.settings.is_worker:
+                    n = min(n, 2)  # a worker knows only its current and next item
+                if n > 1:
+                    self.prefetcher = Prefetcher(self._call, n)
+                    self.concurrency = n
+        if self.prefetcher is None:
+            return
+        if not ours or item.session.shouldfail or item.session.shouldstop:
+            self.prefetcher.stop()  # an injected agent, -x / --maxfail: no more calls ahead
+            return
+        self.prefetcher.advance(self._upcoming(item, ref))
+
+    def _upcoming(self, item: pytest.Item, ref: CaseRef) -> list[tuple[str, str]]:
+        if self.settings.is_worker:
+            nxt = item.stash.get(NEXT_ITEM, None)
+            keys = [ref.key]
+            nref = case_ref(nxt) if nxt is not None else None
+            if nref is not None and self.needs_call(nref):
+                keys.append(nref.key)
+            return keys
+        start = self._position.get(ref.key)
+        if start is None:
+            return []
+        return self._plan[start:start + self.prefetcher.lookahead]  # type: ignore[union-attr]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if self.settings.is_worker:
+            item.stash[NEXT_ITEM] = nextitem
+
+    def _call(self, key: tuple[str, str]) -> Called:
+        ref = self._by_key[key]
+        return call_case(self.tasks[ref.task], ref, self.get_agent(), self.settings.policy, self.budget)
+
+    # -- one item --
+    def evaluate(self, ref: CaseRef, agent: Any, scorer: Any = None) -> CaseResult:
+        task = self.tasks[ref.task]
+        if self.stored is not None:
+            old = self.stored.cases.get(ref.key)
+            result = reuse(task, ref, old, self.stored.run_id, rescore=self.settings.mode == "rescore",
+                           scorer=scorer, source=f"the stored run {Path(self.stored.path).name}")
+            if result is not None:
+                return result
+        if self.prefetcher is not None and agent is self._agent and not self.prefetcher.stopped:
+            called = self.prefetcher.take(ref.key)
+        else:
+            called = call_case(task, ref, agent, self.settings.policy, self.budget)
+        return finish_case(task, called, scorer)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.prefetcher is not None:
+            self.prefetcher.stop()
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # read by the controller's reporter (pytest_testnodedown)
+            workeroutput["groundeval_concurrency"] = self.concurrency
