@@ -728,3 +728,103 @@ __all__ = [
     "set_catalog",
     "validate_medication_statement",
 ]
+
+
+# --------------------------------------------------------------------------
+# Reading one patient's bundle
+# --------------------------------------------------------------------------
+
+#: MedicationRequest.status (R4/R4B, required binding medicationrequest-status).
+MEDICATION_REQUEST_STATUSES = (
+    "active", "on-hold", "cancelled", "completed", "entered-in-error", "stopped", "draft", "unknown",
+)
+
+
+def list_medication_requests(bundle: Any, status: Optional[str] = None) -> Dict[str, Any]:
+    """List the patient's MedicationRequests, optionally only those with one status.
+
+    ``status`` is a MedicationRequest status (active, stopped, completed, on-hold,
+    cancelled, draft, entered-in-error, unknown); omit it for all. Read with
+    HealthChain's ``load_bundle`` + ``get_medications`` (``medicationReference``
+    resolved in the bundle); each request is identified by its RxNorm coding,
+    wherever it sits in the concept's codings.
+
+    Compact: one item per (code, status) with how many requests it has and the
+    latest authoredOn. Returns ``{"status": status, "count": n,
+    "medication_requests": [{code, display, status, requests, last_authored_on}]}``
+    in bundle order, or ``{"error": "..."}``.
+    ``bundle`` is a Bundle as a JSON string or dict, or an already loaded one.
+    """
+    if status is not None and (not isinstance(status, str) or status.strip().lower() not in MEDICATION_REQUEST_STATUSES):
+        return {"error": f"status must be one of {', '.join(MEDICATION_REQUEST_STATUSES)} (or omitted for all), got {status!r}"}
+    try:
+        from healthchain.fhir import get_medications, load_bundle
+
+        if isinstance(bundle, str):
+            bundle = json.loads(bundle)
+        if isinstance(bundle, dict):
+            bundle = load_bundle(bundle, version="R4B")
+        entries = get_medications(bundle, status=None if status is None else status.strip().lower())
+    except Exception as exc:  # never raise into the agent loop
+        return {"error": f"bundle cannot be read: {type(exc).__name__}: {exc}"}
+    grouped: Dict[Tuple[Any, Any], Dict[str, Any]] = {}
+    for e in entries:
+        if e.resource_type != "MedicationRequest":
+            continue
+        coding = next((c for c in e.codings if c.system == RXNORM_SYSTEM and c.code), None)
+        code = coding.code if coding else e.code
+        item = grouped.setdefault((code, e.status), {
+            "code": code,
+            "display": (coding.display if coding else None) or e.display,
+            "status": e.status,
+            "requests": 0,
+            "last_authored_on": None,
+        })
+        item["requests"] += 1
+        if e.authored_on and (item["last_authored_on"] is None or e.authored_on > item["last_authored_on"]):
+            item["last_authored_on"] = e.authored_on
+    out = list(grouped.values())
+    return {"status": status, "count": len(out), "medication_requests": out}
+
+
+def langchain_bundle_tools(bundle: Any, catalog: Union[Catalog, str, Path, None] = None) -> list:
+    """Tools over ONE patient's bundle, as LangChain StructuredTools: the catalog lookup
+    (as in :func:`langchain_tools`) and ``list_medication_requests`` bound to this bundle
+    (loaded once, on first use). Nothing else of any other patient is reachable."""
+    from langchain_core.tools import StructuredTool
+
+    lookup = next(t for t in langchain_tools(catalog) if t.name == "lookup_medication_code")
+    lock = threading.Lock()
+    loaded: Dict[str, Any] = {}
+
+    def list_medication_requests_tool(status: Optional[str] = None) -> Dict[str, Any]:
+        with lock:
+            if "bundle" not in loaded:
+                try:
+                    from healthchain.fhir import load_bundle
+
+                    raw = json.loads(bundle) if isinstance(bundle, str) else bundle
+                    loaded["bundle"] = load_bundle(raw, version="R4B") if isinstance(raw, dict) else raw
+                except Exception as exc:  # never raise into the agent loop
+                    return {"error": f"bundle cannot be read: {type(exc).__name__}: {exc}"}
+        return list_medication_requests(loaded["bundle"], status)
+
+    def bad_arguments(exc: Exception) -> str:
+        return json.dumps({"error": f"invalid tool arguments: {exc}"})
+
+    reader = StructuredTool.from_function(
+        func=list_medication_requests_tool, name="list_medication_requests",
+        description=inspect.cleandoc(
+            """List this patient's MedicationRequests from their FHIR record.
+
+            status: only requests with this status (active, stopped, completed, on-hold,
+            cancelled, draft, entered-in-error, unknown); omit it for all.
+            Returns {"status", "count", "medication_requests": [{code, display, status,
+            requests, last_authored_on}]}, one item per code and status (code and display
+            are the RxNorm coding), or {"error": "..."}."""),
+        handle_validation_error=bad_arguments,
+    )
+    return [lookup, reader]
+
+
+__all__ += ["MEDICATION_REQUEST_STATUSES", "langchain_bundle_tools", "list_medication_requests"]

@@ -18,6 +18,7 @@ ENTRY_POINT_GROUP = "groundeval.tasks"
 BUILTIN = (
     "pytest_groundeval.tasks.extraction:ExtractionTask",
     "pytest_groundeval.tasks.write:WriteTask",
+    "pytest_groundeval.tasks.reconciliation:ReconciliationTask",
 )
 
 

@@ -1,0 +1,170 @@
+"""Reconciliation scorer: per-verdict precision / recall / F1 by RxNorm code, micro over
+(code, verdict) pairs, exact match, name accuracy.
+
+Rules (each has a failing and a passing test in ``tests/test_reconciliation*.py``):
+
+* An item is a (code, verdict) pair; the truth holds each code once.
+* A code listed twice with the same verdict counts once (``details.duplicates``).
+* A code listed with two or more different verdicts is a *contradiction*: it earns credit
+  for none of them. Every claimed (code, verdict) of it is a false positive in that
+  verdict's class, and its true pair (if any) is missed. So hedging never pays.
+* A right code with the wrong verdict is a false positive in the claimed class and a miss
+  in the true one (``details.wrong_verdict``).
+* ``passed`` = exact match: the answer's pairs equal the truth's, with no contradiction.
+* Display text never changes a verdict score; ``name_accuracy`` (over the truth items, a
+  missed item counts as a wrong name) is reported apart and does not gate ``passed``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..model import CaseResult
+from .aggregate import counts
+from .base import Score, bootstrap_ci, mean, prf
+
+VERDICTS = ("matched", "unreported", "unrecorded", "stopped-but-taking")
+
+
+def slug(verdict: str) -> str:
+    return verdict.replace("-", "_")
+
+
+SLUGS = tuple(slug(v) for v in VERDICTS)
+
+SUMMARY_METRICS = (
+    "micro_precision", "micro_recall", "micro_f1",
+    "macro_precision", "macro_recall", "macro_f1",
+    "exact_match", "name_accuracy",
+) + tuple(f"{s}_{m}" for s in SLUGS for m in ("precision", "recall", "f1"))
+
+COUNT_METRICS = frozenset({"tp", "fp", "fn"} | {f"{s}_{c}" for s in SLUGS for c in ("tp", "fp", "fn")})
+PER_CASE = ("precision", "recall", "f1", "exact_match", "name_accuracy")
+
+
+def _norm(name: Any) -> str:
+    return " ".join(str(name).split()).casefold() if name is not None else ""
+
+
+def score_reconciliation(predicted: list[dict[str, Any]], truth: list[dict[str, str]]) -> Score:
+    claims: dict[str, list[str]] = defaultdict(list)  # code -> verdicts claimed, in order
+    names: dict[str, Any] = {}
+    for p in predicted:
+        claims[p["code"]].append(p["verdict"])
+        names.setdefault(p["code"], p.get("display"))
+    true_verdict = {t["code"]: t["verdict"] for t in truth}
+    contradictions = sorted(c for c, vs in claims.items() if len(set(vs)) > 1)
+    duplicates = sorted(c for c, vs in claims.items() if len(vs) > len(set(vs)))
+    tp = {v: 0 for v in VERDICTS}
+    fp = {v: 0 for v in VERDICTS}
+    fn = {v: 0 for v in VERDICTS}
+    wrong_verdict, extra, missed = [], [], []
+    for code, vs in claims.items():
+        claimed = set(vs)
+        truth_v = true_verdict.get(code)
+        if len(claimed) == 1 and truth_v in claimed:
+            tp[truth_v] += 1
+            continue
+        for v in claimed:
+            fp[v] += 1
+        if truth_v is None:
+            extra.append({"code": code, "verdict": sorted(claimed)[0] if len(claimed) == 1 else sorted(claimed)})
+        else:
+            fn[truth_v] += 1
+            if len(claimed) == 1:
+                wrong_verdict.append({"code": code, "said": vs[0], "truth": truth_v})
+    for code, v in true_verdict.items():
+        if code not in claims:
+            fn[v] += 1
+            missed.append({"code": code, "verdict": v})
+    TP, FP, FN = sum(tp.values()), sum(fp.values()), sum(fn.values())
+    precision, recall, f1 = prf(TP, FP, FN)
+    exact = FP == 0 and FN == 0
+    names_right = sum(1 for t in truth if t["code"] in names and _norm(names[t["code"]]) == _norm(t["display"]))
+    name_accuracy = names_right / len(truth) if truth else (1.0 if not claims else 0.0)
+    metrics: dict[str, float] = {"tp": TP, "fp": FP, "fn": FN, "precision": precision, "recall": recall,
+                                 "f1": f1, "exact_match": 1.0 if exact else 0.0, "name_accuracy": name_accuracy}
+    for v in VERDICTS:
+        metrics.update({f"{slug(v)}_tp": tp[v], f"{slug(v)}_fp": fp[v], f"{slug(v)}_fn": fn[v]})
+    reasons = []
+    if wrong_verdict:
+        reasons.append("wrong verdict " + ", ".join(f"{w['code']} said {w['said']} (is {w['truth']})" for w in wrong_verdict))
+    if contradictions:
+        reasons.append(f"contradictory verdicts for {contradictions}")
+    if missed:
+        reasons.append("missed " + ", ".join(f"{m['code']} ({m['verdict']})" for m in missed))
+    if extra:
+        reasons.append("extra " + ", ".join(f"{e['code']} ({e['verdict']})" for e in extra))
+    return Score(
+        passed=exact,
+        metrics=metrics,
+        details={"wrong_verdict": wrong_verdict, "missed": missed, "extra": extra,
+                 "contradictions": contradictions, "duplicates": duplicates,
+                 "wrong_names": sorted(t["code"] for t in truth if t["code"] in names
+                                       and _norm(names[t["code"]]) != _norm(t["display"]))},
+        reason="; ".join(reasons) or "exact match",
+    )
+
+
+def _missed_counts(truth: Any) -> dict[str, int]:
+    """Per-verdict counts of the truth items (all missed), and at least one overall."""
+    by_v = {v: 0 for v in VERDICTS}
+    for t in truth or []:
+        if isinstance(t, dict) and t.get("verdict") in by_v:
+            by_v[t["verdict"]] += 1
+    return by_v
+
+
+def unparsed(truth: list[dict[str, str]], reason: str) -> Score:
+    """An answer that cannot be parsed: failed, every metric 0; its truth items count as
+    missed (in their verdict class, and at least one overall)."""
+    by_v = _missed_counts(truth)
+    metrics: dict[str, float] = {"tp": 0, "fp": 0, "fn": max(len(truth), 1), "precision": 0.0, "recall": 0.0,
+                                 "f1": 0.0, "exact_match": 0.0, "name_accuracy": 0.0}
+    for v in VERDICTS:
+        metrics.update({f"{slug(v)}_tp": 0, f"{slug(v)}_fp": 0, f"{slug(v)}_fn": by_v[v]})
+    return Score(passed=False, metrics=metrics, details={"parse_error": reason}, reason=f"parse error: {reason}")
+
+
+def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
+    """Aggregates over this task's results. Skipped cases are counted apart; an errored case
+    scores 0 everywhere and its truth items (at least one) count as missed."""
+    run, summary = counts(results)
+    tot = {k: 0 for k in ("tp", "fp", "fn")}
+    per_v = {s: {k: 0 for k in ("tp", "fp", "fn")} for s in SLUGS}
+    per_case: dict[str, list[float]] = {k: [] for k in PER_CASE}
+    for r in run:
+        if r.score is None:  # an error: 0 everywhere, its truth missed
+            by_v = _missed_counts(r.ground_truth)
+            tot["fn"] += max(len(r.ground_truth or []), 1)
+            for v, n in by_v.items():
+                per_v[slug(v)]["fn"] += n
+            for vals in per_case.values():
+                vals.append(0.0)
+            continue
+        m = r.score.metrics
+        for k in tot:
+            tot[k] += int(m[k])
+        for s in SLUGS:
+            for k in ("tp", "fp", "fn"):
+                per_v[s][k] += int(m[f"{s}_{k}"])
+        for k, vals in per_case.items():
+            vals.append(float(m[k]))
+    p, rc, f = prf(tot["tp"], tot["fp"], tot["fn"]) if run else (0.0, 0.0, 0.0)
+    summary.update({
+        "micro_precision": round(p, 6), "micro_recall": round(rc, 6), "micro_f1": round(f, 6),
+        "macro_precision": round(mean(per_case["precision"]), 6),
+        "macro_recall": round(mean(per_case["recall"]), 6),
+        "macro_f1": round(mean(per_case["f1"]), 6),
+        "exact_match": round(mean(per_case["exact_match"]), 6),
+        "name_accuracy": round(mean(per_case["name_accuracy"]), 6),
+        "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
+        "exact_match_ci95": bootstrap_ci(per_case["exact_match"], seed=seed),
+        **tot,
+    })
+    for s in SLUGS:
+        c = per_v[s]
+        vp, vr, vf = prf(c["tp"], c["fp"], c["fn"]) if run else (0.0, 0.0, 0.0)
+        summary.update({f"{s}_precision": round(vp, 6), f"{s}_recall": round(vr, 6), f"{s}_f1": round(vf, 6)})
+    return summary
