@@ -20,13 +20,21 @@ class Threshold:
         return f"{self.task}.{self.metric}"
 
 
+def threshold_example(tasks: Mapping[str, Any]) -> str:
+    """``TASK.METRIC=0.95`` for the first registered task (for help texts and messages)."""
+    for name, cls in tasks.items():
+        metric = next(iter(cls.metric_aliases), None) or cls.metrics[0]
+        return f"{name}.{metric}=0.95"
+    return "TASK.METRIC=0.95"
+
+
 def parse_threshold(text: str, tasks: Mapping[str, Any]) -> Threshold:
     """``TASK.METRIC=VALUE`` → Threshold; a ``ValueError`` with a usable message otherwise.
     ``tasks`` maps task names to Task classes (their ``metrics`` and ``resolve_metric``)."""
     name, sep, raw = text.partition("=")
     task, dot, metric = name.strip().partition(".")
     if not sep or not dot:
-        raise ValueError(f"threshold {text!r}: expected TASK.METRIC=VALUE, e.g. extraction.f1=0.95")
+        raise ValueError(f"threshold {text!r}: expected TASK.METRIC=VALUE, e.g. {threshold_example(tasks)}")
     if task not in tasks:
         raise ValueError(f"threshold {text!r}: unknown task {task!r}; known: {', '.join(sorted(tasks))}")
     cls = tasks[task]

@@ -16,7 +16,8 @@ import pytest
 
 from .agents.base import AgentSpec
 from .calls import CallPolicy
-from .gate import Threshold, parse_threshold
+from .cache import MODES as CACHE_MODES
+from .gate import Threshold, parse_threshold, threshold_example
 
 DEFAULT_AGENT_TIMEOUT = 120.0
 
@@ -46,14 +47,14 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
     add("--rescore", dest="groundeval_rescore", default=None, metavar="RUN",
         help="a record/journal path or 'last': re-score its stored outputs, no agent call")
     add("--model-cache", dest="groundeval_model_cache", default="off",
-        choices=("off", "read", "write", "readwrite", "strict"),
+        choices=CACHE_MODES,
         help="model-call cache mode (default off; strict: a miss is an error)")
     add("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
         help="model-call cache folder (default .groundeval/cache under the rootdir)")
     add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
         help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
     add("--threshold", dest="groundeval_thresholds", action="append", default=[], metavar="TASK.METRIC=VALUE",
-        help="CI gate, repeatable, e.g. extraction.f1=0.95; when set, the thresholds decide the exit status")
+        help=f"CI gate, repeatable, e.g. {threshold_example(tasks)}; when set, the thresholds decide the exit status")
     parser.addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
     parser.addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():

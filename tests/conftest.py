@@ -167,3 +167,14 @@ def read_record(pytester: pytest.Pytester, name: str = "record.json") -> dict:
     import json
 
     return json.loads((pytester.path / name).read_text())
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_without_pytest_retry(request: pytest.FixtureRequest) -> None:
+    """pytest-retry (installed to prove groundeval's options do not clash with it) cannot run
+    twice in one process: its second in-process session fails in pytest_configure
+    (``config.getoption('filtered_exceptions')``), so pytester's inline runs leave it out.
+    tests/test_plugin_clash.py runs it for real, in fresh processes (see FRICTION.md)."""
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")  # pytester clears PYTEST_ADDOPTS when it starts
+        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", "-p no:pytest-retry")

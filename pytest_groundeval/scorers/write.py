@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..model import CaseError
 from .base import Check, Dimension, Score
 from .units import (
     EVENT_TIMING,
@@ -138,12 +139,16 @@ def _dose_entry(dose_and_rate: Any) -> tuple[str, Any, Any]:
 # --------------------------------------------------------------------------- ground truth
 
 
+class MalformedCase(CaseError, ValueError):
+    """The write case's expected block cannot be read: a case error (kind ``case``)."""
+
+
 class WriteTruth:
     """The case's ground truth, read strictly (a malformed case is an error, not a failure)."""
 
     def __init__(self, case: Any):
         if not isinstance(case, dict) or not isinstance(case.get("expected"), dict):
-            raise ValueError("write case must be a dict with an 'expected' object")  # noqa: TRY004
+            raise MalformedCase("write case must be a dict with an 'expected' object")
         exp = case["expected"]
         try:
             self.case_id = case.get("case_id")
@@ -172,12 +177,15 @@ class WriteTruth:
             if ceiling is not None:
                 c = amount(float(ceiling["value"]), ceiling["unit"])
                 if c.kind != "mass":
-                    raise ValueError(f"max_daily_dose unit {ceiling['unit']!r} is not a mass")
+                    raise MalformedCase(f"max_daily_dose unit {ceiling['unit']!r} is not a mass")
                 self.ceiling_mg = c.value
             elif self.documented:
-                raise ValueError("max_daily_dose is required when a dosage is documented")
-        except (KeyError, TypeError, UnverifiableError) as e:
-            raise ValueError(f"malformed write case {case.get('case_id')!r}: {e}") from e
+                raise MalformedCase("max_daily_dose is required when a dosage is documented")
+        except MalformedCase as e:
+            raise MalformedCase(f"malformed write case {case.get('case_id')!r}: {e}") from e
+        except (KeyError, TypeError, ValueError, AttributeError, UnverifiableError) as e:
+            raise MalformedCase(f"malformed write case {case.get('case_id')!r}: expected block: "
+                                f"{type(e).__name__}: {e}") from e
 
     @property
     def dose_high(self) -> Amount | None:
@@ -622,7 +630,7 @@ def score_write(resource: Any, case: dict[str, Any]) -> Score:
 
     ``resource``: the agent's output (a dict, a fhir.resources model, or anything unusable).
     ``case``: ``{"case_id", "subject", "note", "expected": {...}}``. A malformed case raises
-    ``ValueError`` (the case is broken, not the agent).
+    :class:`MalformedCase`, a ``CaseError`` (the case is broken, not the agent).
     """
     truth = WriteTruth(case)
     resource = _as_resource_dict(resource)

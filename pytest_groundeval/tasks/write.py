@@ -125,6 +125,12 @@ class WriteTask(Task):
         item = _check_case(data, source)
         if ref.index is None and item["case_id"] != ref.case_id:
             raise CaseError(f"{source}: case_id {item['case_id']!r} does not match the file name")
+        from ..scorers.write import WriteTruth
+
+        try:  # read the expected block now: a broken case is never sent to the agent
+            WriteTruth(item)
+        except CaseError as e:
+            raise CaseError(f"{source}: {e}") from None
         return Case(
             ref=ref,
             prompt=PROMPT.format(subject=item["subject"], note=item["note"]),
