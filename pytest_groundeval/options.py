@@ -27,7 +27,7 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
     add = group.addoption
     add("--agent", dest="groundeval_agent", default=None, metavar="NAME",
         help="agent to evaluate: baseline (default, offline), claude, langgraph, or module:Class")
-    add("--model", dest="groundeval_model", default=None,
+    add("--model", dest="groundeval_model", default=None, metavar="MODEL",
         help="model id for live agents (claude: default claude-opus-4-8; "
         "langgraph: e.g. anthropic:claude-opus-4-8 or openai:NAME)")
     add("--model-base-url", dest="groundeval_base_url", default=None, metavar="URL",
