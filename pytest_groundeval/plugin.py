@@ -152,5 +152,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     result = _result_for(item, report, call.when)
     if result is not None:
-        setattr(report, REPORT_ATTR, result.model_dump(mode="json"))
+        setattr(report, REPORT_ATTR, result.model_dump(mode="json"))  # plain data: travels through xdist
+        reporter = item.config.pluginmanager.get_plugin("groundeval-reporter")
+        if reporter is not None:  # the same process: hand over the typed value as well
+            reporter.hand_over(report, result)
     return report

@@ -32,6 +32,8 @@ class Reporter:
         self.run_id = new_run_id()
         self.started_at = now_iso()
         self.results: dict[tuple[str, str], CaseResult] = {}
+        self._local: dict[int, CaseResult] = {}
+        self.data: dict[tuple[str, str], dict[str, Any]] = {}  # each result as it was reported (JSON)
         self.journal: Journal | None = None
         self.tracer: Tracer | None = Tracer.from_env()
         self.record: RunRecord | None = None
@@ -55,17 +57,24 @@ class Reporter:
             concurrency = self.local_concurrency() if self.local_concurrency else 1
         return self.settings.record_options(self.tasks, concurrency, self.stored.run_id if self.stored else None)
 
+    def hand_over(self, report: pytest.TestReport, result: CaseResult) -> None:
+        """In-process reports bring their typed result along (no re-validation)."""
+        self._local[id(report)] = result
+
     # -- hooks --
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, REPORT_ATTR, None)
         if data is None:
             return
-        try:
-            result = CaseResult.model_validate(data)
-        except ValidationError as e:  # a groundeval bug: say so, keep the rest of the run
-            self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
-            return
+        result = self._local.pop(id(report), None)
+        if result is None:  # from an xdist worker: plain data, checked here
+            try:
+                result = CaseResult.model_validate(data)
+            except ValidationError as e:  # a groundeval bug: say so, keep the rest of the run
+                self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
+                return
         self.results[result.key] = result
+        self.data[result.key] = data
         if self.journal is None:
             self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
         self.journal.append(data)
@@ -112,10 +121,14 @@ class Reporter:
             model=self.settings.agent.model, options=self.options(), cases=cases, summary=summary,
             usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
         )
-        write_json_atomic(self.path, record_bytes(self.record))
+        # the cases as reported (already JSON), in the record's order: not serialised twice
+        head = self.record.model_dump(mode="json", exclude={"cases"})
+        payload = {k: ([self.data[c.key] for c in self.record.cases] if k == "cases" else head[k])
+                   for k in RunRecord.model_fields}
+        write_json_atomic(self.path, record_bytes(payload))
         self.record_path = self.path
         if self.tracer is not None and self.tracer.started:
-            self.tracer.finish(self.record.model_dump(mode="json"))
+            self.tracer.finish(payload)
         if self.problems:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         elif gate is not None and exitstatus in (
