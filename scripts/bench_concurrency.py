@@ -1,116 +1,185 @@
-"""Concurrency: in-process ``--concurrency`` against pytest-xdist, on a latency-bound agent.
+"""Concurrency, measured inside pytest, side by side in one run (ratios, not time limits).
 
-200 extraction cases (one small committed fixture copied under 200 names); the agent
-sleeps a fixed 0.25 s and then returns the right answer (ground truth computed from the
-bundle in the prompt). Three runs, side by side in one invocation:
+Every run is a fresh ``python -m pytest`` of the extraction suite (a copy of
+``evals/test_extraction.py``, ``-q -p no:cacheprovider``, the project's addopts, a run record
+in the temp project) over copies of one committed fixture; every record must hold all
+cases, passed. Commands that are compared are repeated ``--repeat`` times, interleaved,
+and the minimum kept.
 
-    serial         --concurrency 1
-    -n 2           --concurrency 1   (two xdist workers, each serial)
-    concurrency 32 --concurrency 32  (one process, 32 calls in flight)
+1. No slowdown from the prefetcher for instant agents. An agent that answers right at once
+   (``bench_agents:Instant``), N cases at ``--concurrency 32`` vs ``--concurrency 1``;
+   per-case cost = (wall(N) - wall(N0)) / (N - N0) so start-up cancels.
+   Goal: per case, concurrency 32 <= 1.05x concurrency 1.
+2. ``--concurrency 32`` near the ideal. An agent that sleeps ``--latency`` s per call and then
+   answers right (``bench_agents:Sleepy``), M cases. Ideal = start-up + ceil(M/32) x latency
+   (no call can be split across slots). Start-up = the wall of the very same command with
+   ``-k case-00000`` (1 of the M items selected: the same interpreter, imports, plugin set-up,
+   collection of all M items, agent construction, thread pool and record writing) minus that
+   one call's latency.  Goal: measured <= 1.1x ideal.
+   Also (kept from the earlier benchmark): the same M cases under ``-n 2`` at
+   ``--concurrency 1``, and the speed-up of ``--concurrency 32`` over it, start-up subtracted
+   from each.  Goal: >= 10x.
+3. The start-up of ``-n 2`` with the workers really started (xdist switches itself off
+   under ``--collect-only``, so real items run): a tiny instant suite with ``-n 2`` vs
+   without; the difference is what ``-n 2`` adds (informational, no goal set).
 
-For each: wall time, the ideal ``cases x latency / concurrency`` (2 for ``-n 2``), the ratio
-to the ideal, and to ideal + pytest start-up (``--collect-only`` on the same project,
-measured separately). Every run's record must hold all cases, passed.
-
-Goals: ``--concurrency 32`` within 1.25x of (ideal + start-up), and >= 10x faster than ``-n 2``.
-
-Usage: uv run python scripts/bench_concurrency.py [--cases 200] [--latency 0.25] [--concurrency 32]
+Usage: uv run python scripts/bench_concurrency.py [--cases 2000] [--n0 100] [--sleep-cases 128]
+           [--latency 0.2] [--concurrency 32] [--workers 2] [--tiny 4] [--repeat 3] [--no-xdist-speedup]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_util import (  # noqa: E402
+    Config,
+    best_walls,
     child_env,
-    copy_bundles,
     copy_evals,
     expect_cases,
+    fixture_with_meds,
+    goal,
+    per_case,
     read_record,
     run_pytest,
-    smallest_fixture_with_meds,
-    startup_time,
     table,
+    tagged_bundles,
     temp_project,
-    verdict,
+    write_agents,
 )
 
-AGENT_MODULE = '''
-"""A latency-bound agent: sleeps BENCH_LATENCY seconds, then answers right."""
-import json
-import os
-import time
-
-from pytest_groundeval.tasks.extraction import active_medications
+PREFETCH_GOAL = 1.05
+IDEAL_GOAL = 1.1
+SPEEDUP_GOAL = 10.0
 
 
-class Sleepy:
-    name = "sleepy"
+class Suite:
+    """Runs of the extraction suite over one data dir of the temp project."""
 
-    def run(self, prompt):
-        time.sleep(float(os.environ["BENCH_LATENCY"]))
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
-        return json.dumps({"active_medications": active_medications(bundle, "prompt")})
-'''
+    def __init__(self, proj: Path, n: int, agent: str, env: dict[str, str]) -> None:
+        self.proj, self.n, self.agent, self.env = proj, n, agent, env
+
+    def config(self, label: str, *extra: str, expect: int | None = None) -> Config:
+        record = self.proj / ("record-" + re.sub(r"[^A-Za-z0-9]+", "-", label) + ".json")
+        n = self.n if expect is None else expect
+
+        def check(run) -> None:
+            expect_cases(read_record(record), label, n, passed=True)
+            record.unlink()
+            record.with_suffix(".jsonl").unlink(missing_ok=True)  # the journal appends: start afresh
+
+        args = ["test_extraction.py", f"--data-dir={self.proj / f'data-{self.n}'}", f"--agent=bench_agents:{self.agent}",
+                f"--run-record={record}", *extra]
+        return Config(label, self.proj, args, env=self.env, check=check)
+
+
+def bench_prefetch(proj: Path, env: dict[str, str], n: int, n0: int, conc: int, repeat: int):
+    print(f"\n1. instant agent, --concurrency {conc} vs 1: N={n} and N0={n0}, {repeat} rounds interleaved")
+    configs = [Suite(proj, size, "Instant", env).config(f"instant N={size} --concurrency {c}", f"--concurrency={c}")
+               for size in (n0, n) for c in (1, conc)]
+    best = best_walls(configs, repeat)
+    pc = {c: per_case(best[f"instant N={n} --concurrency {c}"], best[f"instant N={n0} --concurrency {c}"], n, n0)
+          for c in (1, conc)}
+    print()
+    table(["", f"wall s N0={n0}", f"wall s N={n}", "µs/case"], [
+        [f"--concurrency {c}", f"{best[f'instant N={n0} --concurrency {c}']:.2f}",
+         f"{best[f'instant N={n} --concurrency {c}']:.2f}", f"{pc[c] * 1e6:.0f}"] for c in (1, conc)])
+    wall_ratio = best[f"instant N={n} --concurrency {conc}"] / best[f"instant N={n} --concurrency 1"]
+    print(f"  per case {conc} vs 1: {pc[conc] / pc[1]:.2f}x; whole wall at N={n}: {wall_ratio:.2f}x")
+    return pc[conc] / pc[1], pc, wall_ratio
+
+
+def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool):
+    env = child_env(BENCH_LATENCY=str(latency))
+    suite = Suite(proj, m, "Sleepy", env)
+    print(f"\n2. sleepy agent ({latency:g} s per call), {m} cases, --concurrency {conc}; "
+          f"start-up = the same command with -k case-00000 (1 item) minus {latency:g} s; {repeat} rounds interleaved")
+    full = suite.config(f"sleepy M={m} --concurrency {conc}", f"--concurrency={conc}")
+    one = suite.config(f"sleepy 1 of M={m} --concurrency {conc}", f"--concurrency={conc}", "-k", "case-00000", expect=1)
+    best = best_walls([full, one], repeat)
+    startup = best[one.label] - latency
+    waves = math.ceil(m / conc)
+    ideal = startup + waves * latency
+    measured = best[full.label]
+    print(f"\n  measured {measured:.2f} s; ideal {ideal:.2f} s = start-up {startup:.2f} s + ceil({m}/{conc})={waves} "
+          f"x {latency:g} s; measured/ideal {measured / ideal:.2f}x "
+          f"(over the ideal: {measured - ideal:+.2f} s)")
+    speedup = None
+    if xdist:
+        xd = suite.config(f"sleepy M={m} -n {workers} --concurrency 1", "-n", str(workers), "--concurrency=1")
+        xd_one = suite.config(f"sleepy 1 of M={m} -n {workers} --concurrency 1", "-n", str(workers),
+                              "--concurrency=1", "-k", "case-00000", expect=1)
+        print(f"  -n {workers} --concurrency 1, for comparison (the full run once, its start-up {repeat} times):")
+        xbest = {**best_walls([xd], 1), **best_walls([xd_one], repeat)}
+        x_start = xbest[xd_one.label] - latency
+        x_net = xbest[xd.label] - x_start
+        c_net = measured - startup
+        speedup = x_net / c_net
+        table(["run", "wall s", "start-up s", "wall - start-up s", "ideal without start-up s"], [
+            [f"-n {workers} --concurrency 1", f"{xbest[xd.label]:.2f}", f"{x_start:.2f}", f"{x_net:.2f}",
+             f"{math.ceil(m / workers) * latency:.2f}"],
+            [f"--concurrency {conc}", f"{measured:.2f}", f"{startup:.2f}", f"{c_net:.2f}", f"{waves * latency:.2f}"],
+        ])
+        print(f"  speed-up of --concurrency {conc} over -n {workers}: {speedup:.1f}x start-up subtracted, "
+              f"{xbest[xd.label] / measured:.1f}x whole wall")
+    return measured / ideal, speedup
+
+
+def bench_xdist_startup(proj: Path, env: dict[str, str], tiny: int, workers: int, repeat: int) -> tuple[float, float]:
+    print(f"\n3. -n {workers} start-up: {tiny} instant cases with -n {workers} vs without, {repeat} rounds interleaved")
+    suite = Suite(proj, tiny, "Instant", env)
+    serial = suite.config(f"instant N={tiny}", "--concurrency=1")
+    xd = suite.config(f"instant N={tiny} -n {workers}", "-n", str(workers), "--concurrency=1")
+    best = best_walls([serial, xd], repeat)
+    extra = best[xd.label] - best[serial.label]
+    print(f"\n  without -n: {best[serial.label]:.2f} s; with -n {workers}: {best[xd.label]:.2f} s; "
+          f"-n {workers} adds {extra:.2f} s of start-up ({best[xd.label] / best[serial.label]:.2f}x)")
+    return extra, best[xd.label] / best[serial.label]
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", type=int, default=200, help="extraction cases (default 200)")
-    p.add_argument("--latency", type=float, default=0.25, help="agent sleep per call, seconds (default 0.25)")
-    p.add_argument("--concurrency", type=int, default=32, help="in-process concurrency to compare (default 32)")
-    p.add_argument("--workers", type=int, default=2, help="xdist workers for the -n run (default 2)")
+    p.add_argument("--cases", type=int, default=2000, help="instant-agent suite size N for (1) (default 2000)")
+    p.add_argument("--n0", type=int, default=100, help="small size N0 whose wall is subtracted in (1) (default 100)")
+    p.add_argument("--sleep-cases", type=int, default=128, help="sleepy-agent cases M for (2) (default 128)")
+    p.add_argument("--latency", type=float, default=0.2, help="sleepy agent's sleep per call, s (default 0.2)")
+    p.add_argument("--concurrency", type=int, default=32, help="in-process concurrency (default 32)")
+    p.add_argument("--workers", type=int, default=2, help="xdist workers (default 2)")
+    p.add_argument("--tiny", type=int, default=4, help="cases of the tiny suite for (3) (default 4)")
+    p.add_argument("--repeat", type=int, default=3, help="rounds per compared command, minimum kept (default 3)")
+    p.add_argument("--no-xdist-speedup", dest="xdist", action="store_false",
+                   help="skip the -n comparison run of (2) (~15 s)")
+    p.add_argument("--fixture", default="median", help="fixture to copy: median (default), smallest, largest, or a name")
     p.add_argument("--keep", action="store_true", help="keep the temp project")
     a = p.parse_args(argv)
 
-    with temp_project("groundeval-bench-conc-", keep=a.keep) as proj:
+    source = fixture_with_meds(a.fixture)
+    with temp_project("bench-concurrency-", keep=a.keep) as proj:
         copy_evals(proj)
-        (proj / "bench_agents.py").write_text(AGENT_MODULE)
-        source = smallest_fixture_with_meds()
-        copy_bundles(proj / "data", source, a.cases)
-        env = child_env(BENCH_LATENCY=str(a.latency))
-        common = [f"--data-dir={proj / 'data'}", "--agent=bench_agents:Sleepy"]
-        print(f"{a.cases} extraction cases (copies of {source.name}, {source.stat().st_size:,} bytes), "
-              f"agent latency {a.latency} s")
-
-        start_1 = startup_time(proj, common, env=env)
-        start_n = startup_time(proj, [*common, "-n", str(a.workers)], env=env)
-
-        plan = [
-            ("serial (--concurrency 1)", ["--concurrency", "1"], 1, start_1),
-            (f"-n {a.workers} (--concurrency 1)", ["-n", str(a.workers), "--concurrency", "1"], a.workers, start_n),
-            (f"--concurrency {a.concurrency}", ["--concurrency", str(a.concurrency)], a.concurrency, start_1),
-        ]
-        rows, walls = [], {}
-        for label, extra, conc, start in plan:
-            record_path = proj / f"record-{len(rows)}.json"
-            run = run_pytest(proj, [*common, *extra, f"--run-record={record_path}"], label=label, env=env)
-            expect_cases(read_record(record_path), label, a.cases, passed=True)
-            ideal = a.cases * a.latency / conc
-            walls[label] = (run.wall, start)
-            rows.append([label, f"{run.wall:.2f}", f"{ideal:.2f}", f"{start:.2f}", f"{run.wall / ideal:.2f}x",
-                         f"{run.wall / (ideal + start):.2f}x"])
-
+        truth = write_agents(proj, source)
+        for n in {a.n0, a.cases, a.sleep_cases, a.tiny}:
+            tagged_bundles(proj / f"data-{n}", source, n)
+        print(f"fixture {source.name} ({source.stat().st_size:,} bytes, {len(truth)} active codes), copied N times")
+        env = child_env()
+        prefetch, pc, wall_ratio = bench_prefetch(proj, env, a.cases, a.n0, a.concurrency, a.repeat)
+        ideal_ratio, speedup = bench_ideal(proj, a.sleep_cases, a.latency, a.concurrency, a.workers, a.repeat, a.xdist)
+        xd_extra, xd_ratio = bench_xdist_startup(proj, env, a.tiny, a.workers, max(a.repeat, 3))
     print()
-    table(["run", "wall s", "ideal s", "start-up s", "wall/ideal", "wall/(ideal+start-up)"], rows)
-    (xd_wall, xd_start), (c_wall, c_start) = walls[plan[1][0]], walls[plan[2][0]]
-    c_ideal = a.cases * a.latency / a.concurrency
-    within = c_wall / (c_ideal + c_start)
-    speedup = xd_wall / c_wall
-    speedup_net = (xd_wall - xd_start) / max(c_wall - c_start, 1e-9)
-    print()
-    print(f"pytest start-up (best of 3 --collect-only): {start_1:.2f} s serial, {start_n:.2f} s with -n {a.workers}")
-    print(f"--concurrency {a.concurrency} vs ideal + start-up: {within:.2f}x (goal <= 1.25x)  -> {verdict(within <= 1.25)}")
-    waves = math.ceil(a.cases / a.concurrency) * a.latency  # no call can be split across slots
-    print(f"  (whole-wave floor: ceil({a.cases}/{a.concurrency}) x {a.latency:g} s = {waves:.2f} s; "
-          f"wall vs floor + start-up: {c_wall / (waves + c_start):.2f}x)")
-    print(f"--concurrency {a.concurrency} speed-up over -n {a.workers}: {speedup:.1f}x wall "
-          f"({speedup_net:.1f}x with each run's start-up subtracted) (goal >= 10x)  -> {verdict(speedup >= 10)}")
+    goal(f"instant agent per case, --concurrency {a.concurrency} {pc[a.concurrency] * 1e6:.0f} µs vs --concurrency 1 "
+         f"{pc[1] * 1e6:.0f} µs (N={a.cases} vs N0={a.n0}; whole-wall ratio {wall_ratio:.2f}x)", prefetch, PREFETCH_GOAL)
+    goal(f"--concurrency {a.concurrency}, {a.sleep_cases} cases x {a.latency:g} s, measured vs ideal "
+         f"(start-up + ceil(M/{a.concurrency}) x latency)", ideal_ratio, IDEAL_GOAL)
+    if speedup is not None:
+        goal(f"--concurrency {a.concurrency} speed-up over -n {a.workers} --concurrency 1, start-up subtracted",
+             speedup, SPEEDUP_GOAL, at_least=True)
+    print(f"-n {a.workers} start-up (workers really started, {a.tiny} cases): +{xd_extra:.2f} s over no -n, "
+          f"ratio {xd_ratio:.2f}x (no goal set; informational)")
 
 
 if __name__ == "__main__":
