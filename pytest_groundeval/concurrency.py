@@ -56,8 +56,16 @@ class Prefetcher:
     thread is busy scoring and reporting an earlier item.
     """
 
-    def __init__(self, call: Callable[[Hashable], Any], concurrency: int, lookahead: int | None = None) -> None:
+    #: agent calls this fast gain nothing from threads (the GIL serialises the work around them)
+    INSTANT_S = 0.002
+    PROBE = 8
+
+    def __init__(self, call: Callable[[Hashable], Any], concurrency: int, lookahead: int | None = None,
+                 latency: Callable[[Any], float | None] | None = None) -> None:
         self.call = call
+        self.latency = latency
+        self._latencies: list[float] = []
+        self.instant = False  # set once the first PROBE calls all answered within INSTANT_S
         self.window = concurrency
         self.lookahead = lookahead or 4 * concurrency
         self.pool = DaemonPool(concurrency)
@@ -80,14 +88,27 @@ class Prefetcher:
             self._fill()
 
     def _fill(self) -> None:  # with the lock held
+        if self.instant:
+            return
         for key in self.plan:
             if self.in_flight >= self.window:
                 return
             if key not in self.futures:
-                future = self.pool.submit(lambda key=key: self.call(key))
+                future = self.pool.submit(lambda key=key: self._timed(key))
                 self.futures[key] = future
                 self.in_flight += 1
                 future.add_done_callback(self._finished)
+
+    def _timed(self, key: Hashable) -> Any:
+        value = self.call(key)
+        seconds = self.latency(value) if self.latency is not None else None
+        if seconds is not None:
+            with self._lock:
+                if len(self._latencies) < self.PROBE:
+                    self._latencies.append(seconds)
+                    if len(self._latencies) == self.PROBE and max(self._latencies) < self.INSTANT_S:
+                        self.instant = True  # no more launches: take() calls inline from now on
+        return value
 
     def _finished(self, future: Future) -> None:
         with self._lock:

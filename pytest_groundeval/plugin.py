@@ -50,11 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
     stored = load_stored(settings)
     evaluator = Evaluator(settings, tasks, stored)
     config.stash[EVALUATOR] = evaluator
-    config.pluginmanager.register(evaluator, "groundeval-evaluator")
     if not settings.is_worker:  # the controller (or the only process) records
         reporter = Reporter(settings, tasks, stored)
         reporter.local_concurrency = lambda: evaluator.concurrency
         config.pluginmanager.register(reporter, "groundeval-reporter")
+    # registered after the reporter: its session-finish (stop the calls) runs before the record
+    config.pluginmanager.register(evaluator, "groundeval-evaluator")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -95,22 +96,24 @@ def agent(pytestconfig: pytest.Config) -> Any:
     return pytestconfig.stash[EVALUATOR].get_agent()
 
 
-@pytest.fixture
-def scorer(request: pytest.FixtureRequest) -> Any:
-    """The scoring function of this item's task: ``scorer(prediction, case) -> Score``."""
-    ref = case_ref(request.node)
-    if ref is None:
-        raise pytest.UsageError(f"{request.node.nodeid}: the scorer fixture needs a groundeval case item")
-    return request.config.stash[EVALUATOR].tasks[ref.task].score
+@pytest.fixture(scope="session")
+def scorer(pytestconfig: pytest.Config) -> Any:
+    """``scorer(prediction, case) -> Score``: the scorer of the case's own task (override in a
+    conftest to inject your own). Session-scoped: one object for every item, cheap per item."""
+    return pytestconfig.stash[EVALUATOR].score
 
 
-@pytest.fixture
-def evaluate(request: pytest.FixtureRequest) -> Any:
-    """``evaluate(case, agent, scorer)``: run the case, attach its result to this item's
+@pytest.fixture(scope="session")
+def evaluate(pytestconfig: pytest.Config) -> Any:
+    """``evaluate(case, agent, scorer)``: run the case, attach its result to the running item's
     report, and fail the item (with the reason) unless the case passed."""
+    evaluator = pytestconfig.stash[EVALUATOR]
+
     def run(case: Any, agent: Any, scorer: Any = None) -> CaseResult:
-        result = request.config.stash[EVALUATOR].evaluate(case, agent, scorer)
-        request.node.stash[RESULT] = result
+        item = evaluator.current_item
+        result = evaluator.evaluate(case, agent, scorer)
+        if item is not None:
+            item.stash[RESULT] = result
         if result.outcome == "skipped":
             pytest.skip(result.reason or "skipped")
         if result.outcome != "passed":

@@ -40,6 +40,8 @@ class Reporter:
         self.record_path: Path | None = None
         self.problems: list[str] = []
         self.worker_concurrency: list[int] = []
+        self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
+        self.own_failure_lines = False
         self.local_concurrency: Any = None  # () -> int, the in-process evaluator's, when there is one
 
     @property
@@ -65,6 +67,8 @@ class Reporter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, REPORT_ATTR, None)
         if data is None:
+            if report.failed:
+                self.other_failures += 1
             return
         result = self._local.pop(id(report), None)
         if result is None:  # from an xdist worker: plain data, checked here
@@ -93,10 +97,22 @@ class Reporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
         try:
             self.finish(session, exitstatus)
+            self._one_line_failures(session.config)
         finally:
             if self.journal is not None:
                 self.journal.close()
         return (yield)
+
+    def _one_line_failures(self, config: pytest.Config) -> None:
+        """pytest's FAILURES section looks up teardown sections once per failure by scanning
+        every passed report (O(failures x items): 5,000 mostly failing cases cost 9x 1,000).
+        An eval failure is one line with no traceback, so when every failure of the session is
+        an eval case and ``--tb`` was left at its default, pytest's section is switched off
+        (``--tb=no``) and the terminal summary lists each failed case with its whole reason."""
+        failing = any(r.outcome in ("failed", "error") for r in self.results.values())
+        if failing and self.other_failures == 0 and config.option.tbstyle == "auto":
+            config.option.tbstyle = "no"
+            self.own_failure_lines = True
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Summary → gate → record (written atomically) → exit status. With thresholds set,
@@ -142,6 +158,12 @@ class Reporter:
         from .report import terminal_lines
 
         tr = terminalreporter
+        if self.own_failure_lines:
+            tr.write_sep("=", "groundeval failures")
+            for c in self.record.cases:
+                if c.outcome in ("failed", "error"):
+                    label = "ERROR" if c.outcome == "error" else "FAILED"
+                    tr.write_line(f"{label} {c.task}:{c.case_id}: {c.reason}", red=True)
         tr.write_sep("=", "groundeval summary")
         for line in terminal_lines(self.record, self.tasks):
             tr.write_line(line)

@@ -61,6 +61,7 @@ class Called:
     error: ErrorInfo | None = None
     fields: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
+    agent_s: float | None = None  # how long the agent took (all attempts)
 
 
 def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
@@ -86,6 +87,7 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
             f"not run: --max-cost {budget.max_cost:g} USD reached (spent {budget.spent:.4f})"))
         return called
     name = getattr(agent, "name", None) or type(agent).__name__
+    began = time.perf_counter()
     try:
         if policy is None:
             output = call_agent(agent, task, case)
@@ -104,6 +106,7 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
                                  error_class=type(exc).__name__)
         called.fields.update(attempts=1)
         return called
+    called.agent_s = time.perf_counter() - began
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
     try:
         usage = Usage.model_validate(output.usage) if output.usage is not None else None

@@ -13,6 +13,7 @@ flight rather than reading xdist's private queue.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -68,6 +69,7 @@ class Evaluator:
         self._position: dict[tuple[str, str], int] = {}
         self._prefetch_decided = False
         self.concurrency = 1
+        self.current_item: pytest.Item | None = None
 
     # -- collection --
     def refs(self, task: str) -> list[CaseRef]:
@@ -93,9 +95,14 @@ class Evaluator:
     # -- prefetching (hooks) --
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        keys = [ref.key for ref in map(case_ref, session.items) if ref is not None and self.needs_call(ref)]
+        refs = [ref for ref in map(case_ref, session.items) if ref is not None]
+        keys = [ref.key for ref in refs if self.needs_call(ref)]
         self._plan = keys
         self._position = {k: i for i, k in enumerate(keys)}
+        if refs:
+            # what collection built lives until the end: keep the cyclic garbage collector from
+            # re-scanning it on every allocation burst of a case (reference counting still frees)
+            gc.freeze()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Any:
@@ -115,7 +122,7 @@ class Evaluator:
                 if self.settings.is_worker:
                     n = min(n, 2)  # a worker knows only its current and next item
                 if n > 1:
-                    self.prefetcher = Prefetcher(self._call, n)
+                    self.prefetcher = Prefetcher(self._call, n, latency=lambda called: called.agent_s)
                     self.concurrency = n
         if self.prefetcher is None:
             return
@@ -139,6 +146,7 @@ class Evaluator:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        self.current_item = item  # the item whose test calls evaluate() (items run one at a time)
         if self.settings.is_worker:
             item.stash[NEXT_ITEM] = nextitem
 
@@ -147,6 +155,10 @@ class Evaluator:
         return call_case(self.tasks[ref.task], ref, self.get_agent(), self.settings.policy, self.budget)
 
     # -- one item --
+    def score(self, prediction: Any, case: Any) -> Any:
+        """The default scorer: the case's own task's."""
+        return self.tasks[case.ref.task].score(prediction, case)
+
     def evaluate(self, ref: CaseRef, agent: Any, scorer: Any = None) -> CaseResult:
         task = self.tasks[ref.task]
         if self.stored is not None:
@@ -161,10 +173,18 @@ class Evaluator:
             called = call_case(task, ref, agent, self.settings.policy, self.budget)
         return finish_case(task, called, scorer)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Any:
+        """Before the reporter builds the record (registered after it, so this wrapper is
+        outside the reporter's and its first half runs first)."""
+        self._finish(session)
+        return (yield)
+
+    def _finish(self, session: pytest.Session) -> None:
         if self.prefetcher is not None:
             self.prefetcher.stop()
+            if self.prefetcher.instant:
+                self.concurrency = 1  # the agent answered instantly: calls ran inline
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None:  # read by the controller's reporter (pytest_testnodedown)
             workeroutput["groundeval_concurrency"] = self.concurrency

@@ -240,3 +240,55 @@ def test_a_plain_test_session_writes_no_record(pytester):
     assert not (pytester.path / "runs").exists()
     shutil.rmtree(pytester.path / "runs", ignore_errors=True)
     assert SYNTHEA.is_dir()
+
+
+# ---------------------------------------------------------------- linear failure reporting
+PLAIN_FAILING = "def test_plain_fails():\n    assert 1 == 2\n"
+
+
+def test_eval_failures_are_listed_whole_in_place_of_pytest_s_failures_section(evalproject):
+    args = ("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+            "--agent=agents_under_test:Hallucinating")
+    result = evalproject.runpytest(*args)
+    result.assert_outcomes(failed=len(SMALL_SET))
+    out = result.stdout.str()
+    assert "= FAILURES =" not in out
+    lines = [ln for ln in result.outlines if ln.startswith("FAILED extraction:")]
+    assert len(lines) == len(SMALL_SET) and all(ln.endswith("hallucinated ['1049221']") for ln in lines)
+    assert out.index("groundeval failures") < out.index("groundeval summary")
+    # asked for tracebacks: pytest's own section, as always
+    result = evalproject.runpytest(*args, "--tb=short")
+    assert "= FAILURES =" in result.stdout.str() and "groundeval failures" not in result.stdout.str()
+    # a failing plain test in the same session: pytest's section stays, for its traceback
+    evalproject.makepyfile(test_plain=PLAIN_FAILING)
+    result = evalproject.runpytest(*args)
+    out = result.stdout.str()
+    assert "= FAILURES =" in out and "assert 1 == 2" in out and "groundeval failures" not in out
+
+
+# ---------------------------------------------------------------- the prefetcher and instant agents
+def test_the_prefetcher_stops_launching_for_an_instant_agent_and_keeps_going_for_a_slow_one():
+    import time
+
+    from pytest_groundeval.concurrency import Prefetcher
+
+    def run(seconds):
+        calls = []
+
+        def call(key):
+            calls.append(key)
+            time.sleep(seconds)
+            return seconds
+
+        pf = Prefetcher(call, 4, latency=lambda v: v)
+        keys = list(range(40))
+        for i in keys:
+            pf.advance(keys[i:i + pf.lookahead])
+            assert pf.take(i) == seconds
+        pf.stop()
+        return pf, calls
+
+    fast, calls = run(0.0)
+    assert fast.instant and sorted(calls) == list(range(40))  # every case still ran, once
+    slow, calls = run(0.003)
+    assert not slow.instant and sorted(calls) == list(range(40))

@@ -6,7 +6,7 @@ Scores are plain data so they travel on test reports (xdist) and into the record
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 
@@ -53,12 +53,18 @@ class Score:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["dimensions"] = {
-            k: {"passed": v.passed, "reason": v.reason, "checks": [asdict(c) for c in v.checks]}
-            for k, v in self.dimensions.items()
+        """The record's form (no deep copy: the score is not used after this)."""
+        return {
+            "passed": self.passed,
+            "metrics": dict(self.metrics),
+            "dimensions": {
+                k: {"passed": v.passed, "reason": v.reason,
+                    "checks": [{"name": c.name, "passed": c.passed, "reason": c.reason} for c in v.checks]}
+                for k, v in self.dimensions.items()
+            },
+            "details": self.details,
+            "reason": self.reason,
         }
-        return d
 
 
 def mean(values: Sequence[float]) -> float:
