@@ -11,6 +11,7 @@ from __future__ import annotations
 import email.utils
 import queue
 import random
+import signal
 import threading
 import time
 from concurrent.futures import Future
@@ -143,11 +144,49 @@ class _Caller:
                 self._idle.append(self)
 
 
+def _alarm_is_free() -> bool:
+    """SIGALRM can bound a call on this thread: POSIX, the main thread, and nobody else
+    (e.g. pytest-timeout's signal method) holds the signal or the real-time timer."""
+    return (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+
+
+def _with_alarm(fn: Callable[[], Any], timeout: float) -> Any:
+    """Run ``fn`` here, interrupted by SIGALRM after ``timeout`` seconds (a blocking socket
+    read is interrupted too). An agent that swallows the interruption and answers anyway is
+    still a timeout."""
+    fired = False
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        nonlocal fired
+        fired = True
+        raise CallTimeout(f"no answer within {timeout:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            value = fn()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    if fired:
+        raise CallTimeout(f"no answer within {timeout:g} s")
+    return value
+
+
 def _with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
-    """Run ``fn`` on a (reused) daemon thread and stop waiting after ``timeout`` seconds.
-    The thread cannot be killed; SDK agents get the same timeout so their sockets give up too."""
+    """Run ``fn`` and stop waiting after ``timeout`` seconds. On the main thread (serial runs)
+    the call runs in place under SIGALRM, as pytest-timeout's signal method does: no thread
+    hand-off per call. Elsewhere (prefetch threads), or when SIGALRM is taken, it runs on a
+    reused daemon thread the caller stops waiting for; that thread cannot be killed, and SDK
+    agents get the same timeout so their sockets give up too."""
     if not timeout:
         return fn()
+    if _alarm_is_free():
+        return _with_alarm(fn, timeout)
     future = _Caller.get().submit(fn)
     try:
         return future.result(timeout)

@@ -57,8 +57,7 @@ def medication_requests(bundle: Any, source: str, statuses: Iterable[str]) -> li
     has no RxNorm coding, is a :class:`CaseError` (never a smaller answer)."""
     wanted = set(statuses)
     resources = bundle_resources(bundle, source)
-    by_url = {url: r for url, r in resources if url}
-    by_type_id = {(r.get("resourceType"), r.get("id")): r for _, r in resources if r.get("id")}
+    maps: list[dict] = []  # by fullUrl, by (type, id): built only when a reference needs them
     found: list[tuple[str, dict[str, Any]]] = []
     for _, res in resources:
         if res.get("resourceType") != "MedicationRequest" or res.get("status") not in wanted:
@@ -68,7 +67,10 @@ def medication_requests(bundle: Any, source: str, statuses: Iterable[str]) -> li
             coding = rxnorm_coding(res["medicationCodeableConcept"])
         elif isinstance(res.get("medicationReference"), dict):
             ref = res["medicationReference"].get("reference") or ""
-            med = _resolve_medication(ref, res, by_url, by_type_id)
+            if not maps:
+                maps += [{url: r for url, r in resources if url},
+                         {(r.get("resourceType"), r.get("id")): r for _, r in resources if r.get("id")}]
+            med = _resolve_medication(ref, res, maps[0], maps[1])
             if med is None:
                 raise CaseError(f"{where}: medicationReference {ref!r} cannot be resolved in the bundle")
             coding = rxnorm_coding(med.get("code"))

@@ -292,3 +292,41 @@ def test_the_prefetcher_stops_launching_for_an_instant_agent_and_keeps_going_for
     assert fast.instant and sorted(calls) == list(range(40))  # every case still ran, once
     slow, calls = run(0.003)
     assert not slow.instant and sorted(calls) == list(range(40))
+
+
+# ---------------------------------------------------------------- the per-call timeout
+def test_a_timeout_on_the_main_thread_cannot_be_swallowed_by_the_agent():
+    import time
+
+    from pytest_groundeval.calls import CallTimeout, _with_timeout
+
+    def swallowing():
+        try:
+            time.sleep(2)
+        except Exception:  # an agent that catches everything and answers anyway
+            return "late answer"
+        return "answer"
+
+    started = time.monotonic()
+    with pytest.raises(CallTimeout, match="no answer within 0.1 s"):
+        _with_timeout(swallowing, 0.1)
+    assert time.monotonic() - started < 1.0
+    assert _with_timeout(lambda: "fast", 0.5) == "fast"
+
+
+def test_when_sigalrm_is_taken_the_timeout_runs_on_a_thread(monkeypatch):
+    import signal
+    import threading
+    import time
+
+    from pytest_groundeval.calls import CallTimeout, _with_timeout
+
+    seen = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: None)  # e.g. pytest-timeout's signal method
+    try:
+        with pytest.raises(CallTimeout):
+            _with_timeout(lambda: (seen.append(threading.current_thread().name), time.sleep(1)), 0.1)
+        assert seen == ["groundeval-call"]
+        assert signal.getsignal(signal.SIGALRM) is not signal.SIG_DFL  # left as it was
+    finally:
+        signal.signal(signal.SIGALRM, previous)
