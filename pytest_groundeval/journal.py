@@ -37,7 +37,9 @@ class Journal:
         self._syncer.start()
 
     def _write(self, obj: dict[str, Any]) -> None:
-        line = orjson.dumps(obj, default=str) + b"\n"
+        self._write_line(orjson.dumps(obj, default=str) + b"\n")
+
+    def _write_line(self, line: bytes) -> None:
         with self._lock:
             self._fh.write(line)
             self._fh.flush()
@@ -64,6 +66,10 @@ class Journal:
 
     def append(self, case: dict[str, Any]) -> None:
         self._write({"kind": "case", **case})
+
+    def append_json(self, case: bytes) -> None:
+        """A case result already serialised as a JSON object."""
+        self._write_line(b'{"kind":"case",' + case[1:] + b"\n")
 
     def close(self) -> None:
         if self._fh.closed:

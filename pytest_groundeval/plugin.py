@@ -11,6 +11,7 @@ the gate and the terminal summary. Nothing here knows a task: they come from the
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -50,6 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     stored = load_stored(settings)
     evaluator = Evaluator(settings, tasks, stored)
     config.stash[EVALUATOR] = evaluator
+    _EVALUATORS.append(evaluator)
     if not settings.is_worker:  # the controller (or the only process) records
         reporter = Reporter(settings, tasks, stored)
         reporter.local_concurrency = lambda: evaluator.concurrency
@@ -59,10 +61,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    evaluator = config.stash.get(EVALUATOR, None)
+    if evaluator in _EVALUATORS:
+        _EVALUATORS.remove(evaluator)
+    froze = False
     for name in ("groundeval-evaluator", "groundeval-reporter"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
+            froze = froze or plugin.froze
             config.pluginmanager.unregister(plugin)
+    if froze:  # hand what the session kept back to the garbage collector
+        gc.unfreeze()
 
 
 # ------------------------------------------------------------------ collection
@@ -90,24 +99,29 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 # ------------------------------------------------------------------ fixtures
+# The fixtures are session-scoped and take no other fixture: pytest resolves every fixture
+# (and its dependencies) again for each item, so an eval item pays for three lookups, not six.
+_EVALUATORS: list[Evaluator] = []  # this process's session (a stack: pytester nests sessions)
+
+
 @pytest.fixture(scope="session")
-def agent(pytestconfig: pytest.Config) -> Any:
+def agent() -> Any:
     """The agent under evaluation, as chosen by ``--agent`` (override in a conftest to inject your own)."""
-    return pytestconfig.stash[EVALUATOR].get_agent()
+    return _EVALUATORS[-1].get_agent()
 
 
 @pytest.fixture(scope="session")
-def scorer(pytestconfig: pytest.Config) -> Any:
+def scorer() -> Any:
     """``scorer(prediction, case) -> Score``: the scorer of the case's own task (override in a
-    conftest to inject your own). Session-scoped: one object for every item, cheap per item."""
-    return pytestconfig.stash[EVALUATOR].score
+    conftest to inject your own)."""
+    return _EVALUATORS[-1].score
 
 
 @pytest.fixture(scope="session")
-def evaluate(pytestconfig: pytest.Config) -> Any:
+def evaluate() -> Any:
     """``evaluate(case, agent, scorer)``: run the case, attach its result to the running item's
     report, and fail the item (with the reason) unless the case passed."""
-    evaluator = pytestconfig.stash[EVALUATOR]
+    evaluator = _EVALUATORS[-1]
 
     def run(case: Any, agent: Any, scorer: Any = None) -> CaseResult:
         item = evaluator.current_item

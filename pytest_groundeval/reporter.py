@@ -6,9 +6,11 @@ the gate and writes the terminal summary. Workers never see it.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any, Mapping
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -21,7 +23,8 @@ from .tasks.base import Task
 from .tracing import Tracer
 from .usage import budget_record, total_usage
 
-REPORT_ATTR = "groundeval"  # the attribute of a TestReport that carries its case result
+REPORT_ATTR = "groundeval"
+FREEZE_EVERY = 256  # the attribute of a TestReport that carries its case result
 
 
 class Reporter:
@@ -33,13 +36,14 @@ class Reporter:
         self.started_at = now_iso()
         self.results: dict[tuple[str, str], CaseResult] = {}
         self._local: dict[int, CaseResult] = {}
-        self.data: dict[tuple[str, str], dict[str, Any]] = {}  # each result as it was reported (JSON)
+        self.data: dict[tuple[str, str], bytes] = {}  # each result as it was reported (JSON)
         self.journal: Journal | None = None
         self.tracer: Tracer | None = Tracer.from_env()
         self.record: RunRecord | None = None
         self.record_path: Path | None = None
         self.problems: list[str] = []
         self.worker_concurrency: list[int] = []
+        self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
         self.own_failure_lines = False
         self.local_concurrency: Any = None  # () -> int, the in-process evaluator's, when there is one
@@ -78,10 +82,19 @@ class Reporter:
                 self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
                 return
         self.results[result.key] = result
-        self.data[result.key] = data
+        if len(self.results) % FREEZE_EVERY == 0:
+            # the results are kept to the end: after a young collection (which frees this
+            # stretch's cyclic garbage) move them out of the collector's way, so a long run's
+            # full collections do not traverse every earlier result again and again
+            gc.collect(1)
+            gc.freeze()
+            self.froze = True
+        # kept as bytes until the record is written: no Python objects for the garbage
+        # collector to traverse on every collection of a long run
+        blob = self.data[result.key] = orjson.dumps(data, default=str)
         if self.journal is None:
             self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
-        self.journal.append(data)
+        self.journal.append_json(blob)
         if self.tracer is not None:
             if not self.tracer.started:  # lazily: sessions without eval cases open no LangSmith run
                 self.tracer.start(self.header())
@@ -139,7 +152,7 @@ class Reporter:
         )
         # the cases as reported (already JSON), in the record's order: not serialised twice
         head = self.record.model_dump(mode="json", exclude={"cases"})
-        payload = {k: ([self.data[c.key] for c in self.record.cases] if k == "cases" else head[k])
+        payload = {k: ([orjson.loads(self.data[c.key]) for c in self.record.cases] if k == "cases" else head[k])
                    for k in RunRecord.model_fields}
         write_json_atomic(self.path, record_bytes(payload))
         self.record_path = self.path

@@ -70,6 +70,7 @@ class Evaluator:
         self._prefetch_decided = False
         self.concurrency = 1
         self.current_item: pytest.Item | None = None
+        self.froze = False  # gc.freeze() was called (undone at unconfigure)
 
     # -- collection --
     def refs(self, task: str) -> list[CaseRef]:
@@ -103,6 +104,7 @@ class Evaluator:
             # what collection built lives until the end: keep the cyclic garbage collector from
             # re-scanning it on every allocation burst of a case (reference counting still frees)
             gc.freeze()
+            self.froze = True
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Any:

@@ -32,9 +32,8 @@ def score_extraction(predicted: list[dict[str, Any]], truth: list[dict[str, str]
     precision, recall, f1 = prf(tp, fp, fn)
     exact = pred_codes == truth_codes
     # name accuracy is over the truth items: a missed item is a wrong name
-    names_right = sum(
-        1 for code, name in truth_names.items() if code in pred_names and _norm(pred_names[code]) == _norm(name)
-    )
+    wrong_names = sorted(c for c in truth_codes & pred_codes if _norm(pred_names[c]) != _norm(truth_names[c]))
+    names_right = len(truth_codes & pred_codes) - len(wrong_names)
     name_accuracy = names_right / len(truth_names) if truth_names else (1.0 if not pred_codes else 0.0)
     hallucinated, missed = sorted(pred_codes - truth_codes), sorted(truth_codes - pred_codes)
     duplicates = sorted(c for c, n in counts.items() if n > 1)
@@ -55,9 +54,7 @@ def score_extraction(predicted: list[dict[str, Any]], truth: list[dict[str, str]
             "hallucinated": hallucinated,
             "missed": missed,
             "duplicates": duplicates,
-            "wrong_names": sorted(
-                c for c in truth_codes & pred_codes if _norm(pred_names[c]) != _norm(truth_names[c])
-            ),
+            "wrong_names": wrong_names,
         },
         reason="; ".join(reasons) or "exact match",
     )
