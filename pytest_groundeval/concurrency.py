@@ -65,7 +65,7 @@ class Prefetcher:
         self.call = call
         self.latency = latency
         self._latencies: list[float] = []
-        self.instant = False  # set once the first PROBE calls all answered within INSTANT_S
+        self.instant = False  # set once the first PROBE calls answered within INSTANT_S (median)
         self.window = concurrency
         self.lookahead = lookahead or 4 * concurrency
         self.pool = DaemonPool(concurrency)
@@ -106,7 +106,8 @@ class Prefetcher:
             with self._lock:
                 if len(self._latencies) < self.PROBE:
                     self._latencies.append(seconds)
-                    if len(self._latencies) == self.PROBE and max(self._latencies) < self.INSTANT_S:
+                    # the median: one call delayed by a GIL switch must not hide an instant agent
+                    if len(self._latencies) == self.PROBE and sorted(self._latencies)[self.PROBE // 2] < self.INSTANT_S:
                         self.instant = True  # no more launches: take() calls inline from now on
         return value
 

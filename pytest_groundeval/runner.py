@@ -87,13 +87,21 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
             f"not run: --max-cost {budget.max_cost:g} USD reached (spent {budget.spent:.4f})"))
         return called
     name = getattr(agent, "name", None) or type(agent).__name__
-    began = time.perf_counter()
+    spent: list[float] = []  # the agent's own time per attempt, measured where it runs
+
+    def attempt() -> AgentOutput:
+        began = time.perf_counter()
+        try:
+            return call_agent(agent, task, case)
+        finally:
+            spent.append(time.perf_counter() - began)
+
     try:
         if policy is None:
-            output = call_agent(agent, task, case)
-            attempts: list[dict[str, Any]] = [{"attempt": 1, "duration_s": round(time.perf_counter() - called.started, 6)}]
+            output = attempt()
+            attempts: list[dict[str, Any]] = [{"attempt": 1, "duration_s": round(spent[0], 6)}]
         else:
-            output, attempts = call_with_policy(lambda: call_agent(agent, task, case), policy)
+            output, attempts = call_with_policy(attempt, policy)
     except AgentCallError as exc:
         timed_out = isinstance(exc.last, CallTimeout)
         called.error = ErrorInfo(
@@ -106,7 +114,7 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
                                  error_class=type(exc).__name__)
         called.fields.update(attempts=1)
         return called
-    called.agent_s = time.perf_counter() - began
+    called.agent_s = sum(spent)
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
     try:
         usage = Usage.model_validate(output.usage) if output.usage is not None else None
