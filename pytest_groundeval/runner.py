@@ -86,6 +86,14 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
         called.error = ErrorInfo(kind="budget", message=(
             f"not run: --max-cost {budget.max_cost:g} USD reached (spent {budget.spent:.4f})"))
         return called
+    output = _call_agent(called, task, case, agent, policy)
+    if output is not None:
+        _take_output(called, output, agent, budget)
+    return called
+
+
+def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None) -> AgentOutput | None:
+    """The agent's answer, or None with ``called.error`` set (kind agent or timeout)."""
     name = getattr(agent, "name", None) or type(agent).__name__
     spent: list[float] = []  # the agent's own time per attempt, measured where it runs
 
@@ -103,26 +111,31 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
         else:
             output, attempts = call_with_policy(attempt, policy)
     except AgentCallError as exc:
-        timed_out = isinstance(exc.last, CallTimeout)
         called.error = ErrorInfo(
-            kind="timeout" if timed_out else "agent", error_class=exc.error_class,
+            kind="timeout" if isinstance(exc.last, CallTimeout) else "agent", error_class=exc.error_class,
             message=f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}")
         called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts)
-        return called
+        return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
         called.error = ErrorInfo(kind="agent", message=f"agent {name!r} raised {_text(exc)}",
                                  error_class=type(exc).__name__)
         called.fields.update(attempts=1)
-        return called
+        return None
     called.agent_s = sum(spent)
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
+    return output
+
+
+def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget | None) -> None:
+    """Usage (typed: anything but token counts is an agent error), cost, and the answer."""
     try:
         usage = Usage.model_validate(output.usage) if output.usage is not None else None
     except ValidationError as exc:
+        name = getattr(agent, "name", None) or type(agent).__name__
         called.error = ErrorInfo(kind="agent", error_class="ValidationError", message=(
             f"agent {name!r} returned usage that is not token counts: {output.usage!r} "
             f"({exc.errors()[0]['msg']})"))
-        return called
+        return
     model = output.model or getattr(agent, "model", None)
     cost = cost_usd(model, output.usage)
     if budget is not None:
@@ -132,7 +145,6 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
                          model=model if isinstance(model, str) else None,
                          structured_output=output.structured, transcript=output.transcript,
                          steps=output.steps)
-    return called
 
 
 def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None) -> dict[str, Any]:
