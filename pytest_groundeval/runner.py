@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy
 from .model import (
     AgentOutput,
-    Attempt,
     Case,
     CaseError,
     CaseRef,

@@ -47,7 +47,6 @@ from _bench_util import (  # noqa: E402
     goal,
     per_case,
     read_record,
-    run_pytest,
     table,
     tagged_bundles,
     temp_project,

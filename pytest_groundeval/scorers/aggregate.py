@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import CaseResult
-from .base import bootstrap_ci, mean
+from .base import bootstrap_ci, mean, prf
 
 
 def counts(results: list[CaseResult]) -> tuple[list[CaseResult], dict[str, Any]]:
@@ -29,3 +29,24 @@ def summarize_rates(results: list[CaseResult], metrics: tuple[str, ...], *, seed
         summary[m] = round(mean(values), 6)
         summary[f"{m}_ci95"] = bootstrap_ci(values, seed=seed)
     return summary
+
+
+def code_set_summary(tp: int, fp: int, fn: int, per_case: dict[str, list[float]], n_run: int,
+                     *, seed: int = 0) -> dict[str, Any]:
+    """The aggregates of a code-set task (extraction, reconciliation): micro P/R/F1 from the
+    summed counts, macro means of the per-case ``precision``/``recall``/``f1``, exact-match
+    and name-accuracy rates, seeded bootstrap CIs of macro-F1 and exact match."""
+    micro_p, micro_r, micro_f = prf(tp, fp, fn) if n_run else (0.0, 0.0, 0.0)
+    return {
+        "micro_precision": round(micro_p, 6),
+        "micro_recall": round(micro_r, 6),
+        "micro_f1": round(micro_f, 6),
+        "macro_precision": round(mean(per_case["precision"]), 6),
+        "macro_recall": round(mean(per_case["recall"]), 6),
+        "macro_f1": round(mean(per_case["f1"]), 6),
+        "exact_match": round(mean(per_case["exact_match"]), 6),
+        "name_accuracy": round(mean(per_case["name_accuracy"]), 6),
+        "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
+        "exact_match_ci95": bootstrap_ci(per_case["exact_match"], seed=seed),
+        "tp": tp, "fp": fp, "fn": fn,
+    }

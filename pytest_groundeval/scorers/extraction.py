@@ -6,8 +6,8 @@ from collections import Counter
 from typing import Any
 
 from ..model import CaseResult
-from .aggregate import counts
-from .base import Score, bootstrap_ci, mean, prf
+from .aggregate import code_set_summary, counts
+from .base import Score, prf
 
 # summary keys a CI threshold may name (>= comparisons)
 SUMMARY_METRICS = (
@@ -92,18 +92,5 @@ def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
         tp, fp, fn = tp + int(m["tp"]), fp + int(m["fp"]), fn + int(m["fn"])
         for k, v in per_case.items():
             v.append(float(m[k]))
-    micro_p, micro_r, micro_f = prf(tp, fp, fn) if run else (0.0, 0.0, 0.0)
-    summary.update({
-        "micro_precision": round(micro_p, 6),
-        "micro_recall": round(micro_r, 6),
-        "micro_f1": round(micro_f, 6),
-        "macro_precision": round(mean(per_case["precision"]), 6),
-        "macro_recall": round(mean(per_case["recall"]), 6),
-        "macro_f1": round(mean(per_case["f1"]), 6),
-        "exact_match": round(mean(per_case["exact_match"]), 6),
-        "name_accuracy": round(mean(per_case["name_accuracy"]), 6),
-        "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
-        "exact_match_ci95": bootstrap_ci(per_case["exact_match"], seed=seed),
-        "tp": tp, "fp": fp, "fn": fn,
-    })
+    summary.update(code_set_summary(tp, fp, fn, per_case, len(run), seed=seed))
     return summary

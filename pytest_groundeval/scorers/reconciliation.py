@@ -21,8 +21,8 @@ from collections import defaultdict
 from typing import Any
 
 from ..model import CaseResult
-from .aggregate import counts
-from .base import Score, bootstrap_ci, mean, prf
+from .aggregate import code_set_summary, counts
+from .base import Score, prf
 
 VERDICTS = ("matched", "unreported", "unrecorded", "stopped-but-taking")
 
@@ -151,18 +151,7 @@ def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
                 per_v[s][k] += int(m[f"{s}_{k}"])
         for k, vals in per_case.items():
             vals.append(float(m[k]))
-    p, rc, f = prf(tot["tp"], tot["fp"], tot["fn"]) if run else (0.0, 0.0, 0.0)
-    summary.update({
-        "micro_precision": round(p, 6), "micro_recall": round(rc, 6), "micro_f1": round(f, 6),
-        "macro_precision": round(mean(per_case["precision"]), 6),
-        "macro_recall": round(mean(per_case["recall"]), 6),
-        "macro_f1": round(mean(per_case["f1"]), 6),
-        "exact_match": round(mean(per_case["exact_match"]), 6),
-        "name_accuracy": round(mean(per_case["name_accuracy"]), 6),
-        "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
-        "exact_match_ci95": bootstrap_ci(per_case["exact_match"], seed=seed),
-        **tot,
-    })
+    summary.update(code_set_summary(tot["tp"], tot["fp"], tot["fn"], per_case, len(run), seed=seed))
     for s in SLUGS:
         c = per_v[s]
         vp, vr, vf = prf(c["tp"], c["fp"], c["fn"]) if run else (0.0, 0.0, 0.0)

@@ -27,7 +27,7 @@ from ..jsontext import json_objects
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers.base import Score
 
-__all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "ParseError", "Task", "extract_json_object"]
+__all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "ParseError", "Task", "extract_json_object", "require_keys"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,16 @@ class Task(ABC):
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """LangChain tools a tool-using agent gets for one case (only this case's data)."""
         return []
+
+
+def require_keys(item: Any, keys: tuple[str, ...], source: str, what: str) -> dict[str, Any]:
+    """``item`` as a case object holding ``keys``, else a :class:`CaseError` naming ``source``."""
+    if not isinstance(item, dict):
+        raise CaseError(f"{source}: a {what} must be a JSON object")
+    missing = [k for k in keys if k not in item]
+    if missing:
+        raise CaseError(f"{source}: {what} lacks {missing} (needs {list(keys)})")
+    return item
 
 
 def extract_json_object(text: str) -> dict[str, Any]:

@@ -13,7 +13,6 @@ a copy of it. Where the two disagree that is a finding (see FRICTION.md).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, ClassVar
 
 from ..datasets import content_hash, discover_files, load_json

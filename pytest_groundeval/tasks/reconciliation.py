@@ -46,7 +46,7 @@ from ..datasets import load_json, read_bytes
 from ..fhir import RXNORM, distinct_codes, medication_requests
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers import reconciliation as scorer
-from .base import CaseSource, Task, extract_json_object
+from .base import CaseSource, Task, extract_json_object, require_keys
 
 ANSWER_KEY = "medications"
 VERDICTS = scorer.VERDICTS  # matched, unreported, unrecorded, stopped-but-taking
@@ -125,11 +125,7 @@ def site_catalog() -> dict[str, str]:
 
 
 def _check_case(item: Any, source: str) -> dict[str, Any]:
-    if not isinstance(item, dict):
-        raise CaseError(f"{source}: a reconciliation case must be a JSON object")
-    missing = [k for k in CASE_KEYS if k not in item]
-    if missing:
-        raise CaseError(f"{source}: reconciliation case lacks {missing} (needs {list(CASE_KEYS)})")
+    item = require_keys(item, CASE_KEYS, source, "reconciliation case")
     if not isinstance(item["bundle"], str) or not item["bundle"]:
         raise CaseError(f"{source}: 'bundle' must be a file name relative to the case file")
     if not isinstance(item["patient_report"], str) or not item["patient_report"].strip():

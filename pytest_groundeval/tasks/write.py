@@ -14,7 +14,7 @@ from ..datasets import content_hash, load_json
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult
 from ..scorers.aggregate import summarize_rates
 from ..scorers.base import Score
-from .base import CaseSource, Task, extract_json_object
+from .base import CaseSource, Task, extract_json_object, require_keys
 
 DIMENSIONS = ("schema", "coding", "constraints", "safety")
 CASE_KEYS = ("case_id", "subject", "note", "expected")
@@ -62,11 +62,7 @@ def discover_write_cases(path: Path, task: str = "write") -> list[CaseRef]:
 
 
 def _check_case(item: Any, source: str) -> dict[str, Any]:
-    if not isinstance(item, dict):
-        raise CaseError(f"{source}: a write case must be a JSON object")
-    missing = [k for k in CASE_KEYS if k not in item]
-    if missing:
-        raise CaseError(f"{source}: write case lacks {missing} (needs {list(CASE_KEYS)})")
+    item = require_keys(item, CASE_KEYS, source, "write case")
     if not isinstance(item["note"], str) or not isinstance(item["subject"], str):
         raise CaseError(f"{source}: 'note' and 'subject' must be strings")
     expected = item["expected"]
