@@ -90,13 +90,15 @@ class CallPolicy:
     max_attempts: int = 5
     base_delay: float = 1.0
     max_delay: float = 60.0
+    max_retry_after: float = 60.0  # a server asking for longer is not obeyed (capped)
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Full-jitter exponential backoff; never shorter than the server's retry-after."""
+        """Full-jitter exponential backoff; never shorter than the server's retry-after, which
+        is capped at ``max_retry_after`` (``retry-after: 3600`` must not stall a run)."""
         backoff = self.rng.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
-        return max(backoff, retry_after or 0.0)
+        return max(backoff, min(retry_after or 0.0, self.max_retry_after))
 
 
 class AgentCallError(Exception):

@@ -57,17 +57,26 @@ def case_id_for(path: Path) -> str:
     return path.stem
 
 
-def discover_files(folder: Path, task: str) -> list[CaseRef]:
+def _is_case_file(entry: os.DirEntry) -> bool:
+    """A regular file, or a link that cannot be followed (dangling, a loop): those are listed
+    so that their case errors with the reason, instead of vanishing from the run."""
+    try:
+        return entry.is_file() or (entry.is_symlink() and not entry.is_dir())
+    except OSError:  # e.g. a symlink loop
+        return True
+
+
+def discover_files(folder: Path, task: str, suffixes: tuple[str, ...] = BUNDLE_SUFFIXES) -> list[CaseRef]:
     """One case per ``*.json`` / ``*.json.gz`` file in ``folder`` (not recursive), id = file stem.
 
-    Two files with the same stem (``a.json`` and ``a.json.gz``) would give two items
-    the same id, so that is refused here with both names."""
+    Two files with the same stem (``a.json`` and ``a.json.gz``) would give two items the same
+    id, so that is refused here with both names; so is a folder with no case file at all."""
     if not folder.is_dir():
-        raise FileNotFoundError(f"groundeval: {task} data folder not found: {folder}")
+        raise FileNotFoundError(f"groundeval: {task} cases folder not found: {folder}")
     seen: dict[str, Path] = {}
     with os.scandir(folder) as it:
         for entry in it:
-            if not entry.name.endswith(BUNDLE_SUFFIXES) or not entry.is_file():
+            if not entry.name.endswith(suffixes) or not _is_case_file(entry):
                 continue
             cid = case_id_for(Path(entry.name))
             if cid in seen:
@@ -76,4 +85,6 @@ def discover_files(folder: Path, task: str) -> list[CaseRef]:
                     f"{seen[cid].name} and {entry.name}; remove or rename one"
                 )
             seen[cid] = Path(entry.path)
+    if not seen:
+        raise ValueError(f"groundeval: no {task} case files ({' or '.join('*' + x for x in suffixes)}) in {folder}")
     return [CaseRef(task=task, case_id=cid, path=seen[cid]) for cid in sorted(seen)]

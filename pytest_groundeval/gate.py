@@ -46,6 +46,9 @@ def parse_threshold(text: str, tasks: Mapping[str, Any]) -> Threshold:
         value = float(raw)
     except ValueError:
         raise ValueError(f"threshold {text!r}: {raw.strip()!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan and inf
+        raise ValueError(f"threshold {text!r}: {raw.strip()} is not a rate between 0 and 1 "
+                         "(every metric is one; 95% is 0.95)")
     return Threshold(task=task, metric=metric, key=key, value=value)
 
 

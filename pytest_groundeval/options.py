@@ -8,6 +8,7 @@ option that says where its cases live (``Task.source``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -38,6 +39,8 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
         help="retries of a transient agent failure (rate limit, overload, network) per call (default 4)")
     add("--agent-retry-delay", dest="groundeval_retry_base_delay", type=float, default=1.0, metavar="SECONDS",
         help="first backoff delay between agent retries, doubled per retry, with jitter (default 1)")
+    add("--agent-max-retry-after", dest="groundeval_max_retry_after", type=float, default=60.0, metavar="SECONDS",
+        help="longest wait a server's retry-after may ask for before a retry (default 60)")
     add("--concurrency", dest="groundeval_concurrency", type=int, default=None, metavar="N",
         help="agent calls in flight per pytest process (default 8 for live agents, 1 offline)")
     add("--max-cost", dest="groundeval_max_cost", type=float, default=None, metavar="USD",
@@ -73,6 +76,37 @@ def _task_path(config: pytest.Config, task: Any) -> Path:
     return path
 
 
+MAX_CONCURRENCY = 256
+MAX_RETRIES = 20
+
+
+def _check_values(opt: Any) -> None:
+    """Option values that cannot mean anything are usage errors at start, never clamped."""
+    def bad(flag: str, value: Any, why: str) -> None:
+        raise pytest.UsageError(f"groundeval: {flag} {value!r}: {why}")
+
+    def finite(x: Any) -> bool:
+        return isinstance(x, (int, float)) and math.isfinite(x)
+
+    n = opt("groundeval_concurrency")
+    if n is not None and not 1 <= n <= MAX_CONCURRENCY:
+        bad("--concurrency", n, f"must be between 1 and {MAX_CONCURRENCY}")
+    cost = opt("groundeval_max_cost")
+    if cost is not None and not (finite(cost) and cost > 0):
+        bad("--max-cost", cost, "must be a positive number of USD")
+    timeout = opt("groundeval_agent_timeout")
+    if timeout is not None and not (finite(timeout) and timeout > 0):
+        bad("--agent-timeout", timeout, "must be a positive number of seconds")
+    retries = opt("groundeval_retries")
+    if not 0 <= retries <= MAX_RETRIES:
+        bad("--agent-retries", retries, f"must be between 0 and {MAX_RETRIES}")
+    for flag, dest in (("--agent-retry-delay", "groundeval_retry_base_delay"),
+                       ("--agent-max-retry-after", "groundeval_max_retry_after")):
+        value = opt(dest)
+        if not (finite(value) and value >= 0):
+            bad(flag, value, "must be a number of seconds, 0 or more")
+
+
 @dataclass(frozen=True)
 class Settings:
     agent: AgentSpec
@@ -105,6 +139,7 @@ class Settings:
                 thresholds.append(parse_threshold(text, tasks))
             except ValueError as e:
                 raise pytest.UsageError(f"groundeval: {e}") from None
+        _check_values(opt)
         workerinput = getattr(config, "workerinput", None)
         record = opt("groundeval_run_record")
         return cls(
@@ -113,8 +148,9 @@ class Settings:
                 cache_mode=opt("groundeval_model_cache"),
                 cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
             ),
-            policy=CallPolicy(timeout=timeout, max_attempts=max(0, opt("groundeval_retries")) + 1,
-                              base_delay=opt("groundeval_retry_base_delay")),
+            policy=CallPolicy(timeout=timeout, max_attempts=opt("groundeval_retries") + 1,
+                              base_delay=opt("groundeval_retry_base_delay"),
+                              max_retry_after=opt("groundeval_max_retry_after")),
             concurrency=opt("groundeval_concurrency"),
             max_cost=opt("groundeval_max_cost"),
             resume=resume,

@@ -209,7 +209,7 @@ def test_collection_does_not_read_bundles(evalproject):
 def test_missing_data_dir_is_a_clear_usage_error(evalproject):
     result = evalproject.runpytest("--data-dir", "nowhere")
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error, before any case runs
-    result.stdout.fnmatch_lines(["*extraction data folder not found: *nowhere*"])
+    result.stdout.fnmatch_lines(["*extraction cases folder not found: *nowhere*"])
 
 
 def test_live_agent_without_key_fails_at_start_and_never_falls_back(evalproject, monkeypatch):

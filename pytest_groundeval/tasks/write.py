@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..datasets import content_hash, load_json
+from ..datasets import content_hash, discover_files, load_json
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult
 from ..scorers.aggregate import summarize_rates
 from ..scorers.base import Score
@@ -41,8 +41,7 @@ def discover_write_cases(path: Path, task: str = "write") -> list[CaseRef]:
     ``{"cases": [...]}``. Folder files are read when their item runs; a single file is read
     here because its case ids live inside it."""
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.name.endswith(".json") and p.is_file())
-        return [CaseRef(task=task, case_id=p.name[: -len(".json")], path=p) for p in files]
+        return discover_files(path, task, (".json",))
     if not path.is_file():
         raise FileNotFoundError(f"groundeval: write cases not found: {path}")
     try:
@@ -50,6 +49,11 @@ def discover_write_cases(path: Path, task: str = "write") -> list[CaseRef]:
     except CaseError as e:
         raise ValueError(f"groundeval: {e}") from None
     items = data.get("cases") if isinstance(data, dict) and "cases" in data else [data]
+    if not isinstance(items, list):
+        raise ValueError(f"groundeval: {path.name}: 'cases' must be a list of write cases, "
+                         f"not {type(items).__name__}")
+    if not items:
+        raise ValueError(f"groundeval: {path.name}: no write cases in it")
     refs = []
     for i, item in enumerate(items):
         cid = item.get("case_id") if isinstance(item, dict) else None

@@ -1,0 +1,86 @@
+"""Bad option values and unusable case sources: one clear usage error at start, naming the
+value or the place; files that cannot be read error their own case, never vanish."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import SMALL_SET, read_record
+
+from pytest_groundeval.calls import CallPolicy
+
+
+def _start(p: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", *args)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--threshold", "extraction.f1=1.5"), "not a rate between 0 and 1"),
+    (("--threshold", "extraction.f1=nan"), "not a rate between 0 and 1"),
+    (("--threshold", "extraction.f1=-inf"), "not a rate between 0 and 1"),
+    (("--threshold", "extraction.f1=95"), "95% is 0.95"),
+    (("--concurrency", "0"), "--concurrency 0: must be between 1 and 256"),
+    (("--concurrency", "-1"), "--concurrency -1"),
+    (("--concurrency", "100000"), "--concurrency 100000"),
+    (("--max-cost", "-1"), "--max-cost -1.0: must be a positive number of USD"),
+    (("--max-cost", "0"), "--max-cost 0.0"),
+    (("--max-cost", "nan"), "--max-cost nan"),
+    (("--agent-timeout", "0"), "--agent-timeout 0.0: must be a positive number"),
+    (("--agent-retries", "-2"), "--agent-retries -2"),
+    (("--agent-max-retry-after", "-1"), "--agent-max-retry-after -1.0"),
+])
+def test_meaningless_option_values_are_usage_errors(evalproject, args, message):
+    result = _start(evalproject, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+    assert not (evalproject.path / "record.json").exists()
+
+
+def test_sensible_edge_values_are_accepted(evalproject):
+    _start(evalproject, "--threshold", "extraction.f1=1.0", "--threshold", "extraction.exact_match=0",
+           "--concurrency", "1", "--agent-retries", "0", "--agent=agents_under_test:Correct").assert_outcomes(
+        passed=len(SMALL_SET))
+
+
+def test_an_empty_case_folder_is_an_error_naming_it(evalproject):
+    empty = evalproject.mkdir("empty")
+    (empty / "README.txt").write_text("not a case")
+    result = evalproject.runpytest("--data-dir", "empty", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error, before any case runs
+    assert not (evalproject.path / "runs").exists()
+    result.stdout.fnmatch_lines(["*no extraction case files (*.json.gz or *.json) in *empty*"])
+
+
+def test_an_empty_write_cases_file_is_an_error_naming_it(pytester):
+    pytester.makepyfile(test_w="import pytest\n\n@pytest.mark.write\ndef test_w(case, agent, scorer, evaluate):\n"
+                               "    evaluate(case, agent, scorer)\n")
+    (pytester.path / "cases.json").write_text(json.dumps({"cases": []}))
+    result = pytester.runpytest("--write-cases", "cases.json", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*cases.json: no write cases in it*"])
+    (pytester.path / "cases.json").write_text(json.dumps({"cases": 5}))
+    result = pytester.runpytest("--write-cases", "cases.json", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*cases.json: 'cases' must be a list of write cases, not int*"])
+
+
+def test_dangling_links_and_link_loops_error_their_own_case(evalproject):
+    data = evalproject.path / "data"
+    os.symlink(data / "gone.json", data / "dangling.json")
+    os.symlink(data / "loop-b.json", data / "loop-a.json")
+    os.symlink(data / "loop-a.json", data / "loop-b.json")
+    result = _start(evalproject, "--agent=agents_under_test:Correct")
+    result.assert_outcomes(passed=len(SMALL_SET), failed=3)
+    cases = {c["case_id"]: c for c in read_record(evalproject)["cases"]}
+    for cid in ("dangling", "loop-a", "loop-b"):
+        assert cases[cid]["outcome"] == "error" and cases[cid]["error"]["kind"] == "case"
+        assert f"{cid}.json: cannot read file" in cases[cid]["error"]["message"]
+
+
+def test_retry_after_is_capped():
+    policy = CallPolicy(max_retry_after=60.0, base_delay=0.0)
+    assert policy.delay(1, 3600.0) == 60.0
+    assert policy.delay(1, 2.5) == 2.5
+    assert CallPolicy(max_retry_after=5.0, base_delay=0.0).delay(3, 3600.0) == 5.0
