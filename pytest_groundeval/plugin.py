@@ -18,6 +18,7 @@ import pytest
 
 from .model import CaseResult, ErrorInfo
 from .options import Settings, add_options
+from .record import case_json, escape_unencodable
 from .reporter import REPORT_ATTR, Reporter
 from .runner import not_run
 from .tasks import TaskLoadError, registry
@@ -132,7 +133,7 @@ def evaluate() -> Any:
             pytest.skip(result.reason or "skipped")
         if result.outcome != "passed":
             label = "ERROR" if result.outcome == "error" else "FAILED"
-            pytest.fail(f"{label} {case.task}:{case.case_id}: {result.reason}", pytrace=False)
+            pytest.fail(escape_unencodable(f"{label} {case.task}:{case.case_id}: {result.reason}"), pytrace=False)
         return result
 
     return run
@@ -169,8 +170,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     result = _result_for(item, report, call.when)
     if result is not None:
-        setattr(report, REPORT_ATTR, result.model_dump(mode="json"))  # plain data: travels through xdist
+        result, data, blob = case_json(result)
+        setattr(report, REPORT_ATTR, data)  # plain data: travels through xdist
         reporter = item.config.pluginmanager.get_plugin("groundeval-reporter")
         if reporter is not None:  # the same process: hand over the typed value as well
-            reporter.hand_over(report, result)
+            reporter.hand_over(report, result, blob)
     return report

@@ -96,6 +96,33 @@ def build_record(
     )
 
 
+def escape_unencodable(value: Any) -> Any:
+    """``value`` with every string JSON cannot carry as UTF-8 (a lone surrogate, say) escaped
+    as ``\\udXXX`` text: stored and shown, never a crash of the run."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {escape_unencodable(k): escape_unencodable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escape_unencodable(v) for v in value]
+    return value
+
+
+def case_json(result: CaseResult) -> tuple[CaseResult, dict[str, Any], bytes]:
+    """A result as plain data and as JSON bytes; a result holding text JSON cannot encode
+    comes back escaped (result, data and bytes alike)."""
+    data = result.model_dump(mode="json")
+    try:
+        return result, data, orjson.dumps(data)
+    except (orjson.JSONEncodeError, TypeError):
+        data = escape_unencodable(data)
+        return CaseResult.model_validate(data), data, orjson.dumps(data, default=str)
+
+
 def record_bytes(record: RunRecord | dict[str, Any]) -> bytes:
     data = record.model_dump(mode="json") if isinstance(record, RunRecord) else record
     return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2) + b"\n"

@@ -35,7 +35,7 @@ class Reporter:
         self.run_id = new_run_id()
         self.started_at = now_iso()
         self.results: dict[tuple[str, str], CaseResult] = {}
-        self._local: dict[int, CaseResult] = {}
+        self._local: dict[int, tuple[CaseResult, bytes]] = {}
         self.data: dict[tuple[str, str], bytes] = {}  # each result as it was reported (JSON)
         self.journal: Journal | None = None
         self.tracer: Tracer | None = Tracer.from_env()
@@ -63,9 +63,9 @@ class Reporter:
             concurrency = self.local_concurrency() if self.local_concurrency else 1
         return self.settings.record_options(self.tasks, concurrency, self.stored.run_id if self.stored else None)
 
-    def hand_over(self, report: pytest.TestReport, result: CaseResult) -> None:
-        """In-process reports bring their typed result along (no re-validation)."""
-        self._local[id(report)] = result
+    def hand_over(self, report: pytest.TestReport, result: CaseResult, blob: bytes) -> None:
+        """In-process reports bring their typed result and its JSON along (no re-validation)."""
+        self._local[id(report)] = (result, blob)
 
     # -- hooks --
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -74,13 +74,16 @@ class Reporter:
             if report.failed:
                 self.other_failures += 1
             return
-        result = self._local.pop(id(report), None)
-        if result is None:  # from an xdist worker: plain data, checked here
+        local = self._local.pop(id(report), None)
+        if local is not None:
+            result, blob = local
+        else:  # from an xdist worker: plain data, checked here
             try:
                 result = CaseResult.model_validate(data)
             except ValidationError as e:  # a groundeval bug: say so, keep the rest of the run
                 self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
                 return
+            blob = orjson.dumps(data, default=str)
         self.results[result.key] = result
         if len(self.results) % FREEZE_EVERY == 0:
             # the results are kept to the end: after a young collection (which frees this
@@ -91,7 +94,7 @@ class Reporter:
             self.froze = True
         # kept as bytes until the record is written: no Python objects for the garbage
         # collector to traverse on every collection of a long run
-        blob = self.data[result.key] = orjson.dumps(data, default=str)
+        self.data[result.key] = blob
         if self.journal is None:
             self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
         self.journal.append_json(blob)

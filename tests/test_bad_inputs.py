@@ -84,3 +84,31 @@ def test_retry_after_is_capped():
     assert policy.delay(1, 3600.0) == 60.0
     assert policy.delay(1, 2.5) == 2.5
     assert CallPolicy(max_retry_after=5.0, base_delay=0.0).delay(3, 3600.0) == 5.0
+
+
+SURROGATES = '''
+import json
+from pytest_groundeval.tasks.extraction import active_medications
+
+class Surrogate:
+    """Right codes, but text no UTF-8 encoder accepts: a lone surrogate in prose and in a display."""
+    name = "surrogate"
+    def run(self, prompt):
+        meds = active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "prompt")
+        meds = [dict(m, display=m["display"] + "\\ud800") for m in meds]
+        return "Here \\udc80 you go: " + json.dumps({"active_medications": meds}, ensure_ascii=False)
+'''
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_text_json_cannot_encode_is_stored_escaped_and_the_run_goes_on(evalproject, extra):
+    evalproject.makepyfile(surrogate_agent=SURROGATES)
+    result = _start(evalproject, "--agent=surrogate_agent:Surrogate", *extra)
+    result.assert_outcomes(passed=len(SMALL_SET))  # the codes are right: the scores stand
+    rec = read_record(evalproject)
+    assert len(rec["cases"]) == len(SMALL_SET)
+    for c in rec["cases"]:
+        assert c["raw_output"].startswith("Here \\udc80 you go: ")
+        assert all(p["display"].endswith("\\ud800") for p in c["predicted"])
+    journal = [json.loads(line) for line in (evalproject.path / "record.jsonl").read_text().splitlines()]
+    assert sum(1 for j in journal if j["kind"] == "case") == len(SMALL_SET)
