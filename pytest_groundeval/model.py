@@ -12,8 +12,9 @@ Outcomes and error kinds each have one meaning, everywhere:
 * outcome ``error``: the case could not be scored; ``error.kind`` says why:
   ``case`` (the case file is unusable), ``agent`` (the agent or its API failed after
   retries), ``timeout`` (the agent did not answer within ``--agent-timeout``, after
-  retries), ``budget`` (not run: ``--max-cost`` was reached), ``internal`` (a groundeval
-  bug; ``error.traceback`` is set).
+  retries), ``budget`` (not run: ``--max-cost`` was reached), ``crash`` (the pytest-xdist
+  worker running it died: segfault, ``os._exit``), ``internal`` (a groundeval bug;
+  ``error.traceback`` is set).
 * outcome ``skipped``: pytest skipped the item (``skip_reason``); not in any denominator.
 """
 
@@ -28,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 SCHEMA_VERSION = "2.0"
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
-ErrorKind = Literal["case", "agent", "timeout", "budget", "internal"]
-ERROR_KINDS: tuple[str, ...] = ("case", "agent", "timeout", "budget", "internal")
+ErrorKind = Literal["case", "agent", "timeout", "budget", "crash", "internal"]
+ERROR_KINDS: tuple[str, ...] = ("case", "agent", "timeout", "budget", "crash", "internal")
 #: kinds a --resume runs again (the infrastructure may do better next time)
-RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget"})
+RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget", "crash"})
 
 
 class CaseError(Exception):
@@ -258,6 +259,18 @@ class GateRecord(_Model):
     reason: str | None = None
 
 
+class Completeness(_Model):
+    """Did this record see every case it was asked to run?"""
+
+    selected: int | None  # eval items selected to run (None: no process reported it)
+    deselected: int  # eval items collected but deselected (-k, -m, --lf, ...)
+    recorded: int  # case results in this record
+    subset: bool  # the user ran a subset on purpose (-k, -m, --lf, node ids): allowed, shown
+    selection: dict[str, Any]
+    cut_short: bool  # the run stopped before every selected case had a result
+    reason: str | None = None  # why it was cut short (-x / --maxfail, interrupt, budget, crash)
+
+
 class RunUsage(_Model):
     input_tokens: int
     output_tokens: int
@@ -291,6 +304,7 @@ class RunRecord(_Model):
     versions: dict[str, str | None]
     summary: dict[str, dict[str, SummaryValue]]
     cases: list[CaseResult]
+    completeness: Completeness
     usage: RunUsage
     budget: BudgetRecord | None = None
     gate: GateRecord | None = None

@@ -56,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not settings.is_worker:  # the controller (or the only process) records
         reporter = Reporter(settings, tasks, stored)
         reporter.local_concurrency = lambda: evaluator.concurrency
+        reporter.local_selection = lambda: (evaluator.selected, evaluator.deselected)
+        reporter.find_case = evaluator.find_case
         config.pluginmanager.register(reporter, "groundeval-reporter")
     # registered after the reporter: its session-finish (stop the calls) runs before the record
     config.pluginmanager.register(evaluator, "groundeval-evaluator")

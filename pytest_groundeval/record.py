@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from .model import SCHEMA_VERSION, BudgetRecord, CaseResult, GateRecord, RunRecord, RunUsage
+from .model import SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, RunRecord, RunUsage
 
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
 KEY_PACKAGES = (
@@ -73,6 +73,7 @@ def build_record(
     options: dict[str, Any],
     cases: list[CaseResult],
     summary: dict[str, dict[str, Any]],
+    completeness: Completeness,
     usage: RunUsage,
     budget: BudgetRecord | None,
     gate: GateRecord | None,
@@ -90,6 +91,7 @@ def build_record(
         versions=versions(),
         summary=summary,
         cases=sort_cases(cases),
+        completeness=completeness,
         usage=usage,
         budget=budget,
         gate=gate,

@@ -16,9 +16,10 @@ from pydantic import ValidationError
 
 from .gate import evaluate_gate
 from .journal import Journal, StoredRun
-from .model import CaseResult, RunRecord
+from .model import CaseResult, Completeness, ErrorInfo, RunRecord
 from .options import Settings
-from .record import build_record, new_run_id, now_iso, record_bytes, sort_cases, write_json_atomic
+from .record import build_record, case_json, new_run_id, now_iso, record_bytes, sort_cases, write_json_atomic
+from .runner import not_run
 from .tasks.base import Task
 from .tracing import Tracer
 from .usage import budget_record, total_usage
@@ -43,6 +44,10 @@ class Reporter:
         self.record_path: Path | None = None
         self.problems: list[str] = []
         self.worker_concurrency: list[int] = []
+        self.worker_selection: tuple[int, int] | None = None  # (selected, deselected) from workers
+        self.find_case: Any = None  # case id -> [CaseRef] (the in-process evaluator's)
+        self.local_selection: Any = None  # () -> (selected, deselected), when items ran here
+        self.unresolved_crashes: list[str] = []
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
         self.own_failure_lines = False
@@ -108,6 +113,23 @@ class Reporter:
         out = getattr(node, "workeroutput", None) or {}
         if "groundeval_concurrency" in out:
             self.worker_concurrency.append(int(out["groundeval_concurrency"]))
+        if out.get("groundeval_selected") is not None:  # every worker collects every item
+            self.worker_selection = (int(out["groundeval_selected"]), int(out.get("groundeval_deselected") or 0))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """An xdist worker died running ``crashitem``: its case gets an error of kind ``crash``
+        on the crash report (the report xdist logs next), so it is in the record once."""
+        case_id = crashitem.rsplit("[", 1)[1][:-1] if crashitem.endswith("]") and "[" in crashitem else None
+        refs = self.find_case(case_id) if case_id is not None and self.find_case else []
+        if len(refs) != 1:
+            if refs or case_id is not None:
+                self.unresolved_crashes.append(crashitem)
+            return  # not an eval item (or an id several tasks share): pytest reports it as always
+        message = f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"
+        result, data, blob = case_json(not_run(refs[0], error=ErrorInfo(kind="crash", message=message)))
+        setattr(report, REPORT_ATTR, data)
+        self.hand_over(report, result, blob)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
@@ -118,6 +140,36 @@ class Reporter:
             if self.journal is not None:
                 self.journal.close()
         return (yield)
+
+    def completeness(self, session: pytest.Session, exitstatus: int, cases: list[CaseResult],
+                     budget: Any) -> Completeness:
+        """Selected vs recorded, the user's selection, and whether (and why) the run stopped
+        before every selected case had a result."""
+        if self.worker_selection is not None:
+            selected, deselected = self.worker_selection
+        elif self.local_selection is not None:
+            selected, deselected = self.local_selection()
+        else:
+            selected, deselected = None, 0
+        sel = {k: v for k, v in self.settings.selection.items()}
+        sel["last_failed"] = bool(session.config.getoption("lf", False))
+        node_ids = [a for a in sel.get("args", []) if "::" in a]
+        subset = bool(sel.get("keyword") or sel.get("markexpr") or sel["last_failed"] or node_ids or deselected)
+        reasons = []
+        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop and not session.shouldfail:
+            reasons.append(f"interrupted ({session.shouldstop or 'KeyboardInterrupt'})")
+        if session.shouldfail:
+            reasons.append(f"-x / --maxfail: {session.shouldfail}")
+        if budget is not None and budget.stopped:
+            reasons.append(f"--max-cost reached ({budget.cases_not_run} cases not run)")
+        crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
+        if crashed:
+            reasons.append(f"a worker crashed ({crashed} case(s))")
+        missing = (selected - len(cases)) if selected is not None else 0
+        if missing > 0:
+            reasons.append(f"{missing} selected case(s) have no result")
+        return Completeness(selected=selected, deselected=deselected, recorded=len(cases), subset=subset,
+                            selection=sel, cut_short=bool(reasons), reason="; ".join(reasons) or None)
 
     def _one_line_failures(self, config: pytest.Config) -> None:
         """pytest's FAILURES section looks up teardown sections once per failure by scanning
@@ -145,13 +197,13 @@ class Reporter:
         gate = evaluate_gate(self.settings.thresholds, summary)
         usage = total_usage(cases)
         budget = budget_record(self.settings.max_cost, cases, usage)
-        if gate is not None and budget is not None and budget.stopped:
-            gate = gate.model_copy(update={"passed": False,
-                                           "reason": "--max-cost stopped the run before every case ran"})
+        completeness = self.completeness(session, exitstatus, cases, budget)
+        if gate is not None and completeness.cut_short:
+            gate = gate.model_copy(update={"passed": False, "reason": f"the run was cut short: {completeness.reason}"})
         self.record = build_record(
             run_id=self.run_id, started_at=self.started_at, agent=self.settings.agent.name,
             model=self.settings.agent.model, options=self.options(), cases=cases, summary=summary,
-            usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
+            completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
         )
         # the cases as reported (already JSON), in the record's order: not serialised twice
         head = self.record.model_dump(mode="json", exclude={"cases"})
@@ -187,6 +239,13 @@ class Reporter:
             tr.write_line("groundeval: some case results could not be recorded (a groundeval bug):", red=True)
             for p in self.problems[:20]:
                 tr.write_line(f"  {p}", red=True)
+        comp = self.record.completeness
+        if comp.subset:
+            shown = {k: v for k, v in comp.selection.items() if v and k != "numprocesses"}
+            tr.write_line(f"groundeval: a subset of the cases ({comp.recorded} of {comp.recorded + comp.deselected} "
+                          f"collected): {shown}", yellow=True)
+        if comp.cut_short:
+            tr.write_line(f"groundeval: the run was cut short: {comp.reason}", red=True)
         tr.write_line(f"run record: {self.record_path}")
         line = self.tracer.warning_line() if self.tracer is not None else None
         if line:

@@ -71,6 +71,8 @@ class Evaluator:
         self.concurrency = 1
         self.current_item: pytest.Item | None = None
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
+        self.selected: int | None = None  # eval items selected to run in this process's collection
+        self.deselected = 0
 
     # -- collection --
     def refs(self, task: str) -> list[CaseRef]:
@@ -97,6 +99,7 @@ class Evaluator:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         refs = [ref for ref in map(case_ref, session.items) if ref is not None]
+        self.selected = len(refs)
         keys = [ref.key for ref in refs if self.needs_call(ref)]
         self._plan = keys
         self._position = {k: i for i, k in enumerate(keys)}
@@ -105,6 +108,19 @@ class Evaluator:
             # re-scanning it on every allocation burst of a case (reference counting still frees)
             gc.freeze()
             self.froze = True
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += sum(1 for item in items if case_ref(item) is not None)
+
+    def find_case(self, case_id: str) -> list[CaseRef]:
+        """The cases with this id in any task (for a crash report, which names only a node id)."""
+        found = []
+        for task in self.tasks:
+            try:
+                found += [r for r in self.refs(task) if r.case_id == case_id]
+            except (FileNotFoundError, ValueError):
+                continue
+        return found
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Any:
@@ -190,3 +206,5 @@ class Evaluator:
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None:  # read by the controller's reporter (pytest_testnodedown)
             workeroutput["groundeval_concurrency"] = self.concurrency
+            workeroutput["groundeval_selected"] = self.selected
+            workeroutput["groundeval_deselected"] = self.deselected
