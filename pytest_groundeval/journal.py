@@ -28,7 +28,7 @@ class Journal:
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(path, "ab")
+        self._fh = open(path, "wb")  # each run owns its journal: a reused path starts afresh
         self._dirty = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -85,13 +85,17 @@ class Journal:
 
 @dataclass
 class StoredRun:
-    """A finished or interrupted run, read back from its record or its journal."""
+    """A finished or interrupted run, read back from its record or its journal. ``agent`` and
+    ``model`` are what that run asked for (``--agent``/``--model``); ``answered_by`` and
+    ``answered_model`` what its record says answered (None from a journal)."""
 
     path: Path
     run_id: str | None
     agent: str | None
     model: str | None
     cases: dict[tuple[str, str], CaseResult]
+    answered_by: str | None = None
+    answered_model: str | None = None
 
 
 def _case(obj: dict[str, Any], path: Path, where: str) -> CaseResult:
@@ -120,14 +124,20 @@ def load_run(path: Path) -> StoredRun:
                 case = _case(obj, path, f"line {n}")
                 cases[case.key] = case
         _check_version(header.get("schema_version"), path)
-        return StoredRun(path, header.get("run_id"), header.get("agent"), header.get("model"), cases)
+        asked = header.get("requested") or {}
+        agents = sorted({c.agent for c in cases.values() if c.agent})
+        models = sorted({c.model for c in cases.values() if c.model})
+        return StoredRun(path, header.get("run_id"), asked.get("agent"), asked.get("model"), cases,
+                         ", ".join(agents) or None, ", ".join(models) or None)
     record = json.loads(text)
     _check_version(record.get("schema_version"), path)
     cases = {}
     for i, obj in enumerate(record.get("cases", [])):
         case = _case(obj, path, f"cases[{i}]")
         cases[case.key] = case
-    return StoredRun(path, record.get("run_id"), record.get("agent"), record.get("model"), cases)
+    asked = record.get("requested") or {}
+    return StoredRun(path, record.get("run_id"), asked.get("agent"), asked.get("model"), cases,
+                     record.get("agent"), record.get("model"))
 
 
 def _check_version(version: Any, path: Path) -> None:

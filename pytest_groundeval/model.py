@@ -193,7 +193,8 @@ class CaseResult(_Model):
     duration_s: float | None = None
     usage: Usage | None = None
     cost_usd: float | None = None
-    model: str | None = None
+    agent: str | None = None  # the agent that answered, as it names itself
+    model: str | None = None  # the model it reports using
     attempts: int = 0
     attempt_log: list[Attempt] = Field(default_factory=list)
     transcript: list[dict[str, Any]] | None = None
@@ -298,8 +299,9 @@ class RunRecord(_Model):
     started_at: str
     finished_at: str
     git_sha: str | None
-    agent: str
-    model: str | None
+    agent: str  # the agent that answered, as it names itself (several: comma-separated)
+    model: str | None  # the model the agent reports using (else the one asked for)
+    requested: dict[str, str | None]  # what --agent / --model asked for (what --resume matches)
     options: dict[str, Any]
     versions: dict[str, str | None]
     summary: dict[str, dict[str, SummaryValue]]

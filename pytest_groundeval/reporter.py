@@ -57,9 +57,22 @@ class Reporter:
     def path(self) -> Path:
         return self.settings.run_record or self.settings.runs_dir / f"{self.run_id}.json"
 
+    def requested(self) -> dict[str, str | None]:
+        return {"agent": self.settings.agent.name, "model": self.settings.agent.model}
+
     def header(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "started_at": self.started_at, "agent": self.settings.agent.name,
-                "model": self.settings.agent.model, "options": self.options()}
+                "model": self.settings.agent.model, "requested": self.requested(), "options": self.options()}
+
+    def attribution(self, cases: list[CaseResult]) -> tuple[str, str | None]:
+        """The agent as it names itself and the model it reports, from the cases it answered;
+        a rescore keeps the stored run's (it makes no call)."""
+        if self.settings.mode == "rescore" and self.stored is not None:
+            return self.stored.answered_by or self.settings.agent.name, self.stored.answered_model
+        agents = sorted({c.agent for c in cases if c.agent})
+        models = sorted({c.model for c in cases if c.model})
+        return (", ".join(agents) or self.settings.agent.name,
+                ", ".join(models) or self.settings.agent.model)
 
     def options(self) -> dict[str, Any]:
         if self.worker_concurrency:
@@ -198,11 +211,12 @@ class Reporter:
         usage = total_usage(cases)
         budget = budget_record(self.settings.max_cost, cases, usage)
         completeness = self.completeness(session, exitstatus, cases, budget)
+        agent, model = self.attribution(cases)
         if gate is not None and completeness.cut_short:
             gate = gate.model_copy(update={"passed": False, "reason": f"the run was cut short: {completeness.reason}"})
         self.record = build_record(
-            run_id=self.run_id, started_at=self.started_at, agent=self.settings.agent.name,
-            model=self.settings.agent.model, options=self.options(), cases=cases, summary=summary,
+            run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
+            requested=self.requested(), options=self.options(), cases=cases, summary=summary,
             completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
         )
         # the cases as reported (already JSON), in the record's order: not serialised twice

@@ -41,6 +41,16 @@ def _internal(what: str, exc: BaseException) -> ErrorInfo:
                      error_class=type(exc).__name__, traceback=traceback.format_exc(limit=8))
 
 
+def agent_name(agent: Any) -> str:
+    """How the record names an agent: its own ``name``, and its class where that says more."""
+    name = getattr(agent, "name", None)
+    cls = type(agent)
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    if not isinstance(name, str) or not name:
+        return path
+    return name if cls.__module__.startswith("pytest_groundeval.") else f"{name} ({path})"
+
+
 def call_agent(agent: Any, task: Task, case: Case) -> AgentOutput:
     """Built-in agents implement ``run_case(task, prompt, inputs)`` (the task supplies their
     strategy, system prompt and tools); any other agent gets ``run(prompt)``."""
@@ -140,7 +150,7 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
     if budget is not None:
         budget.add(cost)
     called.output = output
-    called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost,
+    called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost, agent=agent_name(agent),
                          model=model if isinstance(model, str) else None,
                          structured_output=output.structured, transcript=output.transcript,
                          steps=output.steps)

@@ -15,6 +15,9 @@ import pytest
 import healthchain.fhir  # noqa: F401,E402
 import fhir.resources.R4B.bundle  # noqa: F401,E402
 import numpy  # noqa: F401,E402  (numpy refuses to be imported twice in one process)
+import langsmith.client  # noqa: F401,E402  (and requests with it: two copies break cookie jars, error classes)
+import langsmith.utils  # noqa: F401,E402
+import requests  # noqa: F401,E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -73,3 +73,59 @@ def test_a_full_run_is_complete(evalproject):
     assert comp == {"selected": len(SMALL_SET), "deselected": 0, "recorded": len(SMALL_SET), "subset": False,
                     "selection": comp["selection"], "cut_short": False, "reason": None}
     assert json.dumps(comp["selection"])
+
+
+# ---------------------------------------------------------------- attribution
+INJECTED = '''
+import json, pytest
+from pytest_groundeval.tasks.extraction import active_medications
+
+class House:
+    name = "house-agent"
+    model = "house-model-7"
+    def run(self, prompt):
+        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        return json.dumps({"active_medications": active_medications(bundle, "prompt")})
+
+@pytest.fixture(scope="session")
+def agent():
+    return House()
+'''
+
+
+def test_an_agent_injected_by_a_conftest_is_recorded_as_itself(evalproject):
+    evalproject.makeconftest(INJECTED)
+    _run(evalproject).assert_outcomes(passed=len(SMALL_SET))
+    rec = read_record(evalproject)
+    assert rec["agent"] == "house-agent (conftest:House)" and rec["model"] == "house-model-7"
+    assert rec["requested"] == {"agent": "baseline", "model": None}  # what --agent said, kept apart
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--model", "claude-opus-4-8"), "--agent=baseline takes no model"),
+    (("--agent=agents_under_test:Correct", "--model", "x"), "takes no model"),
+    (("--model-base-url", "http://127.0.0.1:9/v1"), "--model-base-url is for --agent=langgraph"),
+])
+def test_options_an_agent_would_ignore_are_usage_errors(evalproject, args, message):
+    result = _run(evalproject, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and message in result.stderr.str()
+
+
+def test_rescore_keeps_the_stored_agent_and_model(evalproject):
+    evalproject.makeconftest(INJECTED)
+    _run(evalproject).assert_outcomes(passed=len(SMALL_SET))
+    (evalproject.path / "conftest.py").unlink()
+    result = evalproject.runpytest_subprocess("--data-dir", "data", "-p", "no:cacheprovider", "--rescore",
+                                              "record.json", "--run-record", "rescored.json")
+    result.assert_outcomes(passed=len(SMALL_SET))
+    rec = read_record(evalproject, "rescored.json")
+    assert rec["agent"] == "house-agent (conftest:House)" and rec["model"] == "house-model-7"
+    assert all(c["rescored_from"] for c in rec["cases"]) and rec["options"]["rescored_from"]
+
+
+def test_a_reused_record_path_gets_a_fresh_journal(evalproject):
+    _run(evalproject, "--agent=agents_under_test:Correct").assert_outcomes(passed=len(SMALL_SET))
+    _run(evalproject, "--agent=agents_under_test:Omitting", "-k", "Felicitas").assert_outcomes(failed=1)
+    lines = [json.loads(x) for x in (evalproject.path / "record.jsonl").read_text().splitlines()]
+    assert [x["kind"] for x in lines] == ["header", "case"]  # only the second run's case
+    assert lines[0]["requested"]["agent"] == "agents_under_test:Omitting"

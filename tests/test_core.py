@@ -33,7 +33,8 @@ def test_committed_record_schema_is_the_generated_one():
 def test_the_generated_schema_rejects_what_the_models_reject():
     ok = {"case_id": "c", "task": "t", "outcome": "error", "error": {"kind": "agent", "message": "boom"}}
     record = {"schema_version": "2.0", "run_id": "r", "started_at": "s", "finished_at": "f", "git_sha": None,
-              "agent": "a", "model": None, "options": {}, "versions": {}, "summary": {}, "cases": [ok],
+              "agent": "a", "model": None, "requested": {"agent": "a", "model": None}, "options": {},
+              "versions": {}, "summary": {}, "cases": [ok],
               "completeness": {"selected": 1, "deselected": 0, "recorded": 1, "subset": False, "selection": {},
                                "cut_short": False, "reason": None},
               "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "cases_priced": 0,

@@ -38,7 +38,11 @@ def test_baseline_agent_passes_everything_and_writes_a_valid_record(evalproject)
 def test_scripted_correct_and_fenced_agents_pass(evalproject):
     for agent in ("Correct", "Fenced"):
         run(evalproject, f"--agent=agents_under_test:{agent}").assert_outcomes(passed=len(SMALL_SET))
-        assert read_record(evalproject)["agent"] == f"agents_under_test:{agent}"
+        rec = read_record(evalproject)
+        # named as the agent names itself, with its class; the record also keeps what was asked
+        assert rec["agent"] == f"{agent.lower()} (agents_under_test:{agent})"
+        assert rec["requested"] == {"agent": f"agents_under_test:{agent}", "model": None}
+        assert {c["agent"] for c in rec["cases"]} == {rec["agent"]}
 
 
 def test_hallucinating_agent_fails_zero_medication_case_with_precision_zero(evalproject):

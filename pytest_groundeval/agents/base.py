@@ -68,6 +68,11 @@ class AgentSpec:
                 return f"--agent={self.name}: expected module:Class"
         elif self.name not in ("baseline", "claude", "langgraph"):
             return f"--agent={self.name}: unknown agent; use baseline, claude, langgraph or module:Class"
+        if self.model and self.name not in ("claude", "langgraph"):
+            return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class agent "
+                    "chooses its own and may report it as AgentOutput.model); drop --model")
+        if self.base_url and self.name != "langgraph":
+            return f"--model-base-url is for --agent=langgraph; --agent={self.name} would ignore it"
         return None
 
 
