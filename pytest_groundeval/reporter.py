@@ -43,6 +43,9 @@ class Reporter:
         self.record: RunRecord | None = None
         self.record_path: Path | None = None
         self.problems: list[str] = []
+        self.write_error: str | None = None
+        self.fold_journal = False
+        self.journal_failed = False
         self.worker_concurrency: list[int] = []
         self.worker_selection: tuple[int, int] | None = None  # (selected, deselected) from workers
         self.find_case: Any = None  # case id -> [CaseRef] (the in-process evaluator's)
@@ -113,9 +116,15 @@ class Reporter:
         # kept as bytes until the record is written: no Python objects for the garbage
         # collector to traverse on every collection of a long run
         self.data[result.key] = blob
-        if self.journal is None:
-            self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
-        self.journal.append_json(blob)
+        if self.journal is None and not self.journal_failed:
+            try:
+                self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
+            except OSError as e:
+                self.journal_failed = True
+                self.problems.append(f"could not open the journal {self.path.with_suffix('.jsonl')}: "
+                                     f"{e.strerror or e} (the cases are kept for the record)")
+        if self.journal is not None:
+            self.journal.append_json(blob)
         if self.tracer is not None:
             if not self.tracer.started:  # lazily: sessions without eval cases open no LangSmith run
                 self.tracer.start(self.header())
@@ -152,6 +161,8 @@ class Reporter:
         finally:
             if self.journal is not None:
                 self.journal.close()
+                if self.fold_journal:
+                    self.journal.path.unlink(missing_ok=True)
         return (yield)
 
     def completeness(self, session: pytest.Session, exitstatus: int, cases: list[CaseResult],
@@ -223,8 +234,17 @@ class Reporter:
         head = self.record.model_dump(mode="json", exclude={"cases"})
         payload = {k: ([orjson.loads(self.data[c.key]) for c in self.record.cases] if k == "cases" else head[k])
                    for k in RunRecord.model_fields}
-        write_json_atomic(self.path, record_bytes(payload))
+        try:
+            write_json_atomic(self.path, record_bytes(payload))
+        except OSError as e:  # disk full, no permission, a file where a folder should be
+            self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
+            kept = f"; its cases are in the journal {self.journal.path}" if self.journal is not None else ""
+            self.problems.append(self.write_error + kept)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            return
         self.record_path = self.path
+        if self.journal is not None and not completeness.cut_short:
+            self.fold_journal = True  # complete: the record holds every case; the journal goes
         if self.tracer is not None and self.tracer.started:
             self.tracer.finish(payload)
         if self.problems:
@@ -235,6 +255,10 @@ class Reporter:
             session.exitstatus = pytest.ExitCode.OK if gate.passed else pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.write_error is not None:
+            for problem in self.problems:
+                terminalreporter.write_line(f"groundeval: {problem}", red=True)
+            return
         if self.record is None:
             return
         from .report import terminal_lines

@@ -110,5 +110,14 @@ def test_text_json_cannot_encode_is_stored_escaped_and_the_run_goes_on(evalproje
     for c in rec["cases"]:
         assert c["raw_output"].startswith("Here \\udc80 you go: ")
         assert all(p["display"].endswith("\\ud800") for p in c["predicted"])
-    journal = [json.loads(line) for line in (evalproject.path / "record.jsonl").read_text().splitlines()]
-    assert sum(1 for j in journal if j["kind"] == "case") == len(SMALL_SET)
+    assert not (evalproject.path / "record.jsonl").exists()  # complete: folded into the record
+
+
+def test_a_record_that_cannot_be_written_is_an_internal_error_naming_the_path(evalproject):
+    (evalproject.path / "blocker").write_text("a file where the record's folder should be")
+    result = evalproject.runpytest("--data-dir", "data", "--run-record", "blocker/record.json",
+                                   "-p", "no:cacheprovider", "--agent=agents_under_test:Correct")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR  # never 1, the "cases failed" code
+    out = result.stdout.str()
+    assert "could not write the run record" in out and "blocker/record.json" in out
+    assert "could not open the journal" in out

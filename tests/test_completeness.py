@@ -123,9 +123,12 @@ def test_rescore_keeps_the_stored_agent_and_model(evalproject):
     assert all(c["rescored_from"] for c in rec["cases"]) and rec["options"]["rescored_from"]
 
 
-def test_a_reused_record_path_gets_a_fresh_journal(evalproject):
+def test_a_complete_record_folds_its_journal_and_a_reused_path_starts_afresh(evalproject):
     _run(evalproject, "--agent=agents_under_test:Correct").assert_outcomes(passed=len(SMALL_SET))
-    _run(evalproject, "--agent=agents_under_test:Omitting", "-k", "Felicitas").assert_outcomes(failed=1)
+    assert not (evalproject.path / "record.jsonl").exists()  # complete: the record holds it all
+    assert len(read_record(evalproject)["cases"]) == len(SMALL_SET)
+    # the zero-medication case passes (nothing to omit), the next fails, -x stops the run
+    _run(evalproject, "--agent=agents_under_test:Omitting", "-x").assert_outcomes(passed=1, failed=1)
     lines = [json.loads(x) for x in (evalproject.path / "record.jsonl").read_text().splitlines()]
-    assert [x["kind"] for x in lines] == ["header", "case"]  # only the second run's case
+    assert [x["kind"] for x in lines] == ["header", "case", "case"]  # cut short: kept; only this run's
     assert lines[0]["requested"]["agent"] == "agents_under_test:Omitting"
