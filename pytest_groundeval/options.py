@@ -41,6 +41,10 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
         help="first backoff delay between agent retries, doubled per retry, with jitter (default 1)")
     add("--agent-max-retry-after", dest="groundeval_max_retry_after", type=float, default=60.0, metavar="SECONDS",
         help="longest wait a server's retry-after may ask for before a retry (default 60)")
+    add("--max-consecutive-errors", dest="groundeval_max_consecutive_errors", type=int, default=5, metavar="N",
+        help="stop calling the agent after N identical agent errors in a row (default 5; 0: never)")
+    add("--no-preflight", dest="groundeval_no_preflight", action="store_true", default=False,
+        help="skip the start-up checks that the agent can be built and --model-base-url answers")
     add("--concurrency", dest="groundeval_concurrency", type=int, default=None, metavar="N",
         help="agent calls in flight per pytest process (default 8 for live agents, 1 offline)")
     add("--max-cost", dest="groundeval_max_cost", type=float, default=None, metavar="USD",
@@ -97,6 +101,8 @@ def _check_values(opt: Any) -> None:
     timeout = opt("groundeval_agent_timeout")
     if timeout is not None and not (finite(timeout) and timeout > 0):
         bad("--agent-timeout", timeout, "must be a positive number of seconds")
+    if opt("groundeval_max_consecutive_errors") < 0:
+        bad("--max-consecutive-errors", opt("groundeval_max_consecutive_errors"), "must be 0 (never stop) or more")
     retries = opt("groundeval_retries")
     if not 0 <= retries <= MAX_RETRIES:
         bad("--agent-retries", retries, f"must be between 0 and {MAX_RETRIES}")
@@ -122,6 +128,8 @@ class Settings:
     task_paths: Mapping[str, Path]
     is_worker: bool
     worker_count: int
+    max_consecutive_errors: int = 5
+    preflight: bool = True
     selection: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -161,6 +169,8 @@ class Settings:
             thresholds=tuple(thresholds),
             task_paths={n: _task_path(config, t) for n, t in tasks.items()},
             is_worker=workerinput is not None,
+            max_consecutive_errors=opt("groundeval_max_consecutive_errors"),
+            preflight=not opt("groundeval_no_preflight"),
             worker_count=int(workerinput.get("workercount", 1)) if workerinput else 1,
             selection={
                 "keyword": opt("keyword", None) or None,

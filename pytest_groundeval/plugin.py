@@ -53,6 +53,10 @@ def pytest_configure(config: pytest.Config) -> None:
     evaluator = Evaluator(settings, tasks, stored)
     config.stash[EVALUATOR] = evaluator
     _EVALUATORS.append(evaluator)
+    chosen = config.getoption("groundeval_agent") is not None
+    if chosen and settings.preflight and settings.mode != "rescore" and not settings.is_worker \
+            and not config.option.help:
+        evaluator.preflight()
     if not settings.is_worker:  # the controller (or the only process) records
         reporter = Reporter(settings, tasks, stored)
         reporter.local_concurrency = lambda: evaluator.concurrency

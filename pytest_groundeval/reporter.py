@@ -186,6 +186,10 @@ class Reporter:
             reasons.append(f"-x / --maxfail: {session.shouldfail}")
         if budget is not None and budget.stopped:
             reasons.append(f"--max-cost reached ({budget.cases_not_run} cases not run)")
+        stopped = [c.error.message for c in cases if c.error is not None and c.error.message.startswith(
+            "not run: stopped after")]
+        if stopped:
+            reasons.append(stopped[0][len("not run: "):].split(":", 1)[0])
         crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
         if crashed:
             reasons.append(f"a worker crashed ({crashed} case(s))")

@@ -21,9 +21,9 @@ import pytest
 
 from .concurrency import Prefetcher
 from .journal import StoredRun, find_run, load_run
-from .model import CaseRef, CaseResult
+from .model import CaseRef, CaseResult, ErrorInfo
 from .options import Settings
-from .runner import Called, call_case, finish_case, reuse
+from .runner import Called, call_case, finish_case, not_run, reuse
 from .tasks.base import Task
 from .usage import Budget
 
@@ -53,6 +53,20 @@ def load_stored(settings: Settings) -> StoredRun | None:
     return stored
 
 
+def probe_url(url: str, timeout: float = 3.0) -> str | None:
+    """None when something answers HTTP at ``url`` (any status), else why not."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(url.rstrip("/") + "/models", timeout=timeout).close()  # noqa: S310
+    except urllib.error.HTTPError:
+        return None  # a server answered (401, 404, ...): it is there
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return f"{type(getattr(e, 'reason', e)).__name__}: {getattr(e, 'reason', e)}"
+    return None
+
+
 class Evaluator:
     """Per-process evaluation state, registered as a plugin for its hooks."""
 
@@ -71,6 +85,8 @@ class Evaluator:
         self.concurrency = 1
         self.current_item: pytest.Item | None = None
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
+        self.stop_reason: str | None = None  # set when calls stop (identical agent errors)
+        self._streak: tuple[Any, int] = (None, 0)
         self.selected: int | None = None  # eval items selected to run in this process's collection
         self.deselected = 0
 
@@ -80,6 +96,21 @@ class Evaluator:
             self._refs[task] = self.tasks[task].discover()
             self._by_key.update((r.key, r) for r in self._refs[task])
         return self._refs[task]
+
+    # -- the agent --
+    def preflight(self) -> None:
+        """At start, once: the chosen agent can be built and its server answers; else one
+        usage error, not one traceback per case."""
+        spec = self.settings.agent
+        if spec.base_url:
+            why = probe_url(spec.base_url)
+            if why is not None:
+                raise pytest.UsageError(f"groundeval: --model-base-url {spec.base_url}: nothing answers there "
+                                        f"({why}); start the server, or skip this check with --no-preflight")
+        try:
+            self.get_agent()
+        except Exception as e:  # noqa: BLE001 - reported once, with its cause
+            raise pytest.UsageError(f"groundeval: --agent={spec.name} cannot be built: {type(e).__name__}: {e}") from None
 
     # -- the agent --
     def get_agent(self) -> Any:
@@ -185,11 +216,30 @@ class Evaluator:
                            scorer=scorer, source=f"the stored run {Path(self.stored.path).name}")
             if result is not None:
                 return result
+        if self.stop_reason is not None:
+            return not_run(ref, error=ErrorInfo(kind="agent", message=f"not run: {self.stop_reason}"))
         if self.prefetcher is not None and agent is self._agent and not self.prefetcher.stopped:
             called = self.prefetcher.take(ref.key)
         else:
             called = call_case(task, ref, agent, self.settings.policy, self.budget)
-        return finish_case(task, called, scorer)
+        result = finish_case(task, called, scorer)
+        self._watch_errors(result)
+        return result
+
+    def _watch_errors(self, result: CaseResult) -> None:
+        """N identical agent errors in a row (a dead server, a bad key) stop further calls."""
+        limit = self.settings.max_consecutive_errors
+        if result.error is None or result.error.kind not in ("agent", "timeout") or not limit:
+            self._streak = (None, 0)
+            return
+        signature = (result.error.kind, result.error.error_class, result.error.message)
+        count = self._streak[1] + 1 if self._streak[0] == signature else 1
+        self._streak = (signature, count)
+        if count >= limit:
+            self.stop_reason = (f"stopped after {count} consecutive identical agent errors "
+                                f"(--max-consecutive-errors {limit}): {result.error.message[:300]}")
+            if self.prefetcher is not None:
+                self.prefetcher.stop()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Any:

@@ -24,6 +24,12 @@ class CrashOnZero:
 '''
 
 
+@pytest.fixture
+def logged(evalproject, monkeypatch):
+    monkeypatch.setenv("AGENT_LOG", str(evalproject.path / "agent.log"))
+    return evalproject
+
+
 def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
     return p.runpytest_subprocess("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", *args)
 
@@ -132,3 +138,31 @@ def test_a_complete_record_folds_its_journal_and_a_reused_path_starts_afresh(eva
     lines = [json.loads(x) for x in (evalproject.path / "record.jsonl").read_text().splitlines()]
     assert [x["kind"] for x in lines] == ["header", "case", "case"]  # cut short: kept; only this run's
     assert lines[0]["requested"]["agent"] == "agents_under_test:Omitting"
+
+
+# ---------------------------------------------------------------- fail fast, once
+def test_identical_agent_errors_stop_the_calls_and_say_why(logged):
+    import shutil
+
+    for i in range(6):
+        shutil.copy(logged.path / "data" / f"{ZERO}.json", logged.path / "data" / f"zz-{i}.json")
+    result = _run(logged, "--agent=agents_under_test:BadRequest", "--max-consecutive-errors", "3")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    calls = [json.loads(x) for x in (logged.path / "agent.log").read_text().splitlines()]
+    assert len(calls) == 3  # three identical 400s, then no more calls
+    rec = read_record(logged)
+    assert len(rec["cases"]) == len(SMALL_SET) + 6  # every case is in the record, once
+    stopped = [c for c in rec["cases"] if c["error"]["message"].startswith("not run: stopped after 3")]
+    assert len(stopped) == len(SMALL_SET) + 6 - 3 and all(c["error"]["kind"] == "agent" for c in stopped)
+    assert rec["completeness"]["cut_short"] and "consecutive identical agent errors" in rec["completeness"]["reason"]
+
+
+def test_a_dead_model_server_is_one_usage_error_at_start(evalproject):
+    args = ("--agent=langgraph", "--model", "openai:some-model", "--model-base-url", "http://127.0.0.1:9/v1")
+    result = _run(evalproject, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--model-base-url http://127.0.0.1:9/v1: nothing answers there" in result.stderr.str()
+    assert "--no-preflight" in result.stderr.str()
+    skipped = evalproject.runpytest_subprocess("--data-dir", "data", "-p", "no:cacheprovider", "--co", "-q",
+                                               "--no-preflight", *args)
+    assert skipped.ret == pytest.ExitCode.OK

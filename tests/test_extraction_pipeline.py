@@ -224,11 +224,12 @@ def test_live_agent_without_key_fails_at_start_and_never_falls_back(evalproject,
     assert not (evalproject.path / "record.json").exists()
 
 
-def test_unknown_agent_module_errors_every_case_with_the_reason(evalproject):
+def test_an_agent_that_cannot_be_built_is_one_usage_error_at_start(evalproject):
     result = run(evalproject, "--agent=no_such_module:Agent")
-    result.assert_outcomes(errors=len(SMALL_SET))
-    for c in read_record(evalproject)["cases"]:
-        assert c["outcome"] == "error" and "cannot import module 'no_such_module'" in c["error"]["message"]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("cannot import module 'no_such_module'") == 1 and len(err.splitlines()) < 5
+    assert not (evalproject.path / "record.json").exists()
 
 
 def test_gate_decides_exit_status(evalproject):

@@ -77,10 +77,12 @@ class AgentSpec:
 
 
 def load_custom(spec: str, rootdir: Path | None = None) -> Any:
-    """Instantiate ``module:Class`` (or ``package.module:Class``) found on sys.path or the rootdir."""
+    """Instantiate ``module:Class`` (or ``package.module:Class``) found on sys.path, the rootdir
+    or the current folder."""
     module_name, _, attr = spec.partition(":")
-    if rootdir is not None and str(rootdir) not in sys.path:
-        sys.path.insert(0, str(rootdir))
+    for folder in (rootdir, Path.cwd()):  # the project's rootdir, and where pytest was started
+        if folder is not None and str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
