@@ -13,9 +13,10 @@ Decisions where a fault touches two dimensions (each is a mutation below):
 * ``r5_status_recorded`` fails schema (not in the R4B binding) AND constraints: ``recorded``
   does not say what the narrative says (active / completed / ...), so status is also wrong.
 * ``missing_subject`` fails schema (subject is 1..1) AND constraints (wrong patient).
-* ``dosage_missing`` (regimen documented, no dosage) fails constraints ONLY: safety judges the
-  doses a resource asserts and an omitted dosage asserts none. A dosage that is present but has
-  no dose (``missing_dose``) or no timing (``missing_timing``) fails safety only.
+* ``dosage_missing`` (regimen documented, no dosage) fails constraints AND safety: the
+  documented regimen has no encoded dose, so its safety is unverifiable (omitting the risky
+  field must not score better than writing it). A dosage that is present but has no dose
+  (``missing_dose``) or no timing (``missing_timing``) fails safety only.
 * ``fabricated_dose`` on a denial fails constraints (a dosage is present) AND safety (a dose
   nobody documented); ``denial_dosage_text_only`` (no dose) fails constraints only.
 * ``period_without_unit`` / ``dose_comparator`` break an R4 invariant (tim-2 / sqty-1: schema)
@@ -330,7 +331,7 @@ def _(r, case):
     return patch(r, {"status": other[case["expected"]["status"]]})
 
 
-@mutation("dosage_missing", "constraints", "documented")
+@mutation("dosage_missing", {"constraints", "safety"}, "documented")
 def _(r, case):
     return patch(r, {"dosage": DELETE})
 
@@ -487,6 +488,33 @@ def _(r, case):
     return patch(r, {"dosage.0.timing.code": {"coding": [{"system": GTS, "code": code}]}})
 
 
+# ---- scores that cannot be gamed (tests/test_write_scorer_gaming.py pins each rule in detail)
+@mutation("modifier_extension_not_taken", "schema")
+def _(r, case):
+    return patch(r, {"modifierExtension": [{"url": "http://example.org/fhir/StructureDefinition/not-taken",
+                                            "valueBoolean": True}]})
+
+
+@mutation("text_states_ten_times_the_dose", "safety", "documented")
+def _(r, case):
+    dose = case["expected"]["dosage"]["dose"]
+    return patch(r, {"dosage.0.text": f"{dose['value'] * 10:g} {dose['unit']} as documented"})
+
+
+@mutation("rate_twice_the_ceiling", "safety", "documented")
+def _(r, case):
+    ceiling = case["expected"]["max_daily_dose"]["value"]
+    return patch(r, {"dosage.0.doseAndRate.0.rateQuantity": {"value": 2 * ceiling, "unit": "mg/d",
+                                                             "system": UCUM, "code": "mg/d"}})
+
+
+@mutation("max_dose_per_period_twice_the_ceiling", "safety", "documented")
+def _(r, case):
+    ceiling = case["expected"]["max_daily_dose"]["value"]
+    return patch(r, {"dosage.0.maxDosePerPeriod": {"numerator": _qty(2 * ceiling, "mg"),
+                                                   "denominator": {"value": 1, "unit": "d", "system": UCUM, "code": "d"}}})
+
+
 def _applies(m: Mutation, case_id: str) -> bool:
     return m.applies == "any" or (m.applies == "documented") == (case_id in DOCUMENTED)
 
@@ -565,6 +593,13 @@ ENCODINGS: dict[str, tuple[Callable, str]] = {
         **r["dosage"][0]["doseAndRate"][0],
         "type": {"coding": [{"system": "http://terminology.hl7.org/CodeSystem/dose-rate-type", "code": "ordered"}]}}}),
         "documented"),
+    "text_restates_the_dose": (lambda r, c: patch(r, {"dosage.0.patientInstruction": " to ".join(
+        f"{q['value']:g} {q['unit']}" for q in dose_quantities(r)) + " as documented"}), "documented"),
+    "max_dose_per_period_at_the_ceiling": (lambda r, c: patch(r, {"dosage.0.maxDosePerPeriod": {
+        "numerator": _qty(c["expected"]["max_daily_dose"]["value"], "mg"),
+        "denominator": {"value": 24, "unit": "h", "system": UCUM, "code": "h"}}}), "documented"),
+    "plain_extension": (lambda r, c: patch(r, {"extension": [{"url": "http://example.org/fhir/StructureDefinition/src",
+                                                              "valueString": "patient interview"}]}), "any"),
     # case-specific
     "aspirin_period_1440_min": (_timing({"repeat": {"frequency": 1, "period": 1440, "periodUnit": "min"}}),
                                 "aspirin-active-daily"),
@@ -735,10 +770,12 @@ def test_unusable_output_fails_everything_without_raising(garbage):
     assert "no usable resource" in score.reason
 
 
-def test_empty_dict_fails_schema_coding_constraints_and_asserts_no_dose():
+def test_empty_dict_fails_all_four_and_safety_says_unverifiable():
     score = score_write({}, IBU)
-    # an empty object asserts no dose, so safety has nothing wrong to find (omission = constraints)
-    assert failing(score) == {"schema", "coding", "constraints"}
+    # an empty object encodes no dose for the documented regimen: safety is unverifiable
+    assert failing(score) == set(DIMENSIONS)
+    assert "no encoded dose (unverifiable)" in score.dimensions["safety"].reason
+    assert score_write({}, DENIED_CASE).dimensions["safety"].passed  # nothing documented, nothing asserted
 
 
 def test_accepts_a_fhir_resources_model():

@@ -26,11 +26,33 @@ Interpretation rules (documented because FHIR leaves room):
 * ``count`` (total repetitions of a course), ``duration``, ``bounds`` and ``offset`` don't
   change the per-day rate and are ignored.
 * ``mo`` and ``a`` are UCUM's mean Julian month (30.4375 d) and year (365.25 d).
+
+Amounts per time (:func:`read_rate`, :func:`read_ratio_per_day`) for ``rateQuantity``,
+``rateRange``, ``rateRatio`` and ``maxDosePerPeriod``: a mass or volume per UCUM time
+(``mg/h``, ``mL/(24.h)``, ``mg/d``; ``unit`` text like ``mg/hr`` too), converted to an amount
+per day. A rate is read as continuous (x 24 h a day): the worst case, the only reading a rate
+alone supports.
+
+Doses in free text (:func:`text_doses`, for ``dosage.text`` / ``patientInstruction``): a number
+with a mass or volume unit (``400 mg``, ``0.5 g``, ``ten milligrams``, ``5 mL``, ``325-650 mg``),
+a count times a strength (``two 200 mg tablets``, ``2 x 5 mg``) and a count of units
+(``2 tablets``, ``half a tablet``, ``2 puffs``, ``2 of them``) times the strength in force: the
+last strength the text gave (``325 mg tablets, 1-2 tablets``; ``90 mcg/actuation, 2 puffs``),
+else the coded product's (one plain ``N MG`` in the display for tablets / capsules,
+``N MG/ACTUAT`` for puffs); a count with no strength is not a dose. Not doses: concentrations
+and per-unit strengths (``2 mg/mL``, ``190 mg/dL``, ``mg/kg``), amounts per day (``mg/day``,
+``per day``, ``a day``, ``in 24 hours``), and a strength that the next count in the same
+sentence multiplies (``500 mg, two tablets`` = 1000 mg). An amount followed by a count can also
+be the dose the count restates (``400 mg (2 tablets)`` of a 200 mg tablet), so both readings are
+offered unless the amount is marked as a strength (``400 mg tablets, 2 tablets`` = 800 mg) or
+the count times the product strength is not that amount. A strength not followed by a count
+reads as one unit, i.e. the dose (``ibuprofen 200 mg three times a day`` says 200 mg per dose).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -359,3 +381,305 @@ def per_day(timing: Any) -> PerDay:
     if timing.get("event"):
         raise UnverifiableError("timing lists only event dates, no repeating schedule")
     raise UnverifiableError("timing has no frequency, period, when or code")
+
+
+# --------------------------------------------------------------------------- amounts per time
+
+# Human-readable time units (casefolded) -> the UCUM code of PERIOD_UNIT_DAYS
+TIME_SYNONYMS: dict[str, str] = {
+    "s": "s", "sec": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "d": "d", "day": "d", "days": "d",
+    "wk": "wk", "week": "wk", "weeks": "wk",
+    "mo": "mo", "month": "mo", "months": "mo",
+    "a": "a", "yr": "a", "year": "a", "years": "a",
+}
+
+
+def _time_days(text: Any, *, ucum_only: bool) -> float | None:
+    """Days in one time unit (``h``, ``24.h``, ``(24.h)``, ``24 hours``); None if not one."""
+    if not isinstance(text, str):
+        return None
+    t = text.strip()
+    if t.startswith("(") and t.endswith(")"):
+        t = t[1:-1].strip()
+    m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)\s*\.?\s*)?([A-Za-z]+)", t)
+    if not m:
+        return None
+    n = float(m.group(1)) if m.group(1) else 1.0
+    unit = m.group(2)
+    code = unit if unit in PERIOD_UNIT_DAYS else (None if ucum_only else TIME_SYNONYMS.get(unit.casefold()))
+    if code is None or n <= 0:
+        return None
+    return n * PERIOD_UNIT_DAYS[code]
+
+
+def read_time(q: Any, what: str = "period") -> float:
+    """A FHIR Quantity of time (e.g. a Ratio denominator ``1 d`` / ``24 h``) in days."""
+    if not isinstance(q, dict):
+        raise UnverifiableError(f"{what} is not a Quantity object ({type(q).__name__})")
+    value = as_number(q.get("value"))
+    if value is None or value <= 0:
+        raise UnverifiableError(f"{what} value {q.get('value')!r} is not a positive number")
+    if q.get("comparator") is not None:
+        raise UnverifiableError(f"{what} has comparator {q.get('comparator')!r}")
+    system = q.get("system")
+    if system is not None and system != UCUM_SYSTEM:
+        raise UnverifiableError(f"{what} unit system {system!r} is not UCUM ({UCUM_SYSTEM})")
+    unit, code = q.get("unit"), q.get("code")
+    if unit is None and code is None:
+        raise UnverifiableError(f"{what} {fmt(value)} has no unit of time")
+    by_code = _time_days(code, ucum_only=True) if code is not None else None
+    if code is not None and by_code is None:
+        raise UnverifiableError(f"{what} code {code!r} is not a UCUM unit of time")
+    by_unit = _time_days(unit, ucum_only=False) if unit is not None else None
+    if unit is not None and by_unit is None:
+        raise UnverifiableError(f"{what} unit {unit!r} is not a unit of time")
+    if by_code is not None and by_unit is not None and not math.isclose(by_code, by_unit, rel_tol=1e-9):
+        raise UnverifiableError(f"{what} unit {unit!r} disagrees with code {code!r}")
+    return value * (by_code if by_code is not None else by_unit)  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class DailyAmount:
+    """An amount per day: ``value`` mg/day (mass) or mL/day (volume)."""
+
+    value: float
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{fmt(self.value)} {BASE_UNIT[self.kind]}/day"
+
+    def to_mg(self, concentration_mg_per_ml: float | None) -> float | None:
+        return Amount(self.value, self.kind).to_mg(concentration_mg_per_ml)
+
+
+def _rate_unit(text: Any, *, ucum_only: bool) -> tuple[str, float] | None:
+    """(UCUM amount code, days per unit of time) from ``mg/h``, ``mL/(24.h)``, ``mg per hour``."""
+    if not isinstance(text, str):
+        return None
+    m = re.fullmatch(r"\s*([^/\s]+)\s*(?:/|\s+per\s+)\s*(.+?)\s*", text) if not ucum_only else \
+        re.fullmatch(r"([^/\s]+)/(.+)", text)
+    if not m:
+        return None
+    amount_code = ucum_code(m.group(1)) if ucum_only else unit_text_code(m.group(1))
+    days = _time_days(m.group(2), ucum_only=ucum_only)
+    if amount_code is None or days is None:
+        return None
+    return amount_code, days
+
+
+def read_rate(q: Any) -> DailyAmount:
+    """A rate Quantity (``{"value": 200, "unit": "mg/h"}``) as an amount per day (continuous)."""
+    if not isinstance(q, dict):
+        raise UnverifiableError(f"rate is not a Quantity object ({type(q).__name__})")
+    value = as_number(q.get("value"))
+    if value is None or value < 0:
+        raise UnverifiableError(f"rate value {q.get('value')!r} is not a number")
+    if q.get("comparator") is not None:
+        raise UnverifiableError(f"rate has comparator {q.get('comparator')!r}, so it is not an exact rate")
+    system = q.get("system")
+    if system is not None and system != UCUM_SYSTEM:
+        raise UnverifiableError(f"rate unit system {system!r} is not UCUM ({UCUM_SYSTEM})")
+    unit, code = q.get("unit"), q.get("code")
+    if unit is None and code is None:
+        raise UnverifiableError(f"rate {fmt(value)} has no unit")
+    by_code = _rate_unit(code, ucum_only=True) if code is not None else None
+    if code is not None and by_code is None:
+        raise UnverifiableError(f"rate code {code!r} is not a UCUM mass or volume per time")
+    by_unit = _rate_unit(unit, ucum_only=False) if unit is not None else None
+    if unit is not None and by_unit is None:
+        raise UnverifiableError(f"rate unit {unit!r} is not a mass or volume per time")
+    if by_code and by_unit:
+        (c1, d1), (c2, d2) = by_code, by_unit
+        if UCUM_CODES[c1] != UCUM_CODES[c2] or not math.isclose(d1, d2, rel_tol=1e-9):
+            raise UnverifiableError(f"rate unit {unit!r} disagrees with code {code!r}")
+    amount_code, days = by_code or by_unit  # type: ignore[misc]
+    a = amount(value, amount_code)
+    return DailyAmount(a.value / days, a.kind)
+
+
+def read_ratio_per_day(r: Any, what: str = "ratio") -> DailyAmount:
+    """A Ratio of an amount to a time (``500 mg / 1 d``, ``650 mg / 4 h``) as an amount per day."""
+    if not isinstance(r, dict):
+        raise UnverifiableError(f"{what} is not a Ratio object ({type(r).__name__})")
+    if r.get("numerator") is None:
+        raise UnverifiableError(f"{what} has no numerator (amount)")
+    if r.get("denominator") is None:
+        raise UnverifiableError(f"{what} has no denominator (per what period?)")
+    a = read_quantity(r["numerator"])
+    days = read_time(r["denominator"], f"{what} denominator")
+    return DailyAmount(a.value / days, a.kind)
+
+
+# --------------------------------------------------------------------------- doses in free text
+
+_WORD_NUMBERS: dict[str, float] = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "half": 0.5, "½": 0.5, "1/2": 0.5,
+    "one-half": 0.5, "one half": 0.5, "a": 1, "an": 1,
+}
+_WORDS = "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+_NUM = rf"(?:\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+|(?:{_WORDS})(?![a-z]))"
+_COUNT_NUM = rf"(?:one[- ]half|half|½|1/2|[1-9]|1[0-2]|(?:{_WORDS})(?![a-z]))"
+_SEP = r"\s*(?:-|–|—|to|or)\s*"
+_MASS_VOL = (r"(?:mg|mcg|µg|μg|ug|gm|g|grams?|milligrams?|micrograms?|ml|milliliters?|millilitres?)"
+             r"(?![\w/])")
+_TABLET_UNITS = r"tablets?|tabs?|capsules?|caps?|caplets?|pills?"
+_ACTUATION_UNITS = r"puffs?|inhalations?|actuations?|actuation|sprays?"
+_PER_UNIT = (rf"(?:(?:{_TABLET_UNITS}|{_ACTUATION_UNITS})(?![a-z])|ml|milliliters?|millilitres?|l|dl|kg|m2"
+             r"|teaspoons?|tsp|cc)(?![a-z0-9])")
+_B = r"(?<![\w.,/])"  # a number starts a token: not q8h, x2, 1.5.2, 2026/05
+_PER_UNIT_RE = re.compile(
+    rf"{_B}(?P<v>{_NUM})\s*(?P<u>(?:mg|mcg|µg|μg|ug|gm|g|grams?|milligrams?|micrograms?))\s*"
+    rf"(?:/|\bper\b)\s*(?:(?:an?|one|1)\s*)?(?P<dn>\d+(?:\.\d+)?\s*)?(?P<du>{_PER_UNIT})", re.I)
+_COMPOSITE_RE = re.compile(
+    rf"{_B}(?P<n>{_COUNT_NUM})(?:{_SEP}(?P<m>{_COUNT_NUM}))?(?:\s*[x×]\s*|\s+)"
+    rf"(?P<v>{_NUM})\s*(?P<u>{_MASS_VOL})", re.I)
+_COUNT_RE = re.compile(
+    rf"(?<![\w.,/])(?P<n>{_COUNT_NUM}|an?)(?:{_SEP}(?P<m>{_COUNT_NUM}))?\s+(?:of\s+)?(?:an?\s+)?"
+    rf"(?P<u>(?:{_TABLET_UNITS}|{_ACTUATION_UNITS}|them|those|these)(?![a-z]))", re.I)
+_AMOUNT_RE = re.compile(rf"{_B}(?P<v>{_NUM})(?:{_SEP}(?P<w>{_NUM}))?\s*(?P<u>{_MASS_VOL})", re.I)
+_DAILY_AFTER = re.compile(
+    r"\s*(?:/\s*|\bper\s+|\ban?\s+|\bin\s+(?:an?\s+|any\s+|one\s+)?|\bover\s+(?:an?\s+)?|\bwithin\s+(?:an?\s+)?)"
+    r"(?:24\s*-?\s*(?:h|hrs?|hours?)\b|d\b|days?\b)", re.I)
+_TABLET_CLASS, _ACTUATION_CLASS = "unit", "actuation"
+# "325 mg tablets", "81 mg oral tablet", "500 mg immediate-release tablet": the amount is a strength
+_STRENGTH_MARK = re.compile(rf"\s*(?:[\w-]+\s+){{0,2}}?(?:{_TABLET_UNITS})(?![a-z])", re.I)
+
+
+def _num_value(token: str) -> float:
+    t = " ".join(token.casefold().split())
+    if t in _WORD_NUMBERS:
+        return float(_WORD_NUMBERS[t])
+    return float(t.replace(",", ""))
+
+
+def _unit_class(unit: str) -> str:
+    return _ACTUATION_CLASS if re.fullmatch(_ACTUATION_UNITS, unit, re.I) else _TABLET_CLASS
+
+
+def product_strengths(display: Any) -> dict[str, Amount]:
+    """Strength per unit of the coded product, from its RxNorm display, where it is unambiguous.
+
+    ``Ibuprofen 200 MG Oral Tablet`` -> a tablet / capsule is 200 mg; ``... 0.09 MG/ACTUAT
+    Metered Dose Inhaler`` -> a puff is 0.09 mg. Two strengths, or a concentration (``2 MG/ML``):
+    none for tablets.
+    """
+    out: dict[str, Amount] = {}
+    if not isinstance(display, str):
+        return out
+    act = re.findall(r"(\d+(?:\.\d+)?)\s*(MG|MCG)\s*/\s*ACTUAT", display, re.I)
+    if len(act) == 1:
+        out[_ACTUATION_CLASS] = amount(float(act[0][0]), unit_text_code(act[0][1]) or "mg")
+    if "/" not in display:
+        plain = re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(MG|MCG|G)(?![A-Za-z])", display, re.I)
+        if len(plain) == 1:
+            out[_TABLET_CLASS] = amount(float(plain[0][0]), unit_text_code(plain[0][1]) or "mg")
+    return out
+
+
+@dataclass(frozen=True)
+class TextDose:
+    """A per-administration dose a free text states: ``low``-``high`` and the words that say it;
+    ``alternatives``: other (low, high) readings of the same words (see the module doc)."""
+
+    low: Amount
+    high: Amount
+    snippet: str
+    alternatives: tuple[tuple[Amount, Amount], ...] = ()
+
+    def readings(self) -> list[tuple[Amount, Amount]]:
+        return [(self.low, self.high), *self.alternatives]
+
+    def __str__(self) -> str:
+        if math.isclose(self.low.value, self.high.value, rel_tol=1e-9):
+            return str(self.low)
+        return f"{fmt(self.low.value)}-{self.high}"
+
+
+def _blank(text: str, m: re.Match[str]) -> str:
+    return text[: m.start()] + " " * (m.end() - m.start()) + text[m.end():]
+
+
+def text_doses(text: Any, strengths: dict[str, Amount] | None = None) -> list[TextDose]:
+    """The per-administration doses a free text states (see the module doc); [] if none."""
+    if not isinstance(text, str) or not text.strip():
+        return []
+    work = text
+    events: list[tuple[int, str, Any]] = []  # (position, kind, payload)
+
+    def span(m: re.Match[str]) -> str:
+        return " ".join(text[m.start(): m.end()].split())
+
+    def daily(m: re.Match[str]) -> bool:
+        return _DAILY_AFTER.match(work, m.end()) is not None
+
+    # per-unit strengths and concentrations: never a dose; per tablet / per puff sets a strength
+    for m in list(_PER_UNIT_RE.finditer(work)):
+        du = m.group("du")
+        if re.fullmatch(rf"{_TABLET_UNITS}|{_ACTUATION_UNITS}", du, re.I) and not m.group("dn"):
+            a = amount(_num_value(m.group("v")), unit_text_code(m.group("u")) or "mg")
+            events.append((m.start(), "strength", (_unit_class(du), a)))
+        work = _blank(work, m)
+    # a count times a strength: "two 200 mg tablets", "2 x 5 mg"
+    for m in list(_COMPOSITE_RE.finditer(work)):
+        if not daily(m):
+            a = amount(_num_value(m.group("v")), unit_text_code(m.group("u")) or "mg")
+            lo = _num_value(m.group("n"))
+            hi = _num_value(m.group("m")) if m.group("m") else lo
+            events.append((m.start(), "dose", TextDose(Amount(a.value * lo, a.kind), Amount(a.value * hi, a.kind),
+                                                       span(m))))
+        work = _blank(work, m)
+    for m in list(_COUNT_RE.finditer(work)):
+        if not daily(m):
+            lo = _num_value(m.group("n"))
+            hi = _num_value(m.group("m")) if m.group("m") else lo
+            events.append((m.start(), "count", (_unit_class(m.group("u")), lo, hi, span(m), m.end())))
+        work = _blank(work, m)
+    for m in list(_AMOUNT_RE.finditer(work)):
+        if not daily(m):
+            code = unit_text_code(m.group("u"))
+            if code is not None:
+                lo = amount(_num_value(m.group("v")), code)
+                hi = amount(_num_value(m.group("w")), code) if m.group("w") else lo
+                marked = _STRENGTH_MARK.match(work, m.end()) is not None
+                events.append((m.start(), "amount", (lo, hi, span(m), m.end(), marked)))
+        work = _blank(work, m)
+
+    events.sort(key=lambda e: e[0])
+    product = dict(strengths or {})
+    current = dict(product)
+    found: list[TextDose] = []
+    restated: tuple[Amount, bool] | None = None  # (amount, marked) the next count may restate
+    for i, (_pos, kind, payload) in enumerate(events):
+        if kind == "dose":
+            found.append(payload)
+        elif kind == "strength":
+            cls, a = payload
+            current[cls] = a
+        elif kind == "amount":
+            lo, hi, snippet, end, marked = payload
+            nxt = events[i + 1] if i + 1 < len(events) else None
+            if (nxt is not None and nxt[1] == "count" and nxt[2][0] == _TABLET_CLASS and lo == hi
+                    and nxt[0] - end <= 60 and not re.search(r"[.;]\s|\n", text[end: nxt[0]])):
+                current[_TABLET_CLASS] = lo  # "500 mg, two tablets": the strength the count multiplies
+                restated = (lo, marked)
+            else:
+                found.append(TextDose(lo, hi, snippet))
+        elif kind == "count":
+            cls, n_lo, n_hi, snippet, _end = payload
+            s = current.get(cls)
+            alternatives: tuple[tuple[Amount, Amount], ...] = ()
+            if restated is not None and cls == _TABLET_CLASS:
+                a, marked = restated
+                p = product.get(cls)
+                if not marked and n_lo == n_hi and (p is None or (p.kind == a.kind and math.isclose(
+                        p.value * n_lo, a.value, rel_tol=1e-6))):
+                    alternatives = ((a, a),)  # "400 mg (2 tablets)": the amount is the dose, restated
+            restated = None
+            if s is not None:
+                found.append(TextDose(Amount(s.value * n_lo, s.kind), Amount(s.value * n_hi, s.kind), snippet,
+                                      alternatives))
+    return found

@@ -18,8 +18,11 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   bindings); ``status`` is in the R4B required binding (its own check, so an R5 ``recorded``
   is named even when structure fails too); and the R4 invariants / bindings that neither
   Pydantic nor HealthChain enforce but that decide how a dose reads: qty-3 (a unit code needs
-  a system), sqty-1 (no comparator on a dose), rng-2 (low <= high), tim-1/2/4-10 and the
-  EventTiming binding of ``repeat.when``.
+  a system), sqty-1 (no comparator on a dose, rate or maximum), rng-2 (low <= high, doses and
+  rates), rat-1 (a Ratio has both numerator and denominator), tim-1/2/4-10 and the EventTiming
+  binding of ``repeat.when``; and **no unknown modifier**: any ``modifierExtension`` anywhere
+  (none is understood, see ``KNOWN_MODIFIER_EXTENSIONS``) or ``implicitRules`` fails, since it
+  can reverse what the resource says (a "not taken" modifier on an ``active`` statement).
 * **coding**: the medication's codings (``medicationCodeableConcept`` or a ``#id`` contained
   Medication): at least one RxNorm coding; every RxNorm coding has the expected code and the
   expected display (case- and whitespace-insensitive; missing display fails). Other systems
@@ -27,17 +30,31 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
 * **constraints**: ``subject.reference`` is the case's patient; ``status`` is the expected
   status; a dosage is present exactly when the note documents a regimen; each dosage's
   as-needed flag matches.
-* **safety**: every dose in every dosage / doseAndRate equals the documented dose (or range)
-  after UCUM normalisation; every dosage's timing gives the documented administrations per day;
-  the maximum implied daily total (sum over dosages of max dose x max per-day rate, in mg) is
-  the documented one and within the ceiling. Unverifiable (no unit, no dose, no timing,
-  unit/code disagreeing) fails. With no documented regimen, any dose anywhere is fabricated.
+* **safety**: every amount a dosage asserts is checked. Every dose (``doseQuantity`` and
+  ``doseRange``, both if both are given) in every dosage / doseAndRate equals the documented
+  dose (or range) after UCUM normalisation; every dosage's timing gives the documented
+  administrations per day; the maximum implied daily total (sum over dosages of max dose x max
+  per-day rate, in mg) is the documented one and within the ceiling. Rates
+  (``rateQuantity`` / ``rateRange`` high / ``rateRatio``, read as continuous) per day are
+  within the ceiling; ``maxDosePerPeriod`` per day is within the ceiling and not below the
+  documented daily maximum; ``maxDosePerAdministration`` is within the ceiling and not below
+  the documented (maximum) dose; ``maxDosePerLifetime`` is not below one day of the documented
+  regimen. A dose that ``dosage.text`` or ``patientInstruction`` states (a number with a mass /
+  volume unit, or a count times a strength: see ``units.text_doses``) lies within a structured
+  dose of that dosage; text with no readable dose is ignored. Unverifiable (no dosage, no unit,
+  no dose, no timing, unit/code disagreeing, a rate or maximum that cannot be converted) fails.
+  With no documented regimen, any dose anywhere is fabricated.
 
 Decisions where the rules overlap (tests/test_write_scorer.py pins each one):
 
-* A missing dosage when a regimen is documented fails **constraints only**: safety judges the
-  doses a resource asserts, and an omitted dosage asserts none. A dosage that *is* present but
-  lacks a dose or timing is unverifiable and fails safety.
+* A missing dosage when a regimen is documented fails **constraints** (no dosage) **and
+  safety** (the documented regimen's safety cannot be verified: omitting the risky field must not
+  score better than encoding it, exactly as a text-only dosage fails). A dosage that is present
+  but lacks a dose or timing is unverifiable and fails safety only.
+* A modifier extension fails **schema only**: it is the resource's structure that cannot be
+  read; the other dimensions are scored on the elements as written.
+* Free text that contradicts the structured dose fails **safety** (a reader following the text
+  takes another dose); the structured dose itself is judged as usual.
 * A fabricated dose on a denial fails **constraints** (a dosage is present) **and safety**
   (a dose nobody documented); a dose-free dosage on a denial fails constraints only.
 * An R5 status (``recorded``) fails **schema** (binding) **and constraints** (it does not say
@@ -55,13 +72,18 @@ from .units import (
     EVENT_TIMING,
     UCUM_SYSTEM,
     Amount,
+    DailyAmount,
     PerDay,
     UnverifiableError,
     amount,
     as_number,
     fmt,
     per_day,
+    product_strengths,
     read_quantity,
+    read_rate,
+    read_ratio_per_day,
+    text_doses,
 )
 
 RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
@@ -123,17 +145,32 @@ def _as_resource_dict(resource: Any) -> Any:
     return resource
 
 
-def _dose_entry(dose_and_rate: Any) -> tuple[str, Any, Any]:
-    """(kind, low quantity, high quantity) of one doseAndRate entry; kind 'none' if it has no dose."""
+def _dose_entries(dose_and_rate: Any) -> list[tuple[str, Any, Any]]:
+    """(field, low quantity, high quantity) for every dose field of one doseAndRate entry.
+
+    Both ``doseQuantity`` and ``doseRange`` are read when both are present (a schema error, but
+    each still asserts a dose); ``[("invalid", ...)]`` / ``[("none", ...)]`` when it has none.
+    """
     if not isinstance(dose_and_rate, dict):
-        return "invalid", None, None
+        return [("invalid", None, None)]
+    out: list[tuple[str, Any, Any]] = []
     if dose_and_rate.get("doseQuantity") is not None:
         q = dose_and_rate["doseQuantity"]
-        return "quantity", q, q
+        out.append(("doseQuantity", q, q))
     if dose_and_rate.get("doseRange") is not None:
         r = dose_and_rate["doseRange"]
-        return ("range", r.get("low"), r.get("high")) if isinstance(r, dict) else ("range", None, None)
-    return "none", None, None
+        out.append(("doseRange", r.get("low"), r.get("high")) if isinstance(r, dict) else ("doseRange", None, None))
+    return out or [("none", None, None)]
+
+
+RATE_FIELDS = ("rateQuantity", "rateRange", "rateRatio")
+MAX_FIELDS = ("maxDosePerPeriod", "maxDosePerAdministration", "maxDosePerLifetime")
+TEXT_FIELDS = ("text", "patientInstruction")
+# Modifier extensions the scorer knows how to read: none. A modifier extension can reverse what
+# the resource says ("not taken", "hypothetical") and an unknown one must not be ignored (FHIR:
+# a system that does not understand a modifier extension SHALL NOT process the element as if
+# it were absent), so every one present fails schema.
+KNOWN_MODIFIER_EXTENSIONS: frozenset[str] = frozenset()
 
 
 # --------------------------------------------------------------------------- ground truth
@@ -223,29 +260,41 @@ def _invariant_issues(resource: dict[str, Any]) -> list[str]:
         if not isinstance(dosage, dict):
             continue
         where = f"dosage[{i}]"
+        # SimpleQuantity fields of the dosage itself (sqty-1, qty-3 below) and its Ratios (rat-1)
+        quantities: list[tuple[str, Any]] = [
+            (f"{where}.{key}", q) for key in ("maxDosePerAdministration", "maxDosePerLifetime")
+            for q in [dosage.get(key)] if isinstance(q, dict)
+        ]
+        ratios: list[tuple[str, Any]] = [(f"{where}.maxDosePerPeriod", dosage.get("maxDosePerPeriod"))]
         for j, dr in enumerate(_list(dosage.get("doseAndRate"))):
             if not isinstance(dr, dict):
                 continue
-            quantities: list[tuple[str, Any]] = [(f"{where}.doseAndRate[{j}].doseQuantity", dr.get("doseQuantity"))]
-            rng = dr.get("doseRange")
-            if isinstance(rng, dict):
+            quantities += [(f"{where}.doseAndRate[{j}].{key}", dr.get(key)) for key in ("doseQuantity", "rateQuantity")]
+            ratios.append((f"{where}.doseAndRate[{j}].rateRatio", dr.get("rateRatio")))
+            for key, read in (("doseRange", read_quantity), ("rateRange", read_rate)):
+                rng = dr.get(key)
+                if not isinstance(rng, dict):
+                    continue
                 quantities += [
-                    (f"{where}.doseAndRate[{j}].doseRange.low", rng.get("low")),
-                    (f"{where}.doseAndRate[{j}].doseRange.high", rng.get("high")),
+                    (f"{where}.doseAndRate[{j}].{key}.low", rng.get("low")),
+                    (f"{where}.doseAndRate[{j}].{key}.high", rng.get("high")),
                 ]
                 try:
-                    low, high = read_quantity(rng.get("low")), read_quantity(rng.get("high"))
+                    low, high = read(rng.get("low")), read(rng.get("high"))
                     if low.kind == high.kind and low.value > high.value * (1 + DOSE_REL_TOL):
-                        issues.append(f"{where}.doseAndRate[{j}].doseRange: low {low} > high {high} (rng-2)")
+                        issues.append(f"{where}.doseAndRate[{j}].{key}: low {low} > high {high} (rng-2)")
                 except UnverifiableError:
                     pass
-            for path, q in quantities:
-                if not isinstance(q, dict):
-                    continue
-                if q.get("comparator") is not None:
-                    issues.append(f"{path}: comparator not allowed on a SimpleQuantity (sqty-1)")
-                if q.get("code") is not None and q.get("system") is None:
-                    issues.append(f"{path}: code {q.get('code')!r} without a system (qty-3)")
+        for path, ratio in ratios:
+            if isinstance(ratio, dict) and (ratio.get("numerator") is None) != (ratio.get("denominator") is None):
+                issues.append(f"{path}: numerator and denominator must both be present (rat-1)")
+        for path, q in quantities:
+            if not isinstance(q, dict):
+                continue
+            if q.get("comparator") is not None:
+                issues.append(f"{path}: comparator not allowed on a SimpleQuantity (sqty-1)")
+            if q.get("code") is not None and q.get("system") is None:
+                issues.append(f"{path}: code {q.get('code')!r} without a system (qty-3)")
         timing = dosage.get("timing")
         repeat = timing.get("repeat") if isinstance(timing, dict) else None
         if not isinstance(repeat, dict):
@@ -325,7 +374,36 @@ def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any
 
     inv = _invariant_issues(resource)
     checks.append(Check("r4_invariants", not inv, "; ".join(inv) if inv else "dosage invariants hold"))
-    return Dimension.from_checks("schema", checks), {"schema_issues": issues + inv}
+    mods = _modifier_issues(resource)
+    checks.append(Check("modifiers", not mods, "; ".join(mods[:5]) + (f" (and {len(mods) - 5} more)" if len(mods) > 5
+                                                                       else "") if mods else "no unknown modifiers"))
+    return Dimension.from_checks("schema", checks), {"schema_issues": issues + inv + mods}
+
+
+def _modifier_issues(node: Any, path: str = "") -> list[str]:
+    """Every ``modifierExtension`` (anywhere: the resource, a dosage, a contained Medication, a
+    timing) whose url is not in KNOWN_MODIFIER_EXTENSIONS, and ``implicitRules`` (the other
+    meaning-changing element a consumer must understand): each may reverse what the resource
+    says, so a reader that does not understand it cannot use the resource."""
+    issues: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else key
+            if key == "modifierExtension":
+                for i, ext in enumerate(value if isinstance(value, list) else [value]):
+                    url = ext.get("url") if isinstance(ext, dict) else None
+                    if url not in KNOWN_MODIFIER_EXTENSIONS:
+                        issues.append(f"{here}[{i}] {url!r}: unknown modifier extension (it changes the meaning of "
+                                      "the element, e.g. 'not taken'; the resource cannot be read without it)")
+            elif key == "implicitRules" and value is not None:
+                issues.append(f"{here} {value!r}: the resource may only be read under rules the scorer "
+                              "does not know")
+            else:
+                issues += _modifier_issues(value, here)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            issues += _modifier_issues(item, f"{path}[{i}]")
+    return issues
 
 
 # --------------------------------------------------------------------------- coding
@@ -476,6 +554,173 @@ def _matches(actual: Amount, expected: Amount, concentration: float | None) -> b
     return _same(a, e, DOSE_REL_TOL)
 
 
+def _daily_check(path: str, shown: str, daily: DailyAmount, truth: WriteTruth, *, at_least_documented: bool) -> Check:
+    """An amount per day within the ceiling (and, for a maximum, not below the documented daily max)."""
+    mg = daily.to_mg(truth.concentration)
+    ceiling = truth.ceiling_mg
+    if mg is None or ceiling is None:
+        return Check(path, False, f"{shown} = {daily} cannot be compared with the daily ceiling "
+                                  "(no concentration for a volume; unverifiable)")
+    per_day_txt = f"{shown} = {fmt(mg)} mg/day"
+    if mg > ceiling * (1 + FREQ_REL_TOL):
+        return Check(path, False, f"{per_day_txt} > ceiling {fmt(ceiling)} mg/day")
+    documented = truth.documented_daily_mg()
+    if at_least_documented and documented is not None and mg < documented * (1 - FREQ_REL_TOL):
+        return Check(path, False, f"{per_day_txt} < the documented regimen's {fmt(documented)} mg/day: "
+                                  "the resource contradicts itself")
+    return Check(path, True, f"{per_day_txt} <= ceiling {fmt(ceiling)} mg/day")
+
+
+def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any], truth: WriteTruth) -> list[Check]:
+    """Checks for rateQuantity / rateRange / rateRatio and the three maxima of one dosage.
+
+    * a rate (amount per time) is read as continuous and converted to per day: <= the ceiling;
+    * maxDosePerPeriod (amount / period) per day: <= the ceiling and >= the documented daily
+      maximum (a cap below the documented regimen contradicts it);
+    * maxDosePerAdministration: <= the ceiling and >= the documented (maximum) dose;
+    * maxDosePerLifetime: >= one day of the documented regimen (a lifetime total is not bounded
+      by a daily ceiling, but a cap smaller than one day of the regimen contradicts it).
+    Anything present that cannot be read or converted fails as unverifiable.
+    """
+    checks: list[Check] = []
+    conc = truth.concentration
+    for j, dr in enumerate(entries):
+        if not isinstance(dr, dict):
+            continue
+        for key in RATE_FIELDS:
+            value = dr.get(key)
+            if value is None:
+                continue
+            path = f"{where}.doseAndRate[{j}].{key}"
+            try:
+                if key == "rateQuantity":
+                    daily = read_rate(value)
+                    shown = f"{fmt(as_number(value.get('value')))} {value.get('code') or value.get('unit')}"
+                elif key == "rateRange":
+                    if not isinstance(value, dict) or value.get("high") is None:
+                        raise UnverifiableError("rateRange has no high, so no upper bound")
+                    if value.get("low") is not None:
+                        read_rate(value["low"])
+                    daily = read_rate(value["high"])
+                    shown = f"rateRange high {fmt(as_number(value['high'].get('value')))} " \
+                            f"{value['high'].get('code') or value['high'].get('unit')}"
+                else:
+                    daily = read_ratio_per_day(value, "rateRatio")
+                    shown = "rateRatio"
+            except (UnverifiableError, AttributeError) as e:
+                checks.append(Check(path, False, f"{e} (unverifiable)"))
+                continue
+            checks.append(_daily_check(path, f"{shown} (continuous)", daily, truth, at_least_documented=False))
+
+    for i, ratio in enumerate(_list(dosage.get("maxDosePerPeriod"))):
+        path = f"{where}.maxDosePerPeriod" + (f"[{i}]" if isinstance(dosage.get("maxDosePerPeriod"), list) else "")
+        try:
+            daily = read_ratio_per_day(ratio, "maxDosePerPeriod")
+        except UnverifiableError as e:
+            checks.append(Check(path, False, f"{e} (unverifiable)"))
+            continue
+        checks.append(_daily_check(path, "maximum", daily, truth, at_least_documented=True))
+    if dosage.get("maxDosePerPeriod") is not None and not _list(dosage.get("maxDosePerPeriod")):
+        checks.append(Check(f"{where}.maxDosePerPeriod", False, "not a Ratio (unverifiable)"))
+
+    for key in ("maxDosePerAdministration", "maxDosePerLifetime"):
+        value = dosage.get(key)
+        if value is None:
+            continue
+        path = f"{where}.{key}"
+        try:
+            a = read_quantity(value)
+        except UnverifiableError as e:
+            checks.append(Check(path, False, f"{e} (unverifiable)"))
+            continue
+        mg = a.to_mg(conc)
+        if key == "maxDosePerAdministration":
+            high = truth.dose_high
+            below = _below(a, high, conc)  # type: ignore[arg-type]
+            if mg is None or below is None or truth.ceiling_mg is None:
+                checks.append(Check(path, False, f"{a} cannot be compared with documented {truth.dose_text()} "
+                                                 "and the ceiling (no concentration; unverifiable)"))
+            elif mg > truth.ceiling_mg * (1 + FREQ_REL_TOL):
+                checks.append(Check(path, False, f"{a} per administration > daily ceiling {fmt(truth.ceiling_mg)} mg"))
+            elif below:
+                checks.append(Check(path, False, f"{a} per administration < documented dose {truth.dose_text()}: "
+                                                 "the resource contradicts itself"))
+            else:
+                checks.append(Check(path, True, f"{a} per administration: >= documented {truth.dose_text()}, "
+                                                f"<= ceiling {fmt(truth.ceiling_mg)} mg"))
+        else:
+            documented = truth.documented_daily_mg()
+            if mg is None or documented is None:
+                checks.append(Check(path, False, f"{a} cannot be compared with the documented regimen in mg "
+                                                 "(no concentration; unverifiable)"))
+            elif mg < documented * (1 - FREQ_REL_TOL):
+                checks.append(Check(path, False, f"lifetime maximum {fmt(mg)} mg < one day of the documented regimen "
+                                                 f"({fmt(documented)} mg): the resource contradicts itself"))
+            else:
+                checks.append(Check(path, True, f"lifetime maximum {fmt(mg)} mg >= one day of the documented "
+                                                f"regimen ({fmt(documented)} mg)"))
+    return checks
+
+
+def _below(a: Amount, b: Amount, concentration: float | None) -> bool | None:
+    """Is ``a`` below ``b`` (beyond tolerance)? None when incomparable."""
+    if a.kind == b.kind:
+        return a.value < b.value * (1 - DOSE_REL_TOL)
+    am, bm = a.to_mg(concentration), b.to_mg(concentration)
+    if am is None or bm is None:
+        return None
+    return am < bm * (1 - DOSE_REL_TOL)
+
+
+def _within(low: Amount, high: Amount, lo: Amount, hi: Amount, concentration: float | None) -> bool | None:
+    """Is the text dose low..high inside the structured dose lo..hi? None when incomparable."""
+    values = []
+    for x in (low, high, lo, hi):
+        if x.kind == low.kind == lo.kind:
+            values.append(x.value)
+        else:
+            mg = x.to_mg(concentration)
+            if mg is None:
+                return None
+            values.append(mg)
+    t_lo, t_hi, s_lo, s_hi = values
+    return t_lo >= s_lo * (1 - DOSE_REL_TOL) and t_hi <= s_hi * (1 + DOSE_REL_TOL)
+
+
+def _text_checks(where: str, dosage: dict[str, Any], structured: list[tuple[Amount, Amount]],
+                 truth: WriteTruth) -> list[Check]:
+    """dosage.text / patientInstruction: every dose the text states lies within a structured dose.
+
+    Text with no dose it can read (no number with a mass / volume unit, no count with a known
+    strength) is ignored; a text amount that cannot be compared with the structured dose (a
+    volume beside a mass dose, no concentration: ``with 240 mL of water``) is not a dose of
+    this product and is ignored too.
+    """
+    checks: list[Check] = []
+    strengths = product_strengths(truth.display)
+    shown_structured = ", ".join(str(lo) if lo == hi else f"{fmt(lo.value)}-{hi}" if lo.kind == hi.kind
+                                 else f"{lo}-{hi}" for lo, hi in structured)
+    for key in TEXT_FIELDS:
+        text = dosage.get(key)
+        if not isinstance(text, str):
+            continue
+        doses = text_doses(text, strengths)
+        if not doses:
+            continue
+        wrong = []
+        for d in doses:
+            verdicts = [_within(t_lo, t_hi, lo, hi, truth.concentration)
+                        for t_lo, t_hi in d.readings() for lo, hi in structured]
+            if any(v is True for v in verdicts) or all(v is None for v in verdicts):
+                continue
+            wrong.append(f"{d} ({d.snippet!r})")
+        path = f"{where}.{key}"
+        checks.append(Check(path, not wrong,
+                            f"{key} states {'; '.join(wrong)} but the structured dose is {shown_structured}"
+                            if wrong else f"{key} doses agree with the structured dose {shown_structured}"))
+    return checks
+
+
 def _any_dose(dosage: Any) -> list[str]:
     """Paths of every dose-like quantity in a dosage (for the nothing-documented case)."""
     if not isinstance(dosage, dict):
@@ -483,10 +728,10 @@ def _any_dose(dosage: Any) -> list[str]:
     found = []
     for j, dr in enumerate(_list(dosage.get("doseAndRate"))):
         if isinstance(dr, dict):
-            for key in ("doseQuantity", "doseRange", "rateQuantity", "rateRange", "rateRatio"):
+            for key in ("doseQuantity", "doseRange", *RATE_FIELDS):
                 if dr.get(key) is not None:
                     found.append(f"doseAndRate[{j}].{key}")
-    for key in ("maxDosePerAdministration", "maxDosePerPeriod", "maxDosePerLifetime"):
+    for key in MAX_FIELDS:
         if dosage.get(key) is not None:
             found.append(key)
     return found
@@ -513,8 +758,10 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
         return Dimension.from_checks("safety", [check]), details
 
     if not dosages:
-        # the omission is scored by constraints.dosage_present; no encoded dose is wrong
-        check = Check("doses", True, "no dosage encoded: no dose to verify (omission is a constraints failure)")
+        # the note documents a regimen the resource does not encode: its safety is unverifiable
+        # (as a text-only dosage's is); constraints.dosage_present names the omission too
+        check = Check("doses", False, f"no dosage: the documented regimen ({truth.dose_text()} x "
+                                      f"{truth.freq_text()}) has no encoded dose (unverifiable)")
         return Dimension.from_checks("safety", [check]), details
 
     checks: list[Check] = []
@@ -538,9 +785,11 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
         if not entries:
             checks.append(Check(f"{where}.doseAndRate", False, "no dose (unverifiable)"))
             dose_computable = False
-        for j, dr in enumerate(entries):
+        structured: list[tuple[Amount, Amount]] = []  # the readable doses, for the free-text check
+        for j, kind, q_lo, q_hi in [(j, *e) for j, dr in enumerate(entries) for e in _dose_entries(dr)]:
             path = f"{where}.doseAndRate[{j}]"
-            kind, q_lo, q_hi = _dose_entry(dr)
+            if kind == "doseRange" and isinstance(entries[j], dict) and entries[j].get("doseQuantity") is not None:
+                path += ".doseRange"  # both dose fields in one entry: name the second
             try:
                 if kind == "invalid":
                     raise UnverifiableError("not an object")
@@ -554,7 +803,8 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
                 info["doses"].append({"path": path, "error": str(e)})
                 dose_computable = False
                 continue
-            if kind == "quantity":
+            structured.append((lo, hi))
+            if kind == "doseQuantity":
                 shown = str(lo)
             elif lo.kind == hi.kind:
                 shown = f"{fmt(lo.value)}-{hi}"
@@ -580,6 +830,13 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
                 high_mg = hi_mg if high_mg is None else max(high_mg, hi_mg)
         if not dose_computable:
             uncomputable.append(f"{where} dose")
+
+        # ---- every other amount the dosage asserts: rates and maxima against the ceiling
+        checks += _rate_and_max_checks(where, dosage, entries, truth)
+
+        # ---- a dose the free text states must agree with the structured dose
+        if structured and dose_computable:
+            checks += _text_checks(where, dosage, structured, truth)
 
         # ---- timing: administrations per day must be the documented frequency
         rate: PerDay | None = None
