@@ -19,6 +19,7 @@ import pytest
 from .model import CaseResult, ErrorInfo
 from .options import Settings, add_options
 from .record import case_json, escape_unencodable
+from .redact import redact_text
 from .reporter import REPORT_ATTR, Reporter
 from .runner import not_run
 from .tasks import TaskLoadError, registry
@@ -139,7 +140,8 @@ def evaluate() -> Any:
             pytest.skip(result.reason or "skipped")
         if result.outcome != "passed":
             label = "ERROR" if result.outcome == "error" else "FAILED"
-            pytest.fail(escape_unencodable(f"{label} {case.task}:{case.case_id}: {result.reason}"), pytrace=False)
+            message = redact_text(escape_unencodable(f"{label} {case.task}:{case.case_id}: {result.reason}"))
+            pytest.fail(message, pytrace=False)
         return result
 
     return run

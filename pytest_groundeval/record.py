@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 import orjson
 
+from .redact import redact_json
 from .model import SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, RunRecord, RunUsage
 
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
@@ -117,14 +118,19 @@ def escape_unencodable(value: Any) -> Any:
 
 
 def case_json(result: CaseResult) -> tuple[CaseResult, dict[str, Any], bytes]:
-    """A result as plain data and as JSON bytes; a result holding text JSON cannot encode
-    comes back escaped (result, data and bytes alike)."""
+    """A result as plain data and as JSON bytes, redacted (``redact.py``); a result holding
+    text JSON cannot encode comes back escaped (result, data and bytes alike)."""
     data = result.model_dump(mode="json")
     try:
-        return result, data, orjson.dumps(data)
+        blob = orjson.dumps(data)
     except (orjson.JSONEncodeError, TypeError):
         data = escape_unencodable(data)
-        return CaseResult.model_validate(data), data, orjson.dumps(data, default=str)
+        result, blob = CaseResult.model_validate(data), orjson.dumps(data, default=str)
+    red = redact_json(blob)  # the one redaction step: nothing leaves a case with a key in it
+    if red != blob:
+        data = orjson.loads(red)
+        result, blob = CaseResult.model_validate(data), red
+    return result, data, blob
 
 
 def record_bytes(record: RunRecord | dict[str, Any]) -> bytes:

@@ -19,6 +19,7 @@ from .journal import Journal, StoredRun
 from .model import CaseResult, Completeness, ErrorInfo, RunRecord
 from .options import Settings
 from .record import build_record, case_json, new_run_id, now_iso, record_bytes, sort_cases, write_json_atomic
+from .redact import redact_json, redact_obj
 from .runner import not_run
 from .tasks.base import Task
 from .tracing import Tracer
@@ -64,8 +65,9 @@ class Reporter:
         return {"agent": self.settings.agent.name, "model": self.settings.agent.model}
 
     def header(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "started_at": self.started_at, "agent": self.settings.agent.name,
-                "model": self.settings.agent.model, "requested": self.requested(), "options": self.options()}
+        return redact_obj({"run_id": self.run_id, "started_at": self.started_at, "agent": self.settings.agent.name,
+                           "model": self.settings.agent.model, "requested": self.requested(),
+                           "options": self.options()})
 
     def attribution(self, cases: list[CaseResult]) -> tuple[str, str | None]:
         """The agent as it names itself and the model it reports, from the cases it answered;
@@ -239,7 +241,7 @@ class Reporter:
         payload = {k: ([orjson.loads(self.data[c.key]) for c in self.record.cases] if k == "cases" else head[k])
                    for k in RunRecord.model_fields}
         try:
-            write_json_atomic(self.path, record_bytes(payload))
+            write_json_atomic(self.path, redact_json(record_bytes(payload)))
         except OSError as e:  # disk full, no permission, a file where a folder should be
             self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
             kept = f"; its cases are in the journal {self.journal.path}" if self.journal is not None else ""
