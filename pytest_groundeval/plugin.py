@@ -19,6 +19,7 @@ import pytest
 from .model import CaseResult, ErrorInfo
 from .options import Settings, add_options
 from .record import case_json, escape_unencodable
+from . import redact
 from .redact import redact_text
 from .reporter import REPORT_ATTR, Reporter
 from .runner import not_run
@@ -27,6 +28,7 @@ from .worker import Evaluator, case_ref, load_stored
 
 EVALUATOR = pytest.StashKey[Evaluator]()
 RESULT = pytest.StashKey[CaseResult]()
+FROZE = pytest.StashKey[bool]()
 
 
 def _registry() -> dict[str, Any]:
@@ -40,12 +42,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser, _registry())
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A clean-up registered before pytest's own (clean-ups run last-in, first-out), so it runs
+    after them: pytest's final ``gc.collect()`` skips what the session froze, then this hands
+    it back to the garbage collector (for a pytest run inside a longer-lived process)."""
+    def unfreeze() -> None:
+        if config.stash.get(FROZE, False):
+            gc.unfreeze()
+
+    config.add_cleanup(unfreeze)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     classes = _registry()
     for name, cls in classes.items():
         config.addinivalue_line("markers", f"{name}: groundeval {name} eval cases ({cls.description})")
     settings = Settings.from_config(config, classes)
+    redact.configure()  # the session's secrets, read once
     problem = settings.agent.check(needs_key=settings.mode != "rescore")
     if problem:
         raise pytest.UsageError(f"groundeval: {problem}")
@@ -78,8 +93,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if plugin is not None:
             froze = froze or plugin.froze
             config.pluginmanager.unregister(plugin)
-    if froze:  # hand what the session kept back to the garbage collector
-        gc.unfreeze()
+    config.stash[FROZE] = froze
 
 
 # ------------------------------------------------------------------ collection

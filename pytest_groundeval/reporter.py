@@ -112,7 +112,7 @@ class Reporter:
             # the results are kept to the end: after a young collection (which frees this
             # stretch's cyclic garbage) move them out of the collector's way, so a long run's
             # full collections do not traverse every earlier result again and again
-            gc.collect(1)
+            gc.collect(0)
             gc.freeze()
             self.froze = True
         # kept as bytes until the record is written: no Python objects for the garbage
