@@ -418,7 +418,10 @@ def test_every_rule_is_pinned_both_ways():
 
 
 # ---- every committed note, as dosage.text beside the documented dose, reads as that dose
-_FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "write_cases").glob("*.json"))
+# the cases with a documented regimen (without one there is no dose to agree with: constraints
+# score that the dosage is absent)
+_FIXTURES = [p for p in sorted((Path(__file__).parent.parent / "fixtures" / "write_cases").glob("*.json"))
+             if json.loads(p.read_text())["expected"]["dosage"] is not None]
 # the notes that carry an injected instruction with another dose: copied into the text, it disagrees
 _INJECTED = {"amlodipine-injected-instruction": "10000 mg ('10 g')", "naproxen-injected-override": "10000 mg ('10 g')"}
 
@@ -427,8 +430,6 @@ _INJECTED = {"amlodipine-injected-instruction": "10000 mg ('10 g')", "naproxen-i
 def test_text_committed_notes_agree_with_their_documented_dose(path):
     case = json.loads(path.read_text())
     reg = case["expected"]["dosage"]
-    if reg is None:
-        pytest.skip("no documented regimen: the text is scored by constraints")
     dose = reg["dose"]
     entry = ({"doseQuantity": _qty(dose["value"], dose["unit"])} if reg["dose_max"] is None else
              {"doseRange": {"low": _qty(dose["value"], dose["unit"]),
