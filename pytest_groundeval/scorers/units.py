@@ -415,21 +415,29 @@ def _time_days(text: Any, *, ucum_only: bool) -> float | None:
     return n * PERIOD_UNIT_DAYS[code]
 
 
-def read_time(q: Any, what: str = "period") -> float:
-    """A FHIR Quantity of time (e.g. a Ratio denominator ``1 d`` / ``24 h``) in days."""
+def _quantity_parts(q: Any, what: str, *, positive: bool, comparator: str = "",
+                    no_unit: str = "unit") -> tuple[float, Any, Any]:
+    """(value, unit, code) of a Quantity that states one exact amount in UCUM, else an
+    :class:`UnverifiableError` saying what is wrong with ``what``."""
     if not isinstance(q, dict):
         raise UnverifiableError(f"{what} is not a Quantity object ({type(q).__name__})")
     value = as_number(q.get("value"))
-    if value is None or value <= 0:
-        raise UnverifiableError(f"{what} value {q.get('value')!r} is not a positive number")
+    if value is None or (value <= 0 if positive else value < 0):
+        raise UnverifiableError(f"{what} value {q.get('value')!r} is not a {'positive ' if positive else ''}number")
     if q.get("comparator") is not None:
-        raise UnverifiableError(f"{what} has comparator {q.get('comparator')!r}")
+        raise UnverifiableError(f"{what} has comparator {q.get('comparator')!r}{comparator}")
     system = q.get("system")
     if system is not None and system != UCUM_SYSTEM:
         raise UnverifiableError(f"{what} unit system {system!r} is not UCUM ({UCUM_SYSTEM})")
     unit, code = q.get("unit"), q.get("code")
     if unit is None and code is None:
-        raise UnverifiableError(f"{what} {fmt(value)} has no unit of time")
+        raise UnverifiableError(f"{what} {fmt(value)} has no {no_unit}")
+    return value, unit, code
+
+
+def read_time(q: Any, what: str = "period") -> float:
+    """A FHIR Quantity of time (e.g. a Ratio denominator ``1 d`` / ``24 h``) in days."""
+    value, unit, code = _quantity_parts(q, what, positive=True, no_unit="unit of time")
     by_code = _time_days(code, ucum_only=True) if code is not None else None
     if code is not None and by_code is None:
         raise UnverifiableError(f"{what} code {code!r} is not a UCUM unit of time")
@@ -472,19 +480,7 @@ def _rate_unit(text: Any, *, ucum_only: bool) -> tuple[str, float] | None:
 
 def read_rate(q: Any) -> DailyAmount:
     """A rate Quantity (``{"value": 200, "unit": "mg/h"}``) as an amount per day (continuous)."""
-    if not isinstance(q, dict):
-        raise UnverifiableError(f"rate is not a Quantity object ({type(q).__name__})")
-    value = as_number(q.get("value"))
-    if value is None or value < 0:
-        raise UnverifiableError(f"rate value {q.get('value')!r} is not a number")
-    if q.get("comparator") is not None:
-        raise UnverifiableError(f"rate has comparator {q.get('comparator')!r}, so it is not an exact rate")
-    system = q.get("system")
-    if system is not None and system != UCUM_SYSTEM:
-        raise UnverifiableError(f"rate unit system {system!r} is not UCUM ({UCUM_SYSTEM})")
-    unit, code = q.get("unit"), q.get("code")
-    if unit is None and code is None:
-        raise UnverifiableError(f"rate {fmt(value)} has no unit")
+    value, unit, code = _quantity_parts(q, "rate", positive=False, comparator=", so it is not an exact rate")
     by_code = _rate_unit(code, ucum_only=True) if code is not None else None
     if code is not None and by_code is None:
         raise UnverifiableError(f"rate code {code!r} is not a UCUM mass or volume per time")
