@@ -107,7 +107,18 @@ class Reporter:
                 self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
                 return
             blob = orjson.dumps(data, default=str)
+        self._keep(result, blob)
+        self._journal(blob)
+        if self.tracer is not None:
+            if not self.tracer.started:  # lazily: sessions without eval cases open no LangSmith run
+                self.tracer.start(self.header())
+            self.tracer.log_case(data, self.tasks[result.task].count_metrics if result.task in self.tasks else ())
+
+    def _keep(self, result: CaseResult, blob: bytes) -> None:
         self.results[result.key] = result
+        # kept as bytes until the record is written: no Python objects for the garbage
+        # collector to traverse on every collection of a long run
+        self.data[result.key] = blob
         if len(self.results) % FREEZE_EVERY == 0:
             # the results are kept to the end: after a young collection (which frees this
             # stretch's cyclic garbage) move them out of the collector's way, so a long run's
@@ -115,9 +126,8 @@ class Reporter:
             gc.collect(0)
             gc.freeze()
             self.froze = True
-        # kept as bytes until the record is written: no Python objects for the garbage
-        # collector to traverse on every collection of a long run
-        self.data[result.key] = blob
+
+    def _journal(self, blob: bytes) -> None:
         if self.journal is None and not self.journal_failed:
             try:
                 self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
@@ -127,10 +137,6 @@ class Reporter:
                                      f"{e.strerror or e} (the cases are kept for the record)")
         if self.journal is not None:
             self.journal.append_json(blob)
-        if self.tracer is not None:
-            if not self.tracer.started:  # lazily: sessions without eval cases open no LangSmith run
-                self.tracer.start(self.header())
-            self.tracer.log_case(data, self.tasks[result.task].count_metrics if result.task in self.tasks else ())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -217,6 +223,21 @@ class Reporter:
         the gate decides the exit status."""
         if not self.results and not self.settings.thresholds:
             return  # no eval case ran (e.g. the project's own tests): no record
+        self.record = self._build(session, exitstatus)
+        payload = self._write(session)
+        if payload is None:
+            return
+        if self.tracer is not None and self.tracer.started:
+            self.tracer.finish(payload)
+        gate = self.record.gate
+        if self.problems:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        elif gate is not None and exitstatus in (
+            pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED
+        ):
+            session.exitstatus = pytest.ExitCode.OK if gate.passed else pytest.ExitCode.TESTS_FAILED
+
+    def _build(self, session: pytest.Session, exitstatus: int) -> RunRecord:
         # in case-id order: aggregates (bootstrap resamples, float sums) must not depend on
         # the order results arrived in (xdist workers finish in any order)
         cases = sort_cases(self.results.values())
@@ -231,11 +252,15 @@ class Reporter:
         agent, model = self.attribution(cases)
         if gate is not None and completeness.cut_short:
             gate = gate.model_copy(update={"passed": False, "reason": f"the run was cut short: {completeness.reason}"})
-        self.record = build_record(
+        return build_record(
             run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
             requested=self.requested(), options=self.options(), cases=cases, summary=summary,
             completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
         )
+
+    def _write(self, session: pytest.Session) -> dict[str, Any] | None:
+        """Write the record (redacted); the payload written, or None when it could not be."""
+        assert self.record is not None
         # the cases as reported (already JSON), in the record's order: not serialised twice
         head = self.record.model_dump(mode="json", exclude={"cases"})
         payload = {k: ([orjson.loads(self.data[c.key]) for c in self.record.cases] if k == "cases" else head[k])
@@ -247,18 +272,11 @@ class Reporter:
             kept = f"; its cases are in the journal {self.journal.path}" if self.journal is not None else ""
             self.problems.append(self.write_error + kept)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-            return
+            return None
         self.record_path = self.path
-        if self.journal is not None and not completeness.cut_short:
+        if self.journal is not None and not self.record.completeness.cut_short:
             self.fold_journal = True  # complete: the record holds every case; the journal goes
-        if self.tracer is not None and self.tracer.started:
-            self.tracer.finish(payload)
-        if self.problems:
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-        elif gate is not None and exitstatus in (
-            pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED
-        ):
-            session.exitstatus = pytest.ExitCode.OK if gate.passed else pytest.ExitCode.TESTS_FAILED
+        return payload
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.write_error is not None:
