@@ -162,7 +162,7 @@ class ErrorInfo(_Model):
     kind: ErrorKind
     message: str
     error_class: str | None = None
-    traceback: str | None = None
+    traceback: str | None = None  # internal errors: groundeval's; agent errors: the agent's own
 
 
 class Attempt(_Model):

@@ -36,6 +36,23 @@ def _text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+MAX_MESSAGE = 2000
+MAX_TRACEBACK = 8000
+
+
+def _short(text: str) -> str:
+    """An error message for the record and the terminal, truncated when an agent's is huge."""
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + f" ... [{len(text) - MAX_MESSAGE} more characters]"
+
+
+def _agent_traceback(exc: BaseException) -> str:
+    """The user agent's own traceback (the last frames), kept in the record."""
+    frames = "".join(traceback.format_tb(exc.__traceback__, limit=-12))
+    if len(frames) > MAX_TRACEBACK:
+        frames = "...\n" + frames[-MAX_TRACEBACK:]
+    return "Traceback (most recent call last):\n" + frames + _short(f"{type(exc).__name__}: {exc}")
+
+
 def _internal(what: str, exc: BaseException) -> ErrorInfo:
     return ErrorInfo(kind="internal", message=f"internal error {what}: {_text(exc)}",
                      error_class=type(exc).__name__, traceback=traceback.format_exc(limit=8))
@@ -120,14 +137,16 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
         else:
             output, attempts = call_with_policy(attempt, policy)
     except AgentCallError as exc:
+        timed_out = isinstance(exc.last, CallTimeout)
         called.error = ErrorInfo(
-            kind="timeout" if isinstance(exc.last, CallTimeout) else "agent", error_class=exc.error_class,
-            message=f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}")
+            kind="timeout" if timed_out else "agent", error_class=exc.error_class,
+            message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
+            traceback=None if timed_out else _agent_traceback(exc.last))
         called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
-        called.error = ErrorInfo(kind="agent", message=f"agent {name!r} raised {_text(exc)}",
-                                 error_class=type(exc).__name__)
+        called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
+                                 error_class=type(exc).__name__, traceback=_agent_traceback(exc))
         called.fields.update(attempts=1)
         return None
     called.agent_s = sum(spent)
