@@ -135,6 +135,15 @@ def _message_key(serialized: dict[str, Any]) -> dict[str, Any]:
     return {"type": serialized.get("type"), "data": data}
 
 
+def _endpoint(model: Any) -> str | None:
+    """Where a chat model sends its calls (part of the cache key: another server, another answer)."""
+    for attr in ("openai_api_base", "base_url", "anthropic_api_url", "api_url"):
+        value = getattr(model, attr, None)
+        if value:
+            return str(value)
+    return None
+
+
 def wrap_chat_model(model: Any, cache: ModelCache, agent: str = "langgraph") -> Any:
     """A LangChain chat model that answers each call from ``cache`` (components: the model's
     identifying parameters, the messages, the bound tool schemas) or from ``model``."""
@@ -160,7 +169,8 @@ def wrap_chat_model(model: Any, cache: ModelCache, agent: str = "langgraph") -> 
             return self.bind(**getattr(bound, "kwargs", {}))
 
         def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-            params = {**self._identifying_params, **{k: v for k, v in kwargs.items() if k != "tools"}, "stop": stop}
+            params = {**self._identifying_params, **{k: v for k, v in kwargs.items() if k != "tools"}, "stop": stop,
+                      "endpoint": _endpoint(self.inner)}
             model_name = params.get("model") or params.get("model_name")
             comps = self.model_cache.components(
                 agent=self.agent_name, model=model_name, params=params,

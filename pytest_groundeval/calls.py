@@ -91,6 +91,7 @@ class CallPolicy:
     base_delay: float = 1.0
     max_delay: float = 60.0
     max_retry_after: float = 60.0  # a server asking for longer is not obeyed (capped)
+    case_deadline: float | None = None  # seconds for all attempts of one case together
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
 
@@ -201,11 +202,17 @@ def _with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
 def call_with_policy(fn: Callable[[], Any], policy: CallPolicy) -> tuple[Any, list[dict[str, Any]]]:
     """``fn()`` under the policy. Returns (value, attempts); raises :class:`AgentCallError`."""
     attempts: list[dict[str, Any]] = []
+    deadline = time.monotonic() + policy.case_deadline if policy.case_deadline else None
     for n in range(1, max(1, policy.max_attempts) + 1):
         started = time.monotonic()
+        timeout = policy.timeout
+        if deadline is not None:  # no attempt may run past the case's deadline
+            timeout = min(timeout or deadline - started, deadline - started)
         try:
-            value = _with_timeout(fn, policy.timeout)
+            value = _with_timeout(fn, timeout)
         except Exception as exc:
+            if deadline is not None and isinstance(exc, CallTimeout) and time.monotonic() >= deadline - 1e-3:
+                exc = CallTimeout(f"case deadline of {policy.case_deadline:g} s reached (attempt {n})")
             transient = is_transient(exc)
             attempt = {"attempt": n, "error_class": type(exc).__name__, "error": str(exc)[:500],
                        "transient": transient, "status": _status(exc),
@@ -214,6 +221,11 @@ def call_with_policy(fn: Callable[[], Any], policy: CallPolicy) -> tuple[Any, li
             if not transient or n >= policy.max_attempts:
                 raise AgentCallError(exc, attempts) from exc
             wait = policy.delay(n, _retry_after(exc))
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                # the retry could not start before the case's deadline: give up now
+                raise AgentCallError(CallTimeout(
+                    f"case deadline of {policy.case_deadline:g} s would pass before retry {n + 1} "
+                    f"(in {wait:.3g} s) after {type(exc).__name__}: {exc}"), attempts) from exc
             attempt["retry_in_s"] = round(wait, 3)
             policy.sleep(wait)
             continue

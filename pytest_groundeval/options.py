@@ -39,6 +39,8 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
         help="retries of a transient agent failure (rate limit, overload, network) per call (default 4)")
     add("--agent-retry-delay", dest="groundeval_retry_base_delay", type=float, default=1.0, metavar="SECONDS",
         help="first backoff delay between agent retries, doubled per retry, with jitter (default 1)")
+    add("--case-deadline", dest="groundeval_case_deadline", type=float, default=None, metavar="SECONDS",
+        help="time for all attempts of one case together; no retry starts past it (default: none)")
     add("--agent-max-retry-after", dest="groundeval_max_retry_after", type=float, default=60.0, metavar="SECONDS",
         help="longest wait a server's retry-after may ask for before a retry (default 60)")
     add("--max-consecutive-errors", dest="groundeval_max_consecutive_errors", type=int, default=5, metavar="N",
@@ -98,6 +100,9 @@ def _check_values(opt: Any) -> None:
     cost = opt("groundeval_max_cost")
     if cost is not None and not (finite(cost) and cost > 0):
         bad("--max-cost", cost, "must be a positive number of USD")
+    deadline = opt("groundeval_case_deadline")
+    if deadline is not None and not (finite(deadline) and deadline > 0):
+        bad("--case-deadline", deadline, "must be a positive number of seconds")
     timeout = opt("groundeval_agent_timeout")
     if timeout is not None and not (finite(timeout) and timeout > 0):
         bad("--agent-timeout", timeout, "must be a positive number of seconds")
@@ -158,7 +163,8 @@ class Settings:
             ),
             policy=CallPolicy(timeout=timeout, max_attempts=opt("groundeval_retries") + 1,
                               base_delay=opt("groundeval_retry_base_delay"),
-                              max_retry_after=opt("groundeval_max_retry_after")),
+                              max_retry_after=opt("groundeval_max_retry_after"),
+                              case_deadline=opt("groundeval_case_deadline")),
             concurrency=opt("groundeval_concurrency"),
             max_cost=opt("groundeval_max_cost"),
             resume=resume,

@@ -121,3 +121,40 @@ def test_a_record_that_cannot_be_written_is_an_internal_error_naming_the_path(ev
     out = result.stdout.str()
     assert "could not write the run record" in out and "blocker/record.json" in out
     assert "could not open the journal" in out
+
+
+# ---------------------------------------------------------------- the per-case deadline
+def test_a_case_deadline_bounds_all_attempts_together():
+    import time
+
+    from pytest_groundeval.calls import AgentCallError, CallTimeout, TransientAgentError, call_with_policy
+
+    calls = []
+
+    def always_rate_limited():
+        calls.append(time.monotonic())
+        raise TransientAgentError("429", retry_after=0.3)
+
+    policy = CallPolicy(timeout=5.0, max_attempts=50, base_delay=0.0, case_deadline=1.0)
+    started = time.monotonic()
+    with pytest.raises(AgentCallError) as info:
+        call_with_policy(always_rate_limited, policy)
+    assert time.monotonic() - started < 1.2  # 50 attempts x 0.3 s would be 15 s
+    assert isinstance(info.value.last, CallTimeout) and "case deadline of 1 s" in str(info.value.last)
+    assert 2 <= len(calls) <= 4
+
+    def slow():
+        time.sleep(3)
+
+    started = time.monotonic()
+    with pytest.raises(AgentCallError) as info:  # one attempt is cut at the deadline, not at --agent-timeout
+        call_with_policy(slow, CallPolicy(timeout=10.0, max_attempts=3, base_delay=0.0, case_deadline=0.5))
+    assert time.monotonic() - started < 1.0 and "case deadline of 0.5 s reached" in str(info.value.last)
+
+
+def test_a_case_deadline_is_a_timeout_error_in_the_record(evalproject):
+    result = _start(evalproject, "--agent=agents_under_test:Hangs", "--agent-timeout", "30", "--case-deadline", "0.3",
+                    "-k", "Alena")
+    result.assert_outcomes(failed=1)
+    [case] = read_record(evalproject)["cases"]
+    assert case["error"]["kind"] == "timeout" and "case deadline of 0.3 s" in case["error"]["message"]

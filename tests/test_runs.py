@@ -259,6 +259,15 @@ def test_strict_cache_miss_is_an_error_naming_the_component(fake_claude):
         assert "closest stored entry differs in: model" in c["error"]["message"]
 
 
+def test_the_cache_key_includes_the_endpoint(fake_claude, monkeypatch):
+    run(fake_claude, "--agent=claude", "--model-cache", "write", "--model-cache-dir", "cache").assert_outcomes(passed=N)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/proxy")  # another server: not its answers
+    result = run(fake_claude, "--agent=claude", "--model-cache", "strict", "--model-cache-dir", "cache")
+    result.assert_outcomes(failed=N)
+    for c in read_record(fake_claude)["cases"]:
+        assert "closest stored entry differs in: params" in c["error"]["message"]
+
+
 def test_strict_cache_needs_no_api_key(fake_claude, monkeypatch):
     run(fake_claude, "--agent=claude", "--model-cache", "write", "--model-cache-dir", "cache")
     monkeypatch.delenv("ANTHROPIC_API_KEY")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -61,7 +62,8 @@ class ClaudeAgent:
             value = self._call(prompt)
         else:
             components = self.cache.components(
-                agent=self.name, model=self.model, params={"max_tokens": self.max_tokens},
+                agent=self.name, model=self.model,
+                params={"max_tokens": self.max_tokens, "endpoint": os.environ.get("ANTHROPIC_BASE_URL")},
                 messages=[{"role": "user", "content": prompt}], tools=None)
             value, hit = self.cache.call(components, lambda: self._call(prompt),
                                          meta={"agent": self.name, "model": self.model})
