@@ -33,6 +33,8 @@ def read_bytes(path: Path) -> bytes:
             data = gzip.decompress(data)
         except (OSError, EOFError) as e:
             raise CaseError(f"{path.name}: not a valid gzip file: {e}") from e
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, as some exporters write
+        data = data[3:]
     return data
 
 
@@ -42,6 +44,13 @@ def load_json(path: Path) -> tuple[Any, bytes]:
     try:
         return orjson.loads(raw), raw
     except orjson.JSONDecodeError as e:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as u:
+            raise CaseError(f"{path.name}: not UTF-8 text (byte 0x{raw[u.start]:02x} at offset {u.start}); "
+                            "FHIR JSON is UTF-8: re-encode the file") from None
+        if not raw.strip():
+            raise CaseError(f"{path.name}: the file is empty") from None
         raise CaseError(f"{path.name}: not valid JSON: {e}") from e
 
 

@@ -158,3 +158,37 @@ def test_a_case_deadline_is_a_timeout_error_in_the_record(evalproject):
     result.assert_outcomes(failed=1)
     [case] = read_record(evalproject)["cases"]
     assert case["error"]["kind"] == "timeout" and "case deadline of 0.3 s" in case["error"]["message"]
+
+
+# ---------------------------------------------------------------- a corpus of bad case files
+def test_a_corpus_of_bad_bundles_errors_each_case_with_its_file_and_reason(evalproject):
+    import gzip
+    import shutil
+
+    from conftest import SYNTHEA, ZERO
+
+    data = evalproject.path / "data"
+    good = (SYNTHEA / f"{ZERO}.json").read_bytes()
+    corpus = {
+        "empty": (b"", "empty.json: the file is empty"),
+        "truncated": (good[: len(good) // 2], "truncated.json: not valid JSON"),
+        "array": (b"[1, 2, 3]", "array.json: not a FHIR Bundle (resourceType='list')"),
+        "no-entries": (json.dumps({"resourceType": "Bundle", "type": "collection"}).encode(),
+                       "no-entries.json: the Bundle has no Patient resource"),
+        "latin1": ('{"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "name": "Jos\\u00e9"}}]}'
+                   .encode("utf-8").replace(b"\\u00e9", "é".encode("latin-1")),
+                   "latin1.json: not UTF-8 text (byte 0xe9"),
+    }
+    for stem, (raw, _) in corpus.items():
+        (data / f"{stem}.json").write_bytes(raw)
+    (data / "bad-gzip.json.gz").write_bytes(b"not gzip at all")
+    (data / "bom.json").write_bytes(b"\xef\xbb\xbf" + good)  # a byte-order mark is fine: it runs
+    (data / "gzipped-bom.json.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + good))
+    shutil.copy(SYNTHEA / f"{ZERO}.json", data / "copy.json")
+    result = _start(evalproject, "--agent=agents_under_test:Correct")
+    result.assert_outcomes(passed=len(SMALL_SET) + 3, failed=len(corpus) + 1)
+    cases = {c["case_id"]: c for c in read_record(evalproject)["cases"]}
+    for stem, (_, message) in corpus.items():
+        assert cases[stem]["error"]["kind"] == "case" and message in cases[stem]["error"]["message"], cases[stem]
+    assert "bad-gzip.json.gz: not a valid gzip file" in cases["bad-gzip"]["error"]["message"]
+    assert cases["bom"]["outcome"] == cases["gzipped-bom"]["outcome"] == "passed"
