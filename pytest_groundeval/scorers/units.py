@@ -203,19 +203,7 @@ def amount(value: float, code: str) -> Amount:
 
 def read_quantity(q: Any) -> Amount:
     """Read a FHIR Quantity as an :class:`Amount`; raise :class:`UnverifiableError` otherwise."""
-    if not isinstance(q, dict):
-        raise UnverifiableError(f"dose is not a Quantity object ({type(q).__name__})")
-    value = as_number(q.get("value"))
-    if value is None:
-        raise UnverifiableError(f"dose value {q.get('value')!r} is not a number")
-    if q.get("comparator") is not None:
-        raise UnverifiableError(f"dose has comparator {q.get('comparator')!r}, so it is not an exact dose")
-    system = q.get("system")
-    if system is not None and system != UCUM_SYSTEM:
-        raise UnverifiableError(f"unit system {system!r} is not UCUM ({UCUM_SYSTEM})")
-    unit, code = q.get("unit"), q.get("code")
-    if unit is None and code is None:
-        raise UnverifiableError(f"dose {fmt(value)} has no unit")
+    value, unit, code = _quantity_parts(q, "dose", positive=None, comparator=", so it is not an exact dose")
     code_ucum = None
     if code is not None:
         code_ucum = ucum_code(code)
@@ -415,14 +403,15 @@ def _time_days(text: Any, *, ucum_only: bool) -> float | None:
     return n * PERIOD_UNIT_DAYS[code]
 
 
-def _quantity_parts(q: Any, what: str, *, positive: bool, comparator: str = "",
+def _quantity_parts(q: Any, what: str, *, positive: bool | None, comparator: str = "",
                     no_unit: str = "unit") -> tuple[float, Any, Any]:
     """(value, unit, code) of a Quantity that states one exact amount in UCUM, else an
-    :class:`UnverifiableError` saying what is wrong with ``what``."""
+    :class:`UnverifiableError` saying what is wrong with ``what`` (``positive``: > 0, >= 0
+    for False, any number for None)."""
     if not isinstance(q, dict):
         raise UnverifiableError(f"{what} is not a Quantity object ({type(q).__name__})")
     value = as_number(q.get("value"))
-    if value is None or (value <= 0 if positive else value < 0):
+    if value is None or (positive is not None and (value <= 0 if positive else value < 0)):
         raise UnverifiableError(f"{what} value {q.get('value')!r} is not a {'positive ' if positive else ''}number")
     if q.get("comparator") is not None:
         raise UnverifiableError(f"{what} has comparator {q.get('comparator')!r}{comparator}")
