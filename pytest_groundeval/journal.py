@@ -64,9 +64,6 @@ class Journal:
         except OSError:
             pass
 
-    def append(self, case: dict[str, Any]) -> None:
-        self._write({"kind": "case", **case})
-
     def append_json(self, case: bytes) -> None:
         """A case result already serialised as a JSON object."""
         self._write_line(b'{"kind":"case",' + case[1:] + b"\n")

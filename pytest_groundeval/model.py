@@ -30,7 +30,6 @@ SCHEMA_VERSION = "2.0"
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 ErrorKind = Literal["case", "agent", "timeout", "budget", "crash", "internal"]
-ERROR_KINDS: tuple[str, ...] = ("case", "agent", "timeout", "budget", "crash", "internal")
 #: kinds a --resume runs again (the infrastructure may do better next time)
 RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget", "crash"})
 

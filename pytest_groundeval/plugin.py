@@ -78,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter.local_concurrency = lambda: evaluator.concurrency
         reporter.local_selection = lambda: (evaluator.selected, evaluator.deselected)
         reporter.find_case = evaluator.find_case
+        reporter.local_stop = lambda: evaluator.stop_reason
         config.pluginmanager.register(reporter, "groundeval-reporter")
     # registered after the reporter: its session-finish (stop the calls) runs before the record
     config.pluginmanager.register(evaluator, "groundeval-evaluator")

@@ -51,6 +51,8 @@ class Reporter:
         self.worker_selection: tuple[int, int] | None = None  # (selected, deselected) from workers
         self.find_case: Any = None  # case id -> [CaseRef] (the in-process evaluator's)
         self.local_selection: Any = None  # () -> (selected, deselected), when items ran here
+        self.local_stop: Any = None  # () -> why the in-process evaluator stopped calling, or None
+        self.worker_stops: list[str] = []
         self.unresolved_crashes: list[str] = []
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
@@ -143,6 +145,8 @@ class Reporter:
         out = getattr(node, "workeroutput", None) or {}
         if "groundeval_concurrency" in out:
             self.worker_concurrency.append(int(out["groundeval_concurrency"]))
+        if out.get("groundeval_stop_reason"):
+            self.worker_stops.append(out["groundeval_stop_reason"])
         if out.get("groundeval_selected") is not None:  # every worker collects every item
             self.worker_selection = (int(out["groundeval_selected"]), int(out.get("groundeval_deselected") or 0))
 
@@ -194,10 +198,8 @@ class Reporter:
             reasons.append(f"-x / --maxfail: {session.shouldfail}")
         if budget is not None and budget.stopped:
             reasons.append(f"--max-cost reached ({budget.cases_not_run} cases not run)")
-        stopped = [c.error.message for c in cases if c.error is not None and c.error.message.startswith(
-            "not run: stopped after")]
-        if stopped:
-            reasons.append(stopped[0][len("not run: "):].split(":", 1)[0])
+        stops = self.worker_stops or ([self.local_stop()] if self.local_stop else [])
+        reasons += sorted({r.split(":", 1)[0] for r in stops if r})
         crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
         if crashed:
             reasons.append(f"a worker crashed ({crashed} case(s))")

@@ -258,3 +258,4 @@ class Evaluator:
             workeroutput["groundeval_concurrency"] = self.concurrency
             workeroutput["groundeval_selected"] = self.selected
             workeroutput["groundeval_deselected"] = self.deselected
+            workeroutput["groundeval_stop_reason"] = self.stop_reason
