@@ -20,6 +20,7 @@ import orjson
 from pydantic import ValidationError
 
 from .model import SCHEMA_VERSION, CaseResult
+from .record import open_private
 
 SYNC_INTERVAL_S = 0.2
 
@@ -28,7 +29,8 @@ class Journal:
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(path, "wb")  # each run owns its journal: a reused path starts afresh
+        # each run owns its journal: a reused path starts afresh (mode FILE_MODE)
+        self._fh = os.fdopen(open_private(path), "wb")
         self._dirty = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()

@@ -138,8 +138,21 @@ def record_bytes(record: RunRecord | dict[str, Any]) -> bytes:
     return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2) + b"\n"
 
 
+# Every file the harness writes (record, journal, cache entries) is readable by its owner
+# only: they hold model outputs and the patient data the cases are built from.
+FILE_MODE = 0o600
+
+
+def open_private(path: Path) -> int:
+    """``path`` opened for writing afresh, mode :data:`FILE_MODE` (also when it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return fd
+
+
 def write_json_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, fsync, then rename over ``path``."""
+    """Write to a temp file in the same folder (mode :data:`FILE_MODE`, as ``mkstemp``
+    makes it), fsync, then rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

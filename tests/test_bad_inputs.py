@@ -192,3 +192,29 @@ def test_a_corpus_of_bad_bundles_errors_each_case_with_its_file_and_reason(evalp
         assert cases[stem]["error"]["kind"] == "case" and message in cases[stem]["error"]["message"], cases[stem]
     assert "bad-gzip.json.gz: not a valid gzip file" in cases["bad-gzip"]["error"]["message"]
     assert cases["bom"]["outcome"] == cases["gzipped-bom"]["outcome"] == "passed"
+
+
+def test_every_file_the_harness_writes_has_one_mode(tmp_path):
+    """Record, journal and cache entries: 0600 whatever the umask, also over an existing file."""
+    import os
+    import stat
+
+    from pytest_groundeval.cache import ModelCache
+    from pytest_groundeval.journal import Journal
+    from pytest_groundeval.record import FILE_MODE, write_json_atomic
+
+    old = os.umask(0o022)
+    try:
+        journal_path = tmp_path / "run.jsonl"
+        journal_path.write_text("an older run\n")
+        journal_path.chmod(0o644)
+        Journal(journal_path, {"run_id": "r"}).close()
+        write_json_atomic(tmp_path / "run.json", b"{}")
+        cache = ModelCache(tmp_path / "cache", "readwrite")
+        cache.put({"agent": "a"}, {"text": "x"})
+        written = [journal_path, tmp_path / "run.json", *(tmp_path / "cache").glob("*/*.json")]
+    finally:
+        os.umask(old)
+    assert len(written) == 3
+    assert FILE_MODE == 0o600
+    assert {stat.S_IMODE(p.stat().st_mode) for p in written} == {FILE_MODE}
