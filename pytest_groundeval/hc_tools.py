@@ -36,6 +36,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from .resources import MissingDataError, data_path
+
 RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 UCUM_SYSTEM = "http://unitsofmeasure.org"
 
@@ -95,9 +97,12 @@ _COUNT_UNITS = {
     "{tbl}", "{capsule}", "{puff}", "{actuat}", "actuation", "actuations",
 }
 
-DEFAULT_CATALOG_PATH = (
-    Path(__file__).resolve().parent.parent / "fixtures" / "terminology" / "rxnorm.json"
-)
+CATALOG_FILE = ("terminology", "rxnorm.json")  # inside groundeval's packaged data
+
+
+def default_catalog_path() -> Path:
+    """The packaged RxNorm catalog (a loud ``MissingDataError`` if the package lacks it)."""
+    return data_path(*CATALOG_FILE)
 
 # --------------------------------------------------------------------------
 # Catalog and lookup
@@ -276,12 +281,12 @@ class Catalog:
 
 _catalog_lock = threading.Lock()
 _catalog: Optional[Catalog] = None
-_catalog_path: Path = DEFAULT_CATALOG_PATH
+_catalog_path: Optional[Path] = None  # None: the packaged catalog
 
 
 def load_catalog(path: Union[str, Path, None] = None) -> Catalog:
-    """Load a catalog file (default: the repository's fixtures catalog)."""
-    return Catalog.from_path(path or DEFAULT_CATALOG_PATH)
+    """Load a catalog file (default: the packaged catalog)."""
+    return Catalog.from_path(path or default_catalog_path())
 
 
 def set_catalog(catalog: Union[Catalog, str, Path, Iterable[Dict[str, Any]], None]) -> None:
@@ -293,7 +298,7 @@ def set_catalog(catalog: Union[Catalog, str, Path, Iterable[Dict[str, Any]], Non
     global _catalog, _catalog_path
     with _catalog_lock:
         if catalog is None:
-            _catalog, _catalog_path = None, DEFAULT_CATALOG_PATH
+            _catalog, _catalog_path = None, None
         elif isinstance(catalog, Catalog):
             _catalog = catalog
         elif isinstance(catalog, (str, Path)):
@@ -307,7 +312,7 @@ def get_catalog() -> Catalog:
     global _catalog
     with _catalog_lock:
         if _catalog is None:
-            _catalog = Catalog.from_path(_catalog_path)
+            _catalog = Catalog.from_path(_catalog_path or default_catalog_path())
         return _catalog
 
 
@@ -347,6 +352,8 @@ def lookup_medication_code(
         return {"query": query, "matches": [], "error": "limit must be a positive integer"}
     try:
         resolved = _resolve_catalog(catalog)
+    except MissingDataError:
+        raise  # an incomplete install is the harness's error, not a tool result for the model
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return {"query": query, "matches": [], "error": f"medication catalog unavailable: {exc}"}
     return {"query": query, "matches": resolved.lookup(query, limit)}
@@ -715,7 +722,7 @@ def langchain_tools(catalog: Union[Catalog, str, Path, None] = None) -> list:
 
 __all__ = [
     "Catalog",
-    "DEFAULT_CATALOG_PATH",
+    "default_catalog_path",
     "R4B_MEDICATION_STATEMENT_STATUSES",
     "RXNORM_SYSTEM",
     "UCUM_DOSE_UNITS",

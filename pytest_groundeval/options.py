@@ -69,17 +69,25 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
     for task in tasks.values():
         src = task.source
         add(src.flag, dest=src.dest, default=None, metavar="PATH", help=src.help)
-        parser.addini(src.ini, f"{task.name} cases ({task.description})", default=src.default)
+        parser.addini(src.ini, f"{task.name} cases ({task.description})", default="")
 
 
 def _task_path(config: pytest.Config, task: Any) -> Path:
-    """The command-line value is relative to the current folder; the ini value and the
-    default to the rootdir."""
+    """The command-line value is relative to the current folder; the ini value to the
+    rootdir; the default to groundeval's packaged data (built-in suites) or the rootdir."""
     given = config.getoption(task.source.dest)
-    path = Path(given or config.getini(task.source.ini))
-    if not path.is_absolute():
-        path = (Path.cwd() if given else config.rootpath) / path
-    return path
+    ini = config.getini(task.source.ini)
+    if given:
+        path = Path(given)
+        return path if path.is_absolute() else Path.cwd() / path
+    if ini:
+        path = Path(ini)
+        return path if path.is_absolute() else config.rootpath / path
+    if task.source.packaged:
+        from .resources import data_path
+
+        return data_path(task.source.default)
+    return config.rootpath / task.source.default
 
 
 MAX_CONCURRENCY = 256

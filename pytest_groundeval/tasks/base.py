@@ -33,13 +33,15 @@ __all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "ParseError", "Task", "
 @dataclass(frozen=True)
 class CaseSource:
     """Where a task's cases live: ``--<flag>`` on the command line (relative to the current
-    folder), else the ini key (relative to the rootdir), else ``default`` (rootdir)."""
+    folder), else the ini key (relative to the rootdir), else ``default``: relative to
+    groundeval's packaged data when ``packaged`` (the built-in suites), else to the rootdir."""
 
     flag: str  # e.g. "--data-dir"
     ini: str  # e.g. "groundeval_data_dir"
-    default: str  # e.g. "fixtures/synthea"
+    default: str  # e.g. "synthea" (packaged) or "my_cases.json" (rootdir)
     help: str
     key: str  # the name of this setting in the record's options, e.g. "data_dir"
+    packaged: bool = False
 
     @property
     def dest(self) -> str:

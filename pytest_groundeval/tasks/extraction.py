@@ -80,9 +80,9 @@ class ExtractionTask(Task):
     name: ClassVar[str] = "extraction"
     description: ClassVar[str] = "read a patient's active medications (RxNorm) out of a FHIR bundle"
     source: ClassVar[CaseSource] = CaseSource(
-        flag="--data-dir", ini="groundeval_data_dir", default="fixtures/synthea", key="data_dir",
+        flag="--data-dir", ini="groundeval_data_dir", default="synthea", packaged=True, key="data_dir",
         help="folder of Synthea FHIR bundles (.json / .json.gz) for the extraction suite "
-        "(default: ini groundeval_data_dir, else fixtures/synthea)",
+        "(default: ini groundeval_data_dir, else the bundled suite's cases)",
     )
     metrics = scorer.SUMMARY_METRICS
     metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}

@@ -343,9 +343,9 @@ class ReconciliationTask(Task):
     description: ClassVar[str] = "reconcile a patient-reported medication list against the FHIR record"
     source: ClassVar[CaseSource] = CaseSource(
         flag="--reconciliation-cases", ini="groundeval_reconciliation_cases",
-        default="fixtures/reconciliation", key="reconciliation_cases",
+        default="reconciliation", packaged=True, key="reconciliation_cases",
         help="folder of reconciliation cases (<case_id>.json, each naming its bundle) "
-        "(default: ini groundeval_reconciliation_cases, else fixtures/reconciliation)",
+        "(default: ini groundeval_reconciliation_cases, else the bundled suite's cases)",
     )
     metrics = scorer.SUMMARY_METRICS
     metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}

@@ -100,9 +100,9 @@ class WriteTask(Task):
     name: ClassVar[str] = "write"
     description: ClassVar[str] = "write a FHIR R4B MedicationStatement from a clinical note"
     source: ClassVar[CaseSource] = CaseSource(
-        flag="--write-cases", ini="groundeval_write_cases", default="fixtures/write_cases", key="write_cases",
+        flag="--write-cases", ini="groundeval_write_cases", default="write_cases", packaged=True, key="write_cases",
         help="write cases: a folder of <case_id>.json files or one JSON file "
-        "(default: ini groundeval_write_cases, else fixtures/write_cases)",
+        "(default: ini groundeval_write_cases, else the bundled suite's cases)",
     )
     metrics = DIMENSIONS + ("pass",)
     metric_aliases = {"pass_rate": "pass"}
