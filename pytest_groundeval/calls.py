@@ -8,6 +8,7 @@ The outcome keeps every attempt, so the record can tell "the model failed" (a sc
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import queue
 import random
@@ -36,6 +37,33 @@ class PermanentAgentError(Exception):
 
 class CallTimeout(TimeoutError):
     """The call took longer than ``--agent-timeout``."""
+
+
+# The monotonic time by which the running attempt must be over (its timeout, or the case's
+# deadline if sooner), set around each attempt in the thread that runs it. An agent that
+# makes several model calls per attempt reads it with :func:`attempt_deadline` so that no
+# call starts once the harness has given up on the attempt (the LangGraph agent does).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("groundeval_deadline", default=None)
+
+
+def attempt_deadline() -> float | None:
+    """``time.monotonic()`` value at which the current attempt ends (None: unbounded)."""
+    return _DEADLINE.get()
+
+
+def _bounded(fn: Callable[[], Any], timeout: float | None) -> Callable[[], Any]:
+    """``fn`` run with :func:`attempt_deadline` set to now + ``timeout`` where it runs."""
+    if not timeout:
+        return fn
+
+    def run() -> Any:
+        token = _DEADLINE.set(time.monotonic() + timeout)
+        try:
+            return fn()
+        finally:
+            _DEADLINE.reset(token)
+
+    return run
 
 
 def _status(exc: BaseException) -> int | None:
@@ -188,6 +216,7 @@ def _with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
     agents get the same timeout so their sockets give up too."""
     if not timeout:
         return fn()
+    fn = _bounded(fn, timeout)
     if _alarm_is_free():
         return _with_alarm(fn, timeout)
     future = _Caller.get().submit(fn)

@@ -88,6 +88,7 @@ class Called:
     fields: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     agent_s: float | None = None  # how long the agent took (all attempts)
+    failed_usage: list[dict[str, Any]] = field(default_factory=list)  # what failed attempts spent
 
 
 def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
@@ -112,21 +113,30 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
         called.error = ErrorInfo(kind="budget", message=(
             f"not run: --max-cost {budget.max_cost:g} USD reached (spent {budget.spent:.4f})"))
         return called
-    output = _call_agent(called, task, case, agent, policy)
+    output = _call_agent(called, task, case, agent, policy, budget)
     if output is not None:
         _take_output(called, output, agent, budget)
     return called
 
 
-def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None) -> AgentOutput | None:
-    """The agent's answer, or None with ``called.error`` set (kind agent or timeout)."""
+def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None,
+                budget: Budget | None = None) -> AgentOutput | None:
+    """The agent's answer, or None with ``called.error`` set (kind agent or timeout). What
+    failed attempts spent (``exc.usage`` on the exception, as the LangGraph agent sets it)
+    is charged to the case and to the budget all the same."""
     name = getattr(agent, "name", None) or type(agent).__name__
     spent: list[float] = []  # the agent's own time per attempt, measured where it runs
+    failed_usage: list[dict[str, Any]] = []
 
     def attempt() -> AgentOutput:
         began = time.perf_counter()
         try:
             return call_agent(agent, task, case)
+        except BaseException as exc:
+            usage = _valid_usage(getattr(exc, "usage", None))
+            if usage:
+                failed_usage.append(usage)
+            raise
         finally:
             spent.append(time.perf_counter() - began)
 
@@ -143,19 +153,57 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
             traceback=None if timed_out else _agent_traceback(exc.last))
         called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts)
+        _charge(called, failed_usage, agent, budget)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
         called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
                                  error_class=type(exc).__name__, traceback=_agent_traceback(exc))
         called.fields.update(attempts=1)
+        _charge(called, failed_usage, agent, budget)
         return None
     called.agent_s = sum(spent)
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
+    called.failed_usage = failed_usage
     return output
 
 
+def _valid_usage(raw: Any) -> dict[str, Any] | None:
+    """Token counts from an agent, or None when they are not token counts."""
+    if raw is None:
+        return None
+    try:
+        return Usage.model_validate(raw).model_dump()
+    except ValidationError:
+        return None
+
+
+def _sum_usage(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Token counts of several attempts added up (integer counters; the rest from the last)."""
+    total: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, int) and not isinstance(value, bool) and isinstance(total.get(key, 0), int):
+                total[key] = total.get(key, 0) + value
+            else:
+                total[key] = value
+    return total
+
+
+def _charge(called: Called, failed_usage: list[dict[str, Any]], agent: Any, budget: Budget | None) -> None:
+    """A case that got no answer still paid for its failed attempts: usage, cost, budget."""
+    if not failed_usage:
+        return
+    usage = _sum_usage(failed_usage)
+    model = getattr(agent, "model", None)
+    cost = cost_usd(model, usage)
+    if budget is not None:
+        budget.add(cost)
+    called.fields.update(usage=Usage.model_validate(usage), cost_usd=cost)
+
+
 def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget | None) -> None:
-    """Usage (typed: anything but token counts is an agent error), cost, and the answer."""
+    """Usage (typed: anything but token counts is an agent error), cost, and the answer.
+    Usage and cost cover every attempt, the failed ones included."""
     try:
         usage = Usage.model_validate(output.usage) if output.usage is not None else None
     except ValidationError as exc:
@@ -163,9 +211,14 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
         called.error = ErrorInfo(kind="agent", error_class="ValidationError", message=(
             f"agent {name!r} returned usage that is not token counts: {output.usage!r} "
             f"({exc.errors()[0]['msg']})"))
+        _charge(called, called.failed_usage, agent, budget)
         return
     model = output.model or getattr(agent, "model", None)
-    cost = cost_usd(model, output.usage)
+    paid = output.usage
+    if called.failed_usage:
+        paid = _sum_usage([*called.failed_usage, *([usage.model_dump()] if usage is not None else [])])
+        usage = Usage.model_validate(paid)
+    cost = cost_usd(model, paid)
     if budget is not None:
         budget.add(cost)
     called.output = output

@@ -40,6 +40,11 @@ Runaway loops
   graph runs in a worker thread; if it has not finished in time the run raises
   ``TimeoutError`` and the worker stops after its current step (a request in flight
   still ends within ``timeout``).
+* The harness's deadline for the attempt (``--agent-timeout``, ``--case-deadline``; read
+  with :func:`pytest_groundeval.calls.attempt_deadline`) bounds the run the same way, and
+  is passed down into the graph: a callback refuses to start any model call once it has
+  passed, or once the harness stopped waiting, so a run the harness gave up on stops
+  paying (at most the request already in flight completes).
 
 The harness records any exception from an agent as an ``error`` outcome with its message.
 The exception carries the partial tool-call transcript as ``exc.transcript``.
@@ -51,8 +56,10 @@ import contextvars
 import json
 import os
 import threading
+import time
 from typing import Any
 
+from ..calls import CallTimeout, attempt_deadline
 from ..model import AgentOutput
 from .base import AgentSpec
 
@@ -162,6 +169,27 @@ def transcript_of(messages: list[Any]) -> list[dict[str, Any]]:
                 entry["status"] = m.status
             out.append(entry)
     return out
+
+
+def _deadline_guard(at: float, stop: threading.Event) -> Any:
+    """A LangChain callback that refuses to start a model call after ``at`` (monotonic) or
+    once ``stop`` is set: the deadline, passed down into the graph."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class DeadlineGuard(BaseCallbackHandler):
+        raise_error = True  # LangChain re-raises a handler's error only when asked to
+
+        def _check(self) -> None:
+            if stop.is_set() or time.monotonic() >= at:
+                raise CallTimeout("the attempt's deadline has passed: no further model call is started")
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            self._check()
+
+        def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> None:
+            self._check()
+
+    return DeadlineGuard()
 
 
 def _usage(messages: list[Any]) -> dict[str, int] | None:
@@ -292,18 +320,23 @@ class LangGraphAgent:
             return graph
 
     def _stream(self, graph: Any, prompt: str) -> list[Any]:
-        """Run the graph in a worker thread under the wall-clock limit; return its messages."""
+        """Run the graph in a worker thread under the wall-clock limit and the harness's
+        deadline; return its messages."""
         from langchain_core.messages import HumanMessage
         from langgraph.errors import GraphRecursionError
 
         box: dict[str, Any] = {"messages": [], "error": None}
         stop = threading.Event()
+        started = time.monotonic()
+        deadline = attempt_deadline()
+        limit = self.run_timeout if deadline is None else min(self.run_timeout, deadline - started)
+        guard = _deadline_guard(started + limit, stop)
 
         def work() -> None:
             try:
                 for state in graph.stream(
                     {"messages": [HumanMessage(content=prompt)]},
-                    {"recursion_limit": self.recursion_limit},
+                    {"recursion_limit": self.recursion_limit, "callbacks": [guard]},
                     stream_mode="values",
                 ):
                     if isinstance(state, dict) and "messages" in state:
@@ -316,14 +349,24 @@ class LangGraphAgent:
         ctx = contextvars.copy_context()  # keep tracing (LangSmith) context in the worker
         worker = threading.Thread(target=ctx.run, args=(work,), name="groundeval-langgraph", daemon=True)
         worker.start()
-        worker.join(self.run_timeout)
+        try:
+            worker.join(max(0.0, limit))
+        except BaseException as interrupted:  # the harness's timeout interrupted the wait (SIGALRM)
+            stop.set()  # no further model call starts
+            interrupted.transcript = transcript_of(box["messages"])  # type: ignore[attr-defined]
+            interrupted.usage = _usage(box["messages"])  # type: ignore[attr-defined]
+            raise
         if worker.is_alive():
-            stop.set()
+            stop.set()  # no further model call starts
+        if worker.is_alive():
+            what = ("the wall-clock limit of {:g} s".format(self.run_timeout) if limit >= self.run_timeout
+                    else "the harness's deadline ({:g} s)".format(limit))
             exc = TimeoutError(
-                f"langgraph agent exceeded the wall-clock limit of {self.run_timeout:g} s "
+                f"langgraph agent exceeded {what} "
                 f"after {sum(1 for m in box['messages'] if getattr(m, 'type', None) == 'ai')} model calls"
             )
             exc.transcript = transcript_of(box["messages"])  # type: ignore[attr-defined]
+            exc.usage = _usage(box["messages"])  # type: ignore[attr-defined]
             raise exc
         error = box["error"]
         if isinstance(error, GraphRecursionError):
@@ -332,8 +375,14 @@ class LangGraphAgent:
                 "(each model call and each tool round is a step) without a final answer"
             )
             exc2.transcript = transcript_of(box["messages"])  # type: ignore[attr-defined]
+            exc2.usage = _usage(box["messages"])  # type: ignore[attr-defined]
             raise exc2 from error
         if error is not None:
+            if getattr(error, "usage", None) is None:
+                try:  # what the run spent before failing counts toward the budget
+                    error.usage = _usage(box["messages"])
+                except AttributeError:
+                    pass
             raise error
         return box["messages"]
 
