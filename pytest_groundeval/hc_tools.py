@@ -11,17 +11,26 @@ raises.
 
 - :func:`lookup_medication_code` searches a site RxNorm catalog (a JSON list
   of ``{code, display, system}``) so the agent looks codes up instead of
-  guessing them.
+  guessing them. :class:`Catalog` is a HealthChain ``TerminologyLookup``
+  (``search``, ``entries()``), so it also serves ``FHIRToolkit(lookup=...)``;
+  and any other ``TerminologyLookup`` can serve the tool (``catalog=``).
 - :func:`build_medication_statement` builds an R4B MedicationStatement with
   ``healthchain.fhir.create_medication_statement`` / ``create_dosage``, adding
   what those helpers do not cover (UCUM system/code on quantities, dose
-  ranges, frequency ranges, non-daily periods, notes).
+  ranges, frequency ranges, non-daily periods, notes). ``FHIRToolkit``'s
+  ``build_resource`` covers less still (FRICTION.md D10).
 - :func:`validate_medication_statement` runs
   ``healthchain.fhir.validate_resource`` against R4B plus the checks an agent
-  needs spelled out (resourceType, the required ``status`` binding).
+  needs spelled out (resourceType, the required ``status`` binding); it does
+  not go through ``FHIRToolkit``'s ``validate_resource`` tool, which has no
+  FHIR version and raises on non-dict input (FRICTION.md D11).
 
 :func:`langchain_tools` returns the three as LangChain ``StructuredTool`` s;
-``langchain_core`` is imported only there.
+``langchain_core`` is imported only there. :func:`list_medication_requests` and
+:func:`langchain_bundle_tools` read one patient's bundle through
+``FHIRToolkit``'s ``get_coded_entries`` tool; :func:`fhir_toolkit` is that
+toolkit over a bundle with the site catalog as its lookup. HealthChain itself is
+imported only inside the functions that use it.
 """
 
 from __future__ import annotations
@@ -34,9 +43,13 @@ import re
 import threading
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .resources import MissingDataError, data_path
+
+if TYPE_CHECKING:  # HealthChain costs ~0.2 s to import; hc_tools imports it only when used
+    from healthchain.terminology import TerminologyLookup
+    from healthchain.tools import FHIRToolkit
 
 RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 UCUM_SYSTEM = "http://unitsofmeasure.org"
@@ -231,11 +244,34 @@ def _weight(token: str) -> int:
     return 2 if token.isalpha() and token not in _GENERIC else 1
 
 
+class CatalogEntries(list):
+    """A catalog's entries: a plain list of ``{code, display, system}`` dicts.
+
+    Calling it (``catalog.entries()``) returns the same entries as HealthChain
+    ``Coding`` objects, in catalog order. That is the enumeration capability
+    ``FHIRToolkit`` looks for (``hasattr(lookup, "entries")``, then
+    ``lookup.entries()``) to register its ``list_codes`` tool, the same
+    signature as ``LocalCodeLookup.entries()``.
+    """
+
+    def __call__(self) -> list:
+        from healthchain.terminology import Coding
+
+        return [Coding(**entry) for entry in self]
+
+
 class Catalog:
-    """An in-memory RxNorm catalog: a list of ``{code, display, system}``."""
+    """An in-memory RxNorm catalog: a list of ``{code, display, system}``.
+
+    Implements HealthChain's ``TerminologyLookup`` protocol
+    (``search(text, system=None) -> list[Coding]``) and its optional enumeration
+    (``entries()``), so it plugs into ``healthchain.tools.FHIRToolkit(lookup=...)``
+    as it is. HealthChain is imported only when ``search``/``entries()`` is
+    called. :meth:`lookup` is the scored form the agent tool returns.
+    """
 
     def __init__(self, entries: Iterable[Dict[str, Any]]):
-        self.entries: List[Dict[str, str]] = []
+        self.entries: CatalogEntries = CatalogEntries()
         self._index: List[Tuple[Dict[str, str], set, set]] = []
         self.by_code: Dict[str, Dict[str, str]] = {}
         for raw in entries:
@@ -278,6 +314,29 @@ class Catalog:
         ranked.sort(key=lambda r: r[0])
         return [{**entry, "score": round(score, 3)} for _, score, entry in ranked[: max(0, limit)]]
 
+    def search(self, text: str, system: Optional[str] = None, *, limit: Optional[int] = None) -> list:
+        """HealthChain's ``TerminologyLookup.search``: the ranking of :meth:`lookup` as ``Coding`` s.
+
+        Entries matching every query word come first, then partial matches
+        (``Coding`` has no field for :meth:`lookup`'s score). ``system``
+        restricts the result to one code system URI; ``limit`` (not part of the
+        protocol) caps it; by default every match is returned. A query that is
+        not a string, or matches nothing, gives ``[]``.
+        """
+        from healthchain.terminology import Coding
+
+        if not isinstance(text, str):
+            return []
+        hits = [h for h in self.lookup(text, len(self.entries)) if system is None or h["system"] == system]
+        if limit is not None:
+            hits = hits[: max(0, limit)]
+        return [Coding(code=h["code"], display=h["display"], system=h["system"]) for h in hits]
+
+
+#: What a ``catalog=`` argument accepts: a :class:`Catalog`, a catalog file, any other
+#: HealthChain ``TerminologyLookup`` (used through its ``search``), or ``None`` for the
+#: module-level catalog.
+CatalogArg = Union[Catalog, str, Path, "TerminologyLookup", None]
 
 _catalog_lock = threading.Lock()
 _catalog: Optional[Catalog] = None
@@ -316,16 +375,23 @@ def get_catalog() -> Catalog:
         return _catalog
 
 
-def _resolve_catalog(catalog: Union[Catalog, str, Path, None]) -> Catalog:
+def _is_lookup(catalog: Any) -> bool:
+    """Any HealthChain ``TerminologyLookup`` (structural: a callable ``search``)."""
+    return callable(getattr(catalog, "search", None))
+
+
+def _resolve_catalog(catalog: CatalogArg) -> Union[Catalog, "TerminologyLookup"]:
+    """The catalog to use: the module-level one, a :class:`Catalog`, one loaded from a
+    path, or any other HealthChain ``TerminologyLookup`` as it is."""
     if catalog is None:
         return get_catalog()
-    if isinstance(catalog, Catalog):
+    if isinstance(catalog, Catalog) or _is_lookup(catalog):
         return catalog
     return Catalog.from_path(catalog)
 
 
 def lookup_medication_code(
-    query: str, limit: int = 5, *, catalog: Union[Catalog, str, Path, None] = None
+    query: str, limit: int = 5, *, catalog: CatalogArg = None
 ) -> Dict[str, Any]:
     """Search the site RxNorm catalog for a medication.
 
@@ -356,7 +422,16 @@ def lookup_medication_code(
         raise  # an incomplete install is the harness's error, not a tool result for the model
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return {"query": query, "matches": [], "error": f"medication catalog unavailable: {exc}"}
-    return {"query": query, "matches": resolved.lookup(query, limit)}
+    if isinstance(resolved, Catalog):
+        return {"query": query, "matches": resolved.lookup(query, limit)}
+    # Any other TerminologyLookup (a terminology service, HealthChain's LocalCodeLookup):
+    # its RxNorm codings in its order, the first ``limit``, without a score.
+    try:
+        codings = list(resolved.search(query, RXNORM_SYSTEM))[:limit]
+        return {"query": query, "matches": [{"code": c.code, "display": c.display, "system": c.system}
+                                            for c in codings]}
+    except Exception as exc:  # never raise into the agent loop
+        return {"query": query, "matches": [], "error": f"terminology lookup failed: {type(exc).__name__}: {exc}"}
 
 
 # --------------------------------------------------------------------------
@@ -456,7 +531,7 @@ def build_medication_statement(
     frequency_per_day_max: Optional[float] = None,
     note_text: Optional[str] = None,
     *,
-    catalog: Union[Catalog, str, Path, None] = None,
+    catalog: CatalogArg = None,
 ) -> Dict[str, Any]:
     """Build a FHIR R4B MedicationStatement from flat arguments.
 
@@ -603,10 +678,21 @@ def _build(
     return result
 
 
-def _catalog_warnings(code: str, display: str, catalog: Union[Catalog, str, Path, None]) -> List[str]:
+def _catalog_warnings(code: str, display: str, catalog: CatalogArg) -> List[str]:
     try:
         resolved = _resolve_catalog(catalog)
     except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not isinstance(resolved, Catalog):
+        # another TerminologyLookup cannot be asked for a code, only searched: is the code
+        # among what the display finds?
+        try:
+            found = {c.code: c.display for c in resolved.search(display, RXNORM_SYSTEM)}
+        except Exception:  # never raise into the agent loop
+            return []
+        if code not in found:
+            return [f"RxNorm code {code} is not what the terminology lookup finds for '{display}'; "
+                    "check it with lookup_medication_code"]
         return []
     entry = resolved.by_code.get(code)
     if entry is None:
@@ -675,11 +761,12 @@ def validate_medication_statement(resource: Any) -> Dict[str, Any]:
 # LangChain
 # --------------------------------------------------------------------------
 
-def langchain_tools(catalog: Union[Catalog, str, Path, None] = None) -> list:
+def langchain_tools(catalog: CatalogArg = None) -> list:
     """The three tools as LangChain StructuredTools (langchain_core imported lazily).
 
-    ``catalog`` (a :class:`Catalog` or a path) fixes the catalog these tools
-    use; by default they use the module-level catalog.
+    ``catalog`` (a :class:`Catalog`, a path, or any other HealthChain
+    ``TerminologyLookup``) fixes the catalog these tools use; by default they
+    use the module-level catalog.
     """
     from langchain_core.tools import StructuredTool
 
@@ -722,6 +809,8 @@ def langchain_tools(catalog: Union[Catalog, str, Path, None] = None) -> list:
 
 __all__ = [
     "Catalog",
+    "CatalogArg",
+    "CatalogEntries",
     "default_catalog_path",
     "R4B_MEDICATION_STATEMENT_STATUSES",
     "RXNORM_SYSTEM",
@@ -747,14 +836,84 @@ MEDICATION_REQUEST_STATUSES = (
 )
 
 
+def fhir_toolkit(bundle: Any = None, catalog: CatalogArg = None) -> "FHIRToolkit":
+    """HealthChain's ``FHIRToolkit`` over one bundle, with the site catalog as its lookup.
+
+    ``bundle`` (a Bundle as a JSON string or dict, or an already loaded one) is
+    loaded with ``load_bundle(..., version="R4B")`` before the toolkit gets it: the
+    toolkit itself loads with the process-wide default FHIR version. ``catalog`` is
+    as for :func:`lookup_medication_code` (default: the module-level catalog), so
+    the toolkit's ``lookup_code`` / ``list_codes`` search the site catalog.
+    Raises on an unreadable bundle (the tools below turn that into a value).
+    """
+    return _toolkit(bundle, _resolve_catalog(catalog))
+
+
+def _toolkit(bundle: Any, lookup: Any) -> "FHIRToolkit":
+    from healthchain.fhir import load_bundle
+    from healthchain.tools import FHIRToolkit
+
+    if isinstance(bundle, str):
+        bundle = json.loads(bundle)
+    if isinstance(bundle, dict):
+        bundle = load_bundle(bundle, version="R4B")
+    return FHIRToolkit(bundle=bundle, lookup=lookup)
+
+
+def _bundle_reader(bundle: Any) -> Any:
+    """FHIRToolkit's ``get_coded_entries`` tool over ``bundle``, looked up once
+    (``FHIRToolkit.run_tool`` rebuilds every tool's schema on each call). Only this tool
+    of the kit is used, so its lookup stays HealthChain's default."""
+    kit = _toolkit(bundle, None)
+    return next(t for t in kit.get_tools() if t.name == "get_coded_entries")
+
+
+def _unreadable(exc: Exception) -> Dict[str, str]:
+    return {"error": f"bundle cannot be read: {type(exc).__name__}: {exc}"}
+
+
+def _bad_status(status: Any) -> Optional[Dict[str, str]]:
+    if status is not None and (not isinstance(status, str) or status.strip().lower() not in MEDICATION_REQUEST_STATUSES):
+        return {"error": f"status must be one of {', '.join(MEDICATION_REQUEST_STATUSES)} (or omitted for all), got {status!r}"}
+    return None
+
+
+def _medication_request_summary(get_coded_entries: Any, status: Optional[str]) -> Dict[str, Any]:
+    """The compact view of :func:`list_medication_requests`, read through FHIRToolkit's
+    ``get_coded_entries`` tool (``medicationReference`` resolved in the bundle)."""
+    entries = get_coded_entries.run(
+        resource_type="MedicationRequest", status=None if status is None else status.strip().lower()
+    )
+    if isinstance(entries, dict):  # the toolkit's error value, {"ok": false, "error": ...}
+        return {"error": f"bundle cannot be read: {entries.get('error')}"}
+    grouped: Dict[Tuple[Any, Any], Dict[str, Any]] = {}
+    for e in entries:
+        codings = e.get("codings") or []
+        coding = next((c for c in codings if c.get("system") == RXNORM_SYSTEM and c.get("code")), None)
+        code = coding["code"] if coding else e.get("code")
+        item = grouped.setdefault((code, e.get("status")), {
+            "code": code,
+            "display": (coding.get("display") if coding else None) or e.get("display"),
+            "status": e.get("status"),
+            "requests": 0,
+            "last_authored_on": None,
+        })
+        item["requests"] += 1
+        authored_on = e.get("authored_on")
+        if authored_on and (item["last_authored_on"] is None or authored_on > item["last_authored_on"]):
+            item["last_authored_on"] = authored_on
+    out = list(grouped.values())
+    return {"status": status, "count": len(out), "medication_requests": out}
+
+
 def list_medication_requests(bundle: Any, status: Optional[str] = None) -> Dict[str, Any]:
     """List the patient's MedicationRequests, optionally only those with one status.
 
     ``status`` is a MedicationRequest status (active, stopped, completed, on-hold,
     cancelled, draft, entered-in-error, unknown); omit it for all. Read with
-    HealthChain's ``load_bundle`` + ``get_medications`` (``medicationReference``
-    resolved in the bundle); each request is identified by its RxNorm coding,
-    wherever it sits in the concept's codings.
+    HealthChain's ``FHIRToolkit`` (its ``get_coded_entries`` tool over the bundle
+    loaded as R4B; ``medicationReference`` resolved in the bundle); each request is
+    identified by its RxNorm coding, wherever it sits in the concept's codings.
 
     Compact: one item per (code, status) with how many requests it has and the
     latest authoredOn. Returns ``{"status": status, "count": n,
@@ -762,42 +921,22 @@ def list_medication_requests(bundle: Any, status: Optional[str] = None) -> Dict[
     in bundle order, or ``{"error": "..."}``.
     ``bundle`` is a Bundle as a JSON string or dict, or an already loaded one.
     """
-    if status is not None and (not isinstance(status, str) or status.strip().lower() not in MEDICATION_REQUEST_STATUSES):
-        return {"error": f"status must be one of {', '.join(MEDICATION_REQUEST_STATUSES)} (or omitted for all), got {status!r}"}
+    bad = _bad_status(status)
+    if bad:
+        return bad
     try:
-        from healthchain.fhir import get_medications, load_bundle
-
-        if isinstance(bundle, str):
-            bundle = json.loads(bundle)
-        if isinstance(bundle, dict):
-            bundle = load_bundle(bundle, version="R4B")
-        entries = get_medications(bundle, status=None if status is None else status.strip().lower())
+        reader = _bundle_reader(bundle)
     except Exception as exc:  # never raise into the agent loop
-        return {"error": f"bundle cannot be read: {type(exc).__name__}: {exc}"}
-    grouped: Dict[Tuple[Any, Any], Dict[str, Any]] = {}
-    for e in entries:
-        if e.resource_type != "MedicationRequest":
-            continue
-        coding = next((c for c in e.codings if c.system == RXNORM_SYSTEM and c.code), None)
-        code = coding.code if coding else e.code
-        item = grouped.setdefault((code, e.status), {
-            "code": code,
-            "display": (coding.display if coding else None) or e.display,
-            "status": e.status,
-            "requests": 0,
-            "last_authored_on": None,
-        })
-        item["requests"] += 1
-        if e.authored_on and (item["last_authored_on"] is None or e.authored_on > item["last_authored_on"]):
-            item["last_authored_on"] = e.authored_on
-    out = list(grouped.values())
-    return {"status": status, "count": len(out), "medication_requests": out}
+        return _unreadable(exc)
+    return _medication_request_summary(reader, status)
 
 
-def langchain_bundle_tools(bundle: Any, catalog: Union[Catalog, str, Path, None] = None) -> list:
+def langchain_bundle_tools(bundle: Any, catalog: CatalogArg = None) -> list:
     """Tools over ONE patient's bundle, as LangChain StructuredTools: the catalog lookup
     (as in :func:`langchain_tools`) and ``list_medication_requests`` bound to this bundle
-    (loaded once, on first use). Nothing else of any other patient is reachable."""
+    (loaded once, on first use, into a HealthChain ``FHIRToolkit``). Nothing else of any other
+    patient is reachable: the toolkit's own ``load_bundle`` tool (which opens any file
+    path it is given) is not exposed."""
     from langchain_core.tools import StructuredTool
 
     lookup = next(t for t in langchain_tools(catalog) if t.name == "lookup_medication_code")
@@ -806,15 +945,12 @@ def langchain_bundle_tools(bundle: Any, catalog: Union[Catalog, str, Path, None]
 
     def list_medication_requests_tool(status: Optional[str] = None) -> Dict[str, Any]:
         with lock:
-            if "bundle" not in loaded:
+            if "reader" not in loaded:
                 try:
-                    from healthchain.fhir import load_bundle
-
-                    raw = json.loads(bundle) if isinstance(bundle, str) else bundle
-                    loaded["bundle"] = load_bundle(raw, version="R4B") if isinstance(raw, dict) else raw
+                    loaded["reader"] = _bundle_reader(bundle)
                 except Exception as exc:  # never raise into the agent loop
-                    return {"error": f"bundle cannot be read: {type(exc).__name__}: {exc}"}
-        return list_medication_requests(loaded["bundle"], status)
+                    return _unreadable(exc)
+        return _bad_status(status) or _medication_request_summary(loaded["reader"], status)
 
     def bad_arguments(exc: Exception) -> str:
         return json.dumps({"error": f"invalid tool arguments: {exc}"})
@@ -834,4 +970,4 @@ def langchain_bundle_tools(bundle: Any, catalog: Union[Catalog, str, Path, None]
     return [lookup, reader]
 
 
-__all__ += ["MEDICATION_REQUEST_STATUSES", "langchain_bundle_tools", "list_medication_requests"]
+__all__ += ["MEDICATION_REQUEST_STATUSES", "fhir_toolkit", "langchain_bundle_tools", "list_medication_requests"]
