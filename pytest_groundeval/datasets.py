@@ -17,7 +17,8 @@ import orjson
 
 from .model import CaseError, CaseRef
 
-__all__ = ["CaseError", "CaseRef", "content_hash", "discover_files", "load_json", "read_bytes"]
+__all__ = ["CaseError", "CaseRef", "content_hash", "discover_case_records", "discover_files", "load_case_record",
+           "load_json", "read_bytes"]
 
 BUNDLE_SUFFIXES = (".json.gz", ".json")
 
@@ -97,3 +98,53 @@ def discover_files(folder: Path, task: str, suffixes: tuple[str, ...] = BUNDLE_S
     if not seen:
         raise ValueError(f"groundeval: no {task} case files ({' or '.join('*' + x for x in suffixes)}) in {folder}")
     return [CaseRef(task=task, case_id=cid, path=seen[cid]) for cid in sorted(seen)]
+
+
+def discover_case_records(path: Path, task: str) -> list[CaseRef]:
+    """Cases written as JSON objects with a ``case_id``: a folder of ``<case_id>.json`` files
+    (one case each, read when its item runs), or one file holding a JSON list of cases (read
+    here, since its case ids live inside it). A file holding one case object, or the older
+    ``{"cases": [...]}``, is accepted too."""
+    if path.is_dir():
+        return discover_files(path, task, (".json",))
+    if not path.is_file():
+        raise FileNotFoundError(f"groundeval: {task} cases not found: {path} (a folder of <case_id>.json "
+                                "files or one JSON file holding a list of cases)")
+    try:
+        data, _ = load_json(path)
+    except CaseError as e:
+        raise ValueError(f"groundeval: {e}") from None
+    items = data.get("cases") if isinstance(data, dict) and "cases" in data else data
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list):
+        raise ValueError(f"groundeval: {path.name}: expected a JSON list of {task} cases (objects with a "
+                         f"case_id), not {type(items).__name__}")
+    if not items:
+        raise ValueError(f"groundeval: {path.name}: no {task} cases in it")
+    refs = []
+    for i, item in enumerate(items):
+        cid = item.get("case_id") if isinstance(item, dict) else None
+        refs.append(CaseRef(task=task, case_id=str(cid or f"{path.stem}[{i}]"), path=path, index=i))
+    ids = [r.case_id for r in refs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"groundeval: {path.name}: duplicate case ids {dupes}")
+    return refs
+
+
+def load_case_record(ref: CaseRef) -> tuple[Any, bytes, str]:
+    """The case object of ``ref`` (from its own file, or its place in a list file), the bytes
+    its content hash covers (the file; for a list entry, that entry alone, canonical JSON, so
+    editing one case does not change the others'), and how to name it in messages."""
+    data, raw = load_json(ref.path)
+    if ref.index is None:
+        return data, raw, ref.path.name
+    source = f"{ref.path.name}[{ref.index}]"
+    items = data.get("cases") if isinstance(data, dict) and "cases" in data else data
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list) or ref.index >= len(items):
+        raise CaseError(f"{source}: the file changed since collection (no case at this place)")
+    item = items[ref.index]
+    return item, orjson.dumps(item, option=orjson.OPT_SORT_KEYS), source

@@ -63,7 +63,11 @@ def test_an_empty_write_cases_file_is_an_error_naming_it(pytester):
     (pytester.path / "cases.json").write_text(json.dumps({"cases": 5}))
     result = pytester.runpytest("--write-cases", "cases.json", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*cases.json: 'cases' must be a list of write cases, not int*"])
+    result.stdout.fnmatch_lines(["*cases.json: expected a JSON list of write cases (objects with a case_id), not int*"])
+    (pytester.path / "cases.json").write_text("[]")
+    result = pytester.runpytest("--write-cases", "cases.json", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*cases.json: no write cases in it*"])
 
 
 def test_dangling_links_and_link_loops_error_their_own_case(evalproject):

@@ -224,7 +224,7 @@ def test_discover_lists_names_only_and_a_missing_folder_is_refused(tmp_path):
     assert [r.case_id for r in refs] == ["x"]
     with pytest.raises(CaseError, match="x.json: not valid JSON"):
         t.load(refs[0])
-    with pytest.raises(FileNotFoundError, match="reconciliation cases folder not found"):
+    with pytest.raises(FileNotFoundError, match="reconciliation cases not found"):
         ReconciliationTask(tmp_path / "nope").discover()
 
 
@@ -462,3 +462,25 @@ def test_bundle_reader_errors_are_values():
 
     assert "error" in list_medication_requests("{not json")
     assert "error" in list_medication_requests('{"resourceType": "Bundle"}', status="paused")
+
+
+def test_one_file_holding_a_list_of_cases_runs_like_a_folder(tmp_path):
+    """The cases of a folder, written as one JSON list (bundles relative to that file):
+    the same cases, the same truth; each entry's content hash is its own."""
+    import shutil
+
+    folder = ROOT / "fixtures" / "reconciliation"
+    by_folder = ReconciliationTask(folder)
+    refs = by_folder.discover()[:3]
+    items = []
+    for ref in refs:
+        item = json.loads(ref.path.read_text())
+        shutil.copy(ref.path.parent / item["bundle"], tmp_path / Path(item["bundle"]).name)
+        items.append({**item, "bundle": Path(item["bundle"]).name})
+    (tmp_path / "cases.json").write_text(json.dumps(items))
+    by_list = ReconciliationTask(tmp_path / "cases.json")
+    listed = by_list.discover()
+    assert [r.case_id for r in listed] == [r.case_id for r in refs]
+    for a, b in zip(refs, listed):
+        assert by_folder.load(a).truth == by_list.load(b).truth
+    assert len({by_list.load(r).content_hash for r in listed}) == 3

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..datasets import content_hash, discover_files, load_json
+from ..datasets import content_hash, discover_case_records, load_case_record
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult
 from ..scorers.aggregate import summarize_rates
 from ..scorers.base import Score
@@ -37,32 +37,9 @@ Clinical note:
 
 
 def discover_write_cases(path: Path, task: str = "write") -> list[CaseRef]:
-    """A folder of ``<case_id>.json`` files (one case each), or one file holding a case or
-    ``{"cases": [...]}``. Folder files are read when their item runs; a single file is read
-    here because its case ids live inside it."""
-    if path.is_dir():
-        return discover_files(path, task, (".json",))
-    if not path.is_file():
-        raise FileNotFoundError(f"groundeval: write cases not found: {path}")
-    try:
-        data, _ = load_json(path)
-    except CaseError as e:
-        raise ValueError(f"groundeval: {e}") from None
-    items = data.get("cases") if isinstance(data, dict) and "cases" in data else [data]
-    if not isinstance(items, list):
-        raise ValueError(f"groundeval: {path.name}: 'cases' must be a list of write cases, "
-                         f"not {type(items).__name__}")
-    if not items:
-        raise ValueError(f"groundeval: {path.name}: no write cases in it")
-    refs = []
-    for i, item in enumerate(items):
-        cid = item.get("case_id") if isinstance(item, dict) else None
-        refs.append(CaseRef(task=task, case_id=str(cid or f"{path.stem}[{i}]"), path=path, index=i))
-    ids = [r.case_id for r in refs]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise ValueError(f"groundeval: {path.name}: duplicate case ids {dupes}")
-    return refs
+    """A folder of ``<case_id>.json`` files, or one JSON file holding a list of cases
+    (:func:`datasets.discover_case_records`)."""
+    return discover_case_records(path, task)
 
 
 def _check_case(item: Any, source: str) -> dict[str, Any]:
@@ -101,7 +78,7 @@ class WriteTask(Task):
     description: ClassVar[str] = "write a FHIR R4B MedicationStatement from a clinical note"
     source: ClassVar[CaseSource] = CaseSource(
         flag="--write-cases", ini="groundeval_write_cases", default="write_cases", packaged=True, key="write_cases",
-        help="write cases: a folder of <case_id>.json files or one JSON file "
+        help="write cases: a folder of <case_id>.json files or one JSON file holding a list of cases "
         "(default: ini groundeval_write_cases, else the bundled suite's cases)",
     )
     metrics = DIMENSIONS + ("pass",)
@@ -117,11 +94,7 @@ class WriteTask(Task):
         return discover_write_cases(self.path, self.name)
 
     def load(self, ref: CaseRef) -> Case:
-        data, raw = load_json(ref.path)
-        source = ref.path.name
-        if ref.index is not None and isinstance(data, dict) and "cases" in data:
-            data = data["cases"][ref.index]
-            source = f"{ref.path.name}[{ref.index}]"
+        data, raw, source = load_case_record(ref)
         item = _check_case(data, source)
         if ref.index is None and item["case_id"] != ref.case_id:
             raise CaseError(f"{source}: case_id {item['case_id']!r} does not match the file name")
