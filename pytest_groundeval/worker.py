@@ -25,7 +25,7 @@ from .model import CaseRef, CaseResult, ErrorInfo
 from .options import Settings
 from .runner import Called, call_case, finish_case, not_run, reuse
 from .tasks.base import Task
-from .usage import Budget
+from .usage import Budget, unpriced_budget
 
 
 NEXT_ITEM = pytest.StashKey["pytest.Item | None"]()
@@ -99,8 +99,8 @@ class Evaluator:
 
     # -- the agent --
     def preflight(self) -> None:
-        """At start, once: the chosen agent can be built and its server answers; else one
-        usage error, not one traceback per case."""
+        """At start, once: the chosen agent can be built, its server answers, and with
+        ``--max-cost`` its model has a price; else one usage error, not one traceback per case."""
         spec = self.settings.agent
         if spec.base_url:
             why = probe_url(spec.base_url)
@@ -108,9 +108,15 @@ class Evaluator:
                 raise pytest.UsageError(f"groundeval: --model-base-url {spec.base_url}: nothing answers there "
                                         f"({why}); start the server, or skip this check with --no-preflight")
         try:
-            self.get_agent()
+            agent = self.get_agent()
         except Exception as e:  # noqa: BLE001 - reported once, with its cause
             raise pytest.UsageError(f"groundeval: --agent={spec.name} cannot be built: {type(e).__name__}: {e}") from None
+        # a budget in USD needs the model's price: the model asked for, or the one the agent says it uses
+        model = next((m for m in (getattr(agent, "model", None), getattr(agent, "default_model", None), spec.model)
+                      if isinstance(m, str) and m), None)
+        problem = unpriced_budget(model, self.settings.max_cost)
+        if problem is not None:
+            raise pytest.UsageError(f"groundeval: --agent={spec.name}: {problem}")
 
     # -- the agent --
     def get_agent(self) -> Any:

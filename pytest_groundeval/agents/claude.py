@@ -50,11 +50,7 @@ class ClaudeAgent:
         return {
             "text": text,
             "model": getattr(response, "model", None) or self.model,
-            "usage": {
-                "input_tokens": getattr(usage, "input_tokens", None),
-                "output_tokens": getattr(usage, "output_tokens", None),
-                "model_calls": 1,
-            } if usage is not None else None,
+            "usage": _usage(usage) if usage is not None else None,
         }
 
     def run(self, prompt: str) -> AgentOutput:
@@ -71,3 +67,22 @@ class ClaudeAgent:
                 value = {**value, "usage": {"input_tokens": 0, "output_tokens": 0, "model_calls": 0,
                                             "cache_hits": 1, "cached_usage": value.get("usage")}}
         return AgentOutput(text=value["text"], model=value["model"], usage=value["usage"])
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    """The Messages API's usage as token counts. Prompt-cache tokens are counted apart from
+    ``input_tokens`` (and priced apart): written (``cache_creation_input_tokens``, the 1-hour
+    TTL share from ``cache_creation.ephemeral_1h_input_tokens``) and read."""
+    counts: dict[str, Any] = {
+        "input_tokens": getattr(usage, "input_tokens", None),
+        "output_tokens": getattr(usage, "output_tokens", None),
+        "model_calls": 1,
+    }
+    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        value = getattr(usage, key, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            counts[key] = value
+    one_hour = getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", None)
+    if isinstance(one_hour, int) and not isinstance(one_hour, bool) and one_hour > 0:
+        counts["cache_creation_1h_input_tokens"] = one_hour
+    return counts

@@ -1,0 +1,283 @@
+"""Prices that are right: exact model ids (no prefix matching across generations), the
+prompt-cache rates, the table's date and source in the record, and an unpriced model is
+cost null and, with --max-cost, a usage error at start (a budget that cannot be enforced)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import anthropic
+import pytest
+from conftest import SMALL_SET, read_record
+
+from pytest_groundeval import usage as usage_mod
+from pytest_groundeval.agents.claude import ClaudeAgent
+from pytest_groundeval.model import Usage
+from pytest_groundeval.record import validate_record
+from pytest_groundeval.usage import cost_usd, price_for, price_table, priced_name, unpriced_budget
+
+N = len(SMALL_SET)
+TOKENS = {"input_tokens": 12_345, "output_tokens": 6_789}
+
+# Anthropic's list prices, USD per million tokens (input, output), as published at
+# https://platform.claude.com/docs/en/about-claude/pricing — written here by hand, not read
+# from the table, so a wrong table entry fails.
+LIST_PRICES = {
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-opus-4-5": (5.0, 25.0),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-opus-4-0": (15.0, 75.0),
+    "claude-sonnet-4-0": (3.0, 15.0),
+    "claude-3-5-haiku-20241022": (0.8, 4.0),
+    "claude-opus-4-8": (5.0, 25.0),  # the claude / langgraph agents' default model
+}
+
+
+def expected(rates: tuple[float, float], input_tokens: int, output_tokens: int) -> float:
+    return input_tokens / 1e6 * rates[0] + output_tokens / 1e6 * rates[1]
+
+
+# ---------------------------------------------------------------- exact entries
+@pytest.mark.parametrize("model", ["claude-opus-4-1", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5"])
+def test_the_four_named_models_cost_their_list_price(model):
+    cost = cost_usd(model, TOKENS)
+    assert cost == pytest.approx(expected(LIST_PRICES[model], **TOKENS), abs=1e-8)
+    # a worked figure, for the eye: 12,345 in + 6,789 out
+    figures = {"claude-opus-4-1": 0.694350, "claude-opus-4-5": 0.231450,
+               "claude-sonnet-4-5": 0.138870, "claude-haiku-4-5": 0.046290}
+    assert cost == pytest.approx(figures[model], abs=1e-6)
+
+
+@pytest.mark.parametrize("model, as_priced", [
+    ("claude-opus-4-1-20250805", "claude-opus-4-1"),
+    ("claude-opus-4-20250514", "claude-opus-4-0"),  # Opus 4 is $15/$75, not Opus 4.5's $5/$25
+    ("claude-opus-4-5-20251101", "claude-opus-4-5"),
+    ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+    ("claude-sonnet-4-20250514", "claude-sonnet-4-0"),
+    ("claude-haiku-4-5-20251001", "claude-haiku-4-5"),
+    ("claude-3-5-haiku-latest", "claude-3-5-haiku-20241022"),
+    ("anthropic:claude-opus-4-1", "claude-opus-4-1"),  # --agent=langgraph --model anthropic:…
+    ("anthropic:claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+    ("anthropic:claude-opus-4-8", "claude-opus-4-8"),
+])
+def test_snapshot_ids_and_the_provider_prefix_are_documented_aliases(model, as_priced):
+    assert priced_name(model) == as_priced
+    assert cost_usd(model, TOKENS) == pytest.approx(expected(LIST_PRICES[as_priced], **TOKENS), abs=1e-8)
+
+
+@pytest.mark.parametrize("model", [
+    "claude-opus-4-1-something-new",  # a future snapshot: not priced as Opus 4.1 (or anything)
+    "claude-opus-4",  # not an API id: Opus 4.0 ($15) or 4.5 ($5)? no guess
+    "claude-opus-4-5-preview",
+    "claude-sonnet-4",
+    "claude-haiku-4",
+    "claude-opus-4-8-fast",
+    "claude-opus-4-7",  # a real model, not in this table: unpriced, not a neighbour's price
+    "openai:claude-sonnet-4-5",  # another provider's endpoint: its prices are not Anthropic's
+    "CLAUDE-OPUS-4-1",
+    " claude-opus-4-1",
+    "",
+    None,
+])
+def test_lookalike_names_are_unpriced_not_another_generation(model):
+    assert priced_name(model) is None and price_for(model) is None
+    assert cost_usd(model, TOKENS) is None
+
+
+def test_the_table_has_exact_entries_only(tmp_path, monkeypatch):
+    table = price_table()
+    assert table["models"], "an empty table prices nothing"
+    for name, entry in table["models"].items():
+        assert set(entry) == set(usage_mod.RATES), name  # no "match": "prefix", no extras
+    for alias, target in table["aliases"].items():
+        assert target in table["models"] and alias not in table["models"]
+    # the loader refuses a prefix entry rather than ignoring it
+    bad = json.loads(usage_mod.PRICES_PATH.read_text())
+    bad["models"]["claude-opus-4"] = {**bad["models"]["claude-opus-4-5"], "match": "prefix"}
+    (tmp_path / "prices.json").write_text(json.dumps(bad))
+    monkeypatch.setattr(usage_mod, "PRICES_PATH", tmp_path / "prices.json")
+    price_table.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="claude-opus-4"):
+            price_table()
+    finally:
+        monkeypatch.undo()
+        price_table.cache_clear()
+
+
+# ---------------------------------------------------------------- prompt-cache rates
+def test_every_entry_has_anthropics_cache_multipliers():
+    """5-minute writes 1.25x input, 1-hour writes 2x, reads 0.1x (every model listed today)."""
+    for name, p in price_table()["models"].items():
+        assert p["cache_write_5m_per_mtok"] == pytest.approx(1.25 * p["input_per_mtok"]), name
+        assert p["cache_write_1h_per_mtok"] == pytest.approx(2.0 * p["input_per_mtok"]), name
+        assert p["cache_read_per_mtok"] == pytest.approx(0.1 * p["input_per_mtok"]), name
+
+
+def test_cache_tokens_are_priced_at_their_own_rates():
+    u = {"input_tokens": 2_000, "output_tokens": 500, "cache_creation_input_tokens": 40_000,
+         "cache_read_input_tokens": 300_000}
+    # Opus 4.5: input $5, output $25, 5m write $6.25, read $0.50 per MTok
+    assert cost_usd("claude-opus-4-5", u) == pytest.approx(
+        (2_000 * 5 + 500 * 25 + 40_000 * 6.25 + 300_000 * 0.5) / 1e6, abs=1e-8)  # 0.4225
+    # Opus 4.1: $15 / $75, writes $18.75, reads $1.50
+    assert cost_usd("claude-opus-4-1", u) == pytest.approx(
+        (2_000 * 15 + 500 * 75 + 40_000 * 18.75 + 300_000 * 1.5) / 1e6, abs=1e-8)  # 1.2675
+    # the 1-hour share of the writes at 2x input
+    one_hour = {**u, "cache_creation_1h_input_tokens": 10_000}
+    assert cost_usd("claude-sonnet-4-5", one_hour) == pytest.approx(
+        (2_000 * 3 + 500 * 15 + 30_000 * 3.75 + 10_000 * 6 + 300_000 * 0.3) / 1e6, abs=1e-8)
+    # a cached read is cheaper than the same tokens uncached, a write dearer
+    plain = cost_usd("claude-haiku-4-5", {"input_tokens": 100_000, "output_tokens": 0})
+    read = cost_usd("claude-haiku-4-5", {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 100_000})
+    write = cost_usd("claude-haiku-4-5", {"input_tokens": 0, "output_tokens": 0,
+                                          "cache_creation_input_tokens": 100_000})
+    assert read == pytest.approx(plain / 10) and write == pytest.approx(plain * 1.25)
+
+
+def test_cache_counts_that_are_not_token_counts_are_unpriced():
+    assert cost_usd("claude-opus-4-5", {**TOKENS, "cache_read_input_tokens": -5}) is None
+    assert cost_usd("claude-opus-4-5", {**TOKENS, "cache_creation_input_tokens": 10,
+                                        "cache_creation_1h_input_tokens": 11}) is None
+    with pytest.raises(ValueError):
+        Usage.model_validate({"input_tokens": 1, "cache_read_input_tokens": -1})
+    with pytest.raises(ValueError):
+        Usage.model_validate({"input_tokens": 1, "cache_creation_input_tokens": "many"})
+    u = Usage.model_validate({"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": 3,
+                              "cache_creation_input_tokens": 4, "cache_creation_1h_input_tokens": 0})
+    assert u.model_dump() == {"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": 3,
+                              "cache_creation_input_tokens": 4, "cache_creation_1h_input_tokens": 0}
+
+
+class _CachingMessages:
+    def create(self, model, max_tokens, messages):
+        usage = SimpleNamespace(input_tokens=1_200, output_tokens=300, cache_creation_input_tokens=8_000,
+                                cache_read_input_tokens=50_000,
+                                cache_creation=SimpleNamespace(ephemeral_5m_input_tokens=6_000,
+                                                               ephemeral_1h_input_tokens=2_000))
+        return SimpleNamespace(content=[SimpleNamespace(type="text", text="{}")], model="claude-opus-4-1-20250805",
+                               usage=usage)
+
+
+def test_the_claude_agent_records_cache_tokens_and_they_are_priced():
+    agent = ClaudeAgent("claude-opus-4-1", client=SimpleNamespace(messages=_CachingMessages()))
+    out = agent.run("prompt")
+    assert out.usage == {"input_tokens": 1_200, "output_tokens": 300, "model_calls": 1,
+                         "cache_creation_input_tokens": 8_000, "cache_read_input_tokens": 50_000,
+                         "cache_creation_1h_input_tokens": 2_000}
+    Usage.model_validate(out.usage)
+    # served as the dated snapshot id: priced as Opus 4.1
+    assert cost_usd(out.model, out.usage) == pytest.approx(
+        (1_200 * 15 + 300 * 75 + 6_000 * 18.75 + 2_000 * 30 + 50_000 * 1.5) / 1e6, abs=1e-8)  # 0.288
+    # a response without prompt caching records no cache fields
+    plain = SimpleNamespace(create=lambda **kw: SimpleNamespace(
+        content=[], model=None, usage=SimpleNamespace(input_tokens=1, output_tokens=2,
+                                                      cache_creation_input_tokens=None,
+                                                      cache_read_input_tokens=None, cache_creation=None)))
+    out = ClaudeAgent("claude-haiku-4-5", client=SimpleNamespace(messages=plain)).run("p")
+    assert out.usage == {"input_tokens": 1, "output_tokens": 2, "model_calls": 1}
+
+
+# ---------------------------------------------------------------- unpriced: null, and no budget
+AGENTS = '''
+import json
+from pytest_groundeval.tasks.extraction import active_medications
+
+def _answer(prompt):
+    return json.dumps({"active_medications": active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]),
+                                                                "prompt")})
+
+class Reporting:
+    """Reports the model it used and its tokens, per answer (model unknown at start)."""
+    name = "reporting"
+    def run(self, prompt):
+        return {"text": _answer(prompt), "model": "claude-opus-4", "usage": {"input_tokens": 1000, "output_tokens": 10}}
+
+class Unpriced:
+    name = "unpriced"
+    model = "gpt-unlisted-1"
+    def run(self, prompt):
+        return {"text": _answer(prompt), "usage": {"input_tokens": 1000, "output_tokens": 10}}
+
+class DefaultUnpriced:
+    name = "default-unpriced"
+    default_model = "claude-opus-4-1-something-new"
+    def run(self, prompt):
+        return _answer(prompt)
+
+class Priced:
+    name = "priced"
+    model = "claude-haiku-4-5-20251001"
+    def run(self, prompt):
+        return {"text": _answer(prompt), "usage": {"input_tokens": 1000, "output_tokens": 10}}
+'''
+
+
+def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", *args)
+
+
+@pytest.fixture
+def project(evalproject):
+    evalproject.makepyfile(price_agents=AGENTS)
+    return evalproject
+
+
+def test_an_unpriced_model_costs_null_not_zero(project):
+    _run(project, "--agent=price_agents:Reporting").assert_outcomes(passed=N)
+    rec = read_record(project)
+    for c in rec["cases"]:
+        assert c["model"] == "claude-opus-4" and c["usage"]["input_tokens"] == 1000
+        assert c["cost_usd"] is None  # unknown, not free
+    assert rec["usage"]["cases_unpriced"] == N and rec["usage"]["cases_priced"] == 0
+    _run(project, "--agent=price_agents:Priced").assert_outcomes(passed=N)
+    rec = read_record(project)
+    assert all(c["cost_usd"] == pytest.approx((1000 * 1 + 10 * 5) / 1e6) for c in rec["cases"])
+    assert rec["usage"]["cases_priced"] == N and rec["usage"]["cost_usd"] == pytest.approx(N * 0.00105)
+
+
+@pytest.mark.parametrize("args, model", [
+    (("--agent=price_agents:Unpriced",), "gpt-unlisted-1"),
+    (("--agent=price_agents:DefaultUnpriced",), "claude-opus-4-1-something-new"),
+    (("--agent=claude", "--model", "claude-opus-4-1-something-new"), "claude-opus-4-1-something-new"),
+    (("--agent=claude", "--model", "claude-opus-4"), "claude-opus-4"),
+    (("--agent=langgraph", "--model", "anthropic:claude-opus-4"), "anthropic:claude-opus-4"),
+])
+def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monkeypatch, args, model):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
+    monkeypatch.setattr(anthropic, "Anthropic", lambda **kw: pytest.fail("no call may start"))
+    result = _run(project, *args, "--max-cost", "5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert f"model {model!r} has no price" in err and "prices.json" in err
+    assert "budget cannot be enforced" in err
+    assert not (project.path / "record.json").exists()
+    # without a budget the same model runs (its cost is null)
+    if "price_agents" in args[0]:
+        _run(project, *args).assert_outcomes(passed=N)
+
+
+def test_max_cost_is_allowed_for_a_priced_model_and_for_the_baseline(project, monkeypatch):
+    _run(project, "--agent=price_agents:Priced", "--max-cost", "5").assert_outcomes(passed=N)
+    assert read_record(project)["budget"]["spent_usd"] == pytest.approx(N * 0.00105)
+    # the offline baseline is not a model: it costs nothing, and a budget holds
+    result = _run(project, "--agent=baseline", "--max-cost", "0.01")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    rec = read_record(project)
+    assert rec["usage"]["cost_usd"] == 0 and rec["budget"]["spent_usd"] == 0 and not rec["budget"]["stopped"]
+    assert unpriced_budget(None, 1.0) is None and unpriced_budget("claude-opus-4-8", 1.0) is None
+    assert unpriced_budget("claude-opus-4", None) is None  # no budget: nothing to enforce
+
+
+# ---------------------------------------------------------------- the record says which prices
+def test_the_record_carries_the_price_tables_date_and_source(project):
+    _run(project, "--agent=price_agents:Priced").assert_outcomes(passed=N)
+    rec = read_record(project)
+    assert validate_record(rec) == []
+    table = price_table()
+    assert rec["usage"]["prices_as_of"] == table["as_of"]
+    assert rec["usage"]["prices_source"] == table["source"]
+    assert table["source"].startswith("https://") and "pricing" in table["source"]
+    assert len(table["as_of"]) == 10 and table["as_of"][4] == "-"  # an ISO date
