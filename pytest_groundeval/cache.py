@@ -4,7 +4,8 @@ One JSON file per entry under the cache folder, written atomically (temp file + 
 so xdist workers never race. The key is a hash over named components: agent, model,
 call parameters, the full messages, and the tool schemas. Files store the components'
 hashes (not the prompts) and the response; API keys and other secrets are never stored
-(parameters whose names look like secrets are dropped before hashing).
+(parameters whose names look like secrets are dropped before hashing, and the entry goes
+through the same redaction step as the record: a key echoed in a response is not stored).
 
 Modes: ``off``; ``read`` (use hits, call on a miss, store nothing); ``write`` (always call,
 store); ``readwrite`` (use hits, call and store on a miss); ``strict`` (use hits; a miss is
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .calls import PermanentAgentError
+from .redact import redact_json
 
 MODES = ("off", "read", "write", "readwrite", "strict")
 COMPONENTS = ("agent", "model", "params", "messages", "tools")
@@ -82,10 +84,12 @@ class ModelCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         data = {"key": key, "components": components, "meta": scrub(meta or {}), "value": value}
+        # the one redaction step: a key the model echoed into its response is not stored
+        blob = redact_json(json.dumps(data, ensure_ascii=False).encode("utf-8"))
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}.", suffix=".tmp", dir=path.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, ensure_ascii=False)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -666,8 +666,6 @@ def _cache_files(project: Path) -> list[Path]:
     return sorted((project / "cache").glob("*/*.json"))
 
 
-@pytest.mark.xfail(strict=True, reason="defect: the model-call cache stores the model's response verbatim: a key "
-                                       "the model echoes is written to the cache files (the one sink not redacted)")
 def test_model_cache_files_carry_no_key(leaky_run):
     files = _cache_files(leaky_run["project"])
     assert len(files) >= 2  # ZERO's answer and the hallucinated one (the raising call stores nothing)
