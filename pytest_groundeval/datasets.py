@@ -80,24 +80,26 @@ def discover_files(folder: Path, task: str, suffixes: tuple[str, ...] = BUNDLE_S
     """One case per ``*.json`` / ``*.json.gz`` file in ``folder`` (not recursive), id = file stem.
 
     Two files with the same stem (``a.json`` and ``a.json.gz``) would give two items the same
-    id, so that is refused here with both names; so is a folder with no case file at all."""
+    id: that id becomes one item that errors (kind ``case``, naming both files) without
+    reading either, and the other cases run. A folder with no case file at all is refused."""
     if not folder.is_dir():
         raise FileNotFoundError(f"groundeval: {task} cases folder not found: {folder}")
-    seen: dict[str, Path] = {}
+    seen: dict[str, list[Path]] = {}
     with os.scandir(folder) as it:
         for entry in it:
             if not entry.name.endswith(suffixes) or not _is_case_file(entry):
                 continue
-            cid = case_id_for(Path(entry.name))
-            if cid in seen:
-                raise ValueError(
-                    f"groundeval: two case files share the id {cid!r} in {folder}: "
-                    f"{seen[cid].name} and {entry.name}; remove or rename one"
-                )
-            seen[cid] = Path(entry.path)
+            seen.setdefault(case_id_for(Path(entry.name)), []).append(Path(entry.path))
     if not seen:
         raise ValueError(f"groundeval: no {task} case files ({' or '.join('*' + x for x in suffixes)}) in {folder}")
-    return [CaseRef(task=task, case_id=cid, path=seen[cid]) for cid in sorted(seen)]
+    refs = []
+    for cid in sorted(seen):
+        paths = sorted(seen[cid], key=lambda p: p.name)
+        meta = {} if len(paths) == 1 else {"problem": (
+            f"{' and '.join(p.name for p in paths)}: two case files share the id {cid!r} in {folder}; "
+            "remove or rename one (neither was run)")}
+        refs.append(CaseRef(task=task, case_id=cid, path=paths[0], meta=meta))
+    return refs
 
 
 def discover_case_records(path: Path, task: str) -> list[CaseRef]:
@@ -122,14 +124,16 @@ def discover_case_records(path: Path, task: str) -> list[CaseRef]:
                          f"case_id), not {type(items).__name__}")
     if not items:
         raise ValueError(f"groundeval: {path.name}: no {task} cases in it")
-    refs = []
+    places: dict[str, list[int]] = {}
     for i, item in enumerate(items):
         cid = item.get("case_id") if isinstance(item, dict) else None
-        refs.append(CaseRef(task=task, case_id=str(cid or f"{path.stem}[{i}]"), path=path, index=i))
-    ids = [r.case_id for r in refs]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise ValueError(f"groundeval: {path.name}: duplicate case ids {dupes}")
+        places.setdefault(str(cid or f"{path.stem}[{i}]"), []).append(i)
+    refs = []
+    for cid, at in places.items():  # a shared id: one item that errors, naming the places
+        meta = {} if len(at) == 1 else {"problem": (
+            f"{path.name}: duplicate case ids ['{cid}'] at entries {at}; give each case its own "
+            "case_id (none of them was run)")}
+        refs.append(CaseRef(task=task, case_id=cid, path=path, index=at[0], meta=meta))
     return refs
 
 

@@ -92,6 +92,9 @@ class Called:
 
 
 def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
+    problem = ref.meta.get("problem")
+    if problem:  # found when the cases were listed (e.g. two cases share an id)
+        return None, ErrorInfo(kind="case", message=problem)
     try:
         return task.load(ref), None
     except CaseError as exc:
