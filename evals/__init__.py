@@ -1,0 +1,2 @@
+"""The bundled eval suites (installed as ``pytest_groundeval.suites``: run them with
+``pytest --pyargs pytest_groundeval.suites``)."""
