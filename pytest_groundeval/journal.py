@@ -122,6 +122,9 @@ def load_run(path: Path) -> StoredRun:
             elif kind == "case":
                 case = _case(obj, path, f"line {n}")
                 cases[case.key] = case
+        if not header and not cases:
+            raise ValueError(f"{path}: the journal is empty (its run was stopped before it wrote its first "
+                             "line): nothing to resume; re-run instead")
         _check_version(header.get("schema_version"), path)
         asked = header.get("requested") or {}
         agents = sorted({c.agent for c in cases.values() if c.agent})

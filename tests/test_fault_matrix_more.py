@@ -425,8 +425,6 @@ def test_killed_before_any_case_finished_leaves_nothing_that_claims_otherwise(tm
         assert "no run record or journal at record.jsonl" in resumed.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="defect: an empty journal (a run killed between opening it and writing its "
-                   "header) is called 'written by another groundeval record format (None ...)'")
 def test_an_empty_journal_is_called_empty_not_another_format(project):
     """SIGKILL between the journal's open() and its header's write leaves an empty file; --resume
     may refuse it, but must not say it comes from another groundeval format."""
