@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from .model import GateRecord, ThresholdCheck
+from .model import Completeness, GateRecord, ThresholdCheck
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,13 @@ def evaluate_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, 
         checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=value, passed=passed,
                                      reason=None if value is not None else f"no {t.task} case ran"))
     return GateRecord(passed=all(c.passed for c in checks), thresholds=checks)
+
+
+def run_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, Any]],
+             completeness: Completeness) -> GateRecord | None:
+    """The gate of a run: the thresholds checked against its summary, and failed, whatever
+    the metrics, when the run was cut short (the reporter's and ``groundeval merge``'s)."""
+    gate = evaluate_gate(thresholds, summary)
+    if gate is not None and completeness.cut_short:
+        gate = gate.model_copy(update={"passed": False, "reason": f"the run was cut short: {completeness.reason}"})
+    return gate

@@ -86,12 +86,19 @@ class _Model(BaseModel):
 
 
 class Usage(_Model):
-    """Tokens of one case (all model calls summed). Agents may add integer counters."""
+    """Tokens of one case (all model calls summed). Agents may add integer counters.
+
+    Anthropic's convention: ``input_tokens`` excludes prompt-cache tokens, which are counted
+    apart (``cache_creation_input_tokens`` written, of which ``cache_creation_1h_input_tokens``
+    with the 1-hour TTL; ``cache_read_input_tokens`` read) and priced at their own rates."""
 
     model_config = ConfigDict(extra="allow")
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_creation_input_tokens: int | None = Field(default=None, ge=0)
+    cache_creation_1h_input_tokens: int | None = Field(default=None, ge=0)
+    cache_read_input_tokens: int | None = Field(default=None, ge=0)
     model_calls: int | None = None
     cache_hits: int | None = None
     cached_usage: dict[str, Any] | None = None
@@ -259,6 +266,16 @@ class GateRecord(_Model):
     reason: str | None = None
 
 
+class ShardRecord(_Model):
+    """``--groundeval-shard K/N``: this record holds shard ``index`` of ``count`` of a run's
+    eval cases (``shard.py``); what ``groundeval merge`` checks the shards against."""
+
+    index: int = Field(ge=1)  # K, 1-based
+    count: int = Field(ge=1)  # N
+    selection_size: int = Field(ge=0)  # eval items the whole selection holds, every shard together
+    selection_sha256: str  # of that selection's sorted (task, case id) keys (shard.selection_digest)
+
+
 class Completeness(_Model):
     """Did this record see every case it was asked to run?"""
 
@@ -269,6 +286,7 @@ class Completeness(_Model):
     selection: dict[str, Any]
     cut_short: bool  # the run stopped before every selected case had a result
     reason: str | None = None  # why it was cut short (-x / --maxfail, interrupt, budget, crash)
+    shard: ShardRecord | None = None  # one shard of a sharded run (--groundeval-shard K/N); None: the whole
 
 
 class RunUsage(_Model):
@@ -277,7 +295,8 @@ class RunUsage(_Model):
     cost_usd: float
     cases_priced: int
     cases_unpriced: int
-    prices_as_of: str
+    prices_as_of: str  # the price table's date
+    prices_source: str | None = None  # where its prices come from (URL); absent in records before it
 
 
 class BudgetRecord(_Model):

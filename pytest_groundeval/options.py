@@ -19,6 +19,7 @@ from .agents.base import AgentSpec
 from .calls import CallPolicy
 from .cache import MODES as CACHE_MODES
 from .gate import Threshold, parse_threshold, threshold_example
+from .shard import parse_shard
 
 DEFAULT_AGENT_TIMEOUT = 120.0
 
@@ -64,6 +65,9 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
         help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
     add("--threshold", dest="groundeval_thresholds", action="append", default=[], metavar="TASK.METRIC=VALUE",
         help=f"CI gate, repeatable, e.g. {threshold_example(tasks)}; when set, the thresholds decide the exit status")
+    add("--groundeval-shard", dest="groundeval_shard", default=None, metavar="K/N",
+        help="run shard K of N of the eval cases (split by a stable hash of task and case id), for CI jobs "
+        "on several machines; `groundeval merge` makes one record of the N shard records")
     parser.addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
     parser.addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():
@@ -144,6 +148,7 @@ class Settings:
     max_consecutive_errors: int = 5
     preflight: bool = True
     selection: Mapping[str, Any] = field(default_factory=dict)
+    shard: tuple[int, int] | None = None  # --groundeval-shard K/N
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
@@ -161,6 +166,12 @@ class Settings:
             except ValueError as e:
                 raise pytest.UsageError(f"groundeval: {e}") from None
         _check_values(opt)
+        shard = None
+        if opt("groundeval_shard") is not None:
+            try:
+                shard = parse_shard(opt("groundeval_shard"))
+            except ValueError as e:
+                raise pytest.UsageError(f"groundeval: --groundeval-shard {e}") from None
         workerinput = getattr(config, "workerinput", None)
         record = opt("groundeval_run_record")
         return cls(
@@ -192,6 +203,7 @@ class Settings:
                 "numprocesses": opt("numprocesses", None),
                 "args": list(config.args),
             },
+            shard=shard,
         )
 
     @property
@@ -226,6 +238,7 @@ class Settings:
             "model_cache": self.agent.cache_mode,
             "resumed_from": stored_run_id if self.mode == "resume" else None,
             "rescored_from": stored_run_id if self.mode == "rescore" else None,
+            "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
             "args": self.selection.get("args", []),
         })
         return opts

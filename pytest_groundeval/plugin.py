@@ -23,6 +23,7 @@ from . import redact
 from .redact import redact_text
 from .reporter import REPORT_ATTR, Reporter
 from .runner import not_run
+from .shard import register_sharder
 from .tasks import TaskLoadError, registry
 from .worker import Evaluator, case_ref, load_stored
 
@@ -69,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     evaluator = Evaluator(settings, tasks, stored)
     config.stash[EVALUATOR] = evaluator
     _EVALUATORS.append(evaluator)
+    sharder = register_sharder(config, settings.shard)  # --groundeval-shard K/N, else None
     chosen = config.getoption("groundeval_agent") is not None
     if chosen and settings.preflight and settings.mode != "rescore" and not settings.is_worker \
             and not config.option.help:
@@ -79,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter.local_selection = lambda: (evaluator.selected, evaluator.deselected)
         reporter.find_case = evaluator.find_case
         reporter.local_stop = lambda: evaluator.stop_reason
+        reporter.shard = sharder.record if sharder is not None else None
         config.pluginmanager.register(reporter, "groundeval-reporter")
     # registered after the reporter: its session-finish (stop the calls) runs before the record
     config.pluginmanager.register(evaluator, "groundeval-evaluator")
@@ -89,7 +92,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if evaluator in _EVALUATORS:
         _EVALUATORS.remove(evaluator)
     froze = False
-    for name in ("groundeval-evaluator", "groundeval-reporter"):
+    for name in ("groundeval-evaluator", "groundeval-reporter", "groundeval-sharder"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             froze = froze or plugin.froze

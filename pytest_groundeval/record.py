@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import orjson
 
@@ -63,6 +63,24 @@ def versions() -> dict[str, str | None]:
 
 def sort_cases(cases: Iterable[CaseResult]) -> list[CaseResult]:
     return sorted(cases, key=lambda c: (c.task, c.case_id))
+
+
+def summarize(tasks: Mapping[str, Any], cases: list[CaseResult]) -> dict[str, dict[str, Any]]:
+    """The record's summary: each task's own aggregates over its cases, given in case-id
+    order (bootstrap resamples and float sums must not depend on the order results arrived
+    in). The reporter's and ``groundeval merge``'s, so a merged record sums up the same."""
+    by_task: dict[str, list[CaseResult]] = {}
+    for c in sort_cases(cases):
+        by_task.setdefault(c.task, []).append(c)
+    return {name: tasks[name].summarize(rs) for name, rs in by_task.items()}
+
+
+def user_subset(selection: Mapping[str, Any], deselected: int) -> bool:
+    """Did the user run a subset on purpose (``-k``, ``-m``, ``--lf``, node ids, or any eval
+    item deselected)?"""
+    node_ids = [a for a in selection.get("args", []) if "::" in a]
+    return bool(selection.get("keyword") or selection.get("markexpr") or selection.get("last_failed")
+                or node_ids or deselected)
 
 
 def build_record(

@@ -14,11 +14,12 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from .gate import evaluate_gate
+from .gate import run_gate
 from .journal import Journal, StoredRun
 from .model import CaseResult, Completeness, ErrorInfo, RunRecord
 from .options import Settings
-from .record import build_record, case_json, new_run_id, now_iso, record_bytes, sort_cases, write_json_atomic
+from .record import (build_record, case_json, new_run_id, now_iso, record_bytes, sort_cases, summarize, user_subset,
+                     write_json_atomic)
 from .redact import redact_json, redact_obj
 from .runner import not_run
 from .tasks.base import Task
@@ -58,6 +59,7 @@ class Reporter:
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
         self.own_failure_lines = False
         self.local_concurrency: Any = None  # () -> int, the in-process evaluator's, when there is one
+        self.shard: Any = None  # () -> ShardRecord | None, the sharder's under --groundeval-shard (shard.py)
 
     @property
     def path(self) -> Path:
@@ -189,8 +191,7 @@ class Reporter:
             selected, deselected = None, 0
         sel = {k: v for k, v in self.settings.selection.items()}
         sel["last_failed"] = bool(session.config.getoption("lf", False))
-        node_ids = [a for a in sel.get("args", []) if "::" in a]
-        subset = bool(sel.get("keyword") or sel.get("markexpr") or sel["last_failed"] or node_ids or deselected)
+        subset = user_subset(sel, deselected)  # a shard is a subset too: the other shards' cases are deselected
         reasons = []
         if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop and not session.shouldfail:
             reasons.append(f"interrupted ({session.shouldstop or 'KeyboardInterrupt'})")
@@ -207,7 +208,8 @@ class Reporter:
         if missing > 0:
             reasons.append(f"{missing} selected case(s) have no result")
         return Completeness(selected=selected, deselected=deselected, recorded=len(cases), subset=subset,
-                            selection=sel, cut_short=bool(reasons), reason="; ".join(reasons) or None)
+                            selection=sel, cut_short=bool(reasons), reason="; ".join(reasons) or None,
+                            shard=self.shard() if self.shard is not None else None)
 
     def _one_line_failures(self, config: pytest.Config) -> None:
         """pytest's FAILURES section looks up teardown sections once per failure by scanning
@@ -243,17 +245,12 @@ class Reporter:
         # in case-id order: aggregates (bootstrap resamples, float sums) must not depend on
         # the order results arrived in (xdist workers finish in any order)
         cases = sort_cases(self.results.values())
-        by_task: dict[str, list[CaseResult]] = {}
-        for c in cases:
-            by_task.setdefault(c.task, []).append(c)
-        summary = {name: self.tasks[name].summarize(rs) for name, rs in by_task.items()}
-        gate = evaluate_gate(self.settings.thresholds, summary)
+        summary = summarize(self.tasks, cases)
         usage = total_usage(cases)
         budget = budget_record(self.settings.max_cost, cases, usage)
         completeness = self.completeness(session, exitstatus, cases, budget)
+        gate = run_gate(self.settings.thresholds, summary, completeness)
         agent, model = self.attribution(cases)
-        if gate is not None and completeness.cut_short:
-            gate = gate.model_copy(update={"passed": False, "reason": f"the run was cut short: {completeness.reason}"})
         return build_record(
             run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
             requested=self.requested(), options=self.options(), cases=cases, summary=summary,
