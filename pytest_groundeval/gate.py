@@ -14,6 +14,9 @@ class Threshold:
     metric: str  # as the user wrote it (after TASK.)
     key: str  # the summary key it names
     value: float
+    # "option" (--threshold: always checked) or "ini" (the project's config: checked only when
+    # the run collected items of its task, so a plain unit-test run is not gated on evals)
+    origin: str = "option"
 
     @property
     def label(self) -> str:
@@ -28,7 +31,7 @@ def threshold_example(tasks: Mapping[str, Any]) -> str:
     return "TASK.METRIC=0.95"
 
 
-def parse_threshold(text: str, tasks: Mapping[str, Any]) -> Threshold:
+def parse_threshold(text: str, tasks: Mapping[str, Any], origin: str = "option") -> Threshold:
     """``TASK.METRIC=VALUE`` → Threshold; a ``ValueError`` with a usable message otherwise.
     ``tasks`` maps task names to Task classes (their ``metrics`` and ``resolve_metric``)."""
     name, sep, raw = text.partition("=")
@@ -49,21 +52,26 @@ def parse_threshold(text: str, tasks: Mapping[str, Any]) -> Threshold:
     if not 0.0 <= value <= 1.0:  # also refuses nan and inf
         raise ValueError(f"threshold {text!r}: {raw.strip()} is not a rate between 0 and 1 "
                          "(every metric is one; 95% is 0.95)")
-    return Threshold(task=task, metric=metric, key=key, value=value)
+    return Threshold(task=task, metric=metric, key=key, value=value, origin=origin)
 
 
 def evaluate_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, Any]]) -> GateRecord | None:
-    """Each threshold is met when the summary value is >= it. A threshold whose task ran no
-    case is missed (a gate that cannot be evaluated must not pass silently)."""
-    thresholds = list(thresholds)
-    if not thresholds:
-        return None
+    """Each threshold is met when the summary value is >= it. A ``--threshold`` whose task
+    ran no case is missed (a gate that cannot be evaluated must not pass silently); an ini
+    threshold whose task had no case in this run does not apply (the project's unit tests,
+    or ``-m`` another task). No threshold that applies: no gate."""
     checks = []
     for t in thresholds:
         value = (summary.get(t.task) or {}).get(t.key)
+        if t.task not in summary and t.origin == "ini":
+            checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=None, passed=True,
+                                         applied=False, reason=f"not applied: no {t.task} case in this run"))
+            continue
         passed = value is not None and value >= t.value
         checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=value, passed=passed,
                                      reason=None if value is not None else f"no {t.task} case ran"))
+    if not any(c.applied for c in checks):
+        return None
     return GateRecord(passed=all(c.passed for c in checks), thresholds=checks)
 
 

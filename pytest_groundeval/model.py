@@ -207,6 +207,7 @@ class CaseResult(_Model):
     steps: int | None = None
     resumed_from: str | None = None
     rescored_from: str | None = None
+    warnings: list[str] = Field(default_factory=list)  # e.g. agent-supplied usage that was dropped
 
     @model_validator(mode="after")
     def _one_meaning(self) -> "CaseResult":
@@ -257,6 +258,7 @@ class ThresholdCheck(_Model):
     threshold: float
     value: float | None
     passed: bool
+    applied: bool = True  # False: an ini threshold of a task with no case in this run
     reason: str | None = None
 
 

@@ -160,9 +160,11 @@ class Settings:
         if resume and rescore:
             raise pytest.UsageError("groundeval: --resume and --rescore cannot be combined")
         thresholds = []
-        for text in list(config.getini("groundeval_thresholds")) + list(opt("groundeval_thresholds")):
+        given = [(text, "ini") for text in config.getini("groundeval_thresholds")]
+        given += [(text, "option") for text in opt("groundeval_thresholds")]
+        for text, origin in given:
             try:
-                thresholds.append(parse_threshold(text, tasks))
+                thresholds.append(parse_threshold(text, tasks, origin))
             except ValueError as e:
                 raise pytest.UsageError(f"groundeval: {e}") from None
         _check_values(opt)

@@ -71,7 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[EVALUATOR] = evaluator
     _EVALUATORS.append(evaluator)
     sharder = register_sharder(config, settings.shard)  # --groundeval-shard K/N, else None
-    chosen = config.getoption("groundeval_agent") is not None
+    # an agent chosen on the command line is checked at start; so is any agent under a budget
+    # (--max-cost on an unpriced model is a usage error)
+    chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None
     if chosen and settings.preflight and settings.mode != "rescore" and not settings.is_worker \
             and not config.option.help:
         evaluator.preflight()
@@ -108,10 +110,22 @@ def _task_of(definition: Any, tasks: Any) -> str | None:
     return names[0] if names else None
 
 
+def _user_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if name in ([n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)):
+            return True
+    return False
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test function marked with a task marker and taking ``case`` gets one item per case.
-    Only file names are listed here; the case is read when its item runs."""
-    if "case" not in metafunc.fixturenames:
+    """A test function marked with a task marker that takes ``case`` and groundeval's
+    ``evaluate`` fixture gets one item per case (a test that merely shares a marker name or
+    takes a ``case`` of its own is left alone). Only file names are listed here; the case is
+    read when its item runs."""
+    if "case" not in metafunc.fixturenames or "evaluate" not in metafunc.fixturenames:
+        return
+    if _user_parametrized(metafunc, "case"):
         return
     evaluator = metafunc.config.stash[EVALUATOR]
     task = _task_of(metafunc.definition, evaluator.tasks)

@@ -31,6 +31,11 @@ def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
             ci = summary.get(f"{m}_ci95")
             ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else ""
             lines.append(f"  {m:<{width}}  {_fmt(summary.get(m))}{ci_text}")
+    warned = [c for c in record.cases if c.warnings]
+    if warned:
+        first = warned[0]
+        lines.append(f"groundeval: {len(warned)} case(s) with warnings (cases[].warnings in the record); "
+                     f"first, {first.task}:{first.case_id}: {first.warnings[0]}")
     gate = record.gate
     if gate is not None:
         for t in gate.thresholds:
@@ -39,7 +44,10 @@ def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
                 lines.append(f"groundeval gate: MISSED {t.metric} = {_fmt(t.value)} < threshold {t.threshold}{why}")
         if gate.reason:
             lines.append(f"groundeval gate: {gate.reason}")
-        met = sum(t.passed for t in gate.thresholds)
+        applied = [t for t in gate.thresholds if t.applied]
+        skipped = [t.metric for t in gate.thresholds if not t.applied]
+        met = sum(t.passed for t in applied)
         lines.append("groundeval gate: " + ("PASSED" if gate.passed else "FAILED")
-                     + f" ({met}/{len(gate.thresholds)} thresholds met)")
+                     + f" ({met}/{len(applied)} thresholds met)"
+                     + (f"; not applied (no case of their task ran): {', '.join(skipped)}" if skipped else ""))
     return lines

@@ -222,11 +222,20 @@ class Reporter:
             config.option.tbstyle = "no"
             self.own_failure_lines = True
 
+    def selected_any(self) -> bool:
+        """Did this session select any eval item (here, or on any xdist worker)?"""
+        if self.worker_selection is not None:
+            return bool(self.worker_selection[0])
+        return bool(self.local_selection is not None and (self.local_selection()[0] or 0))
+
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Summary → gate → record (written atomically) → exit status. With thresholds set,
         the gate decides the exit status."""
-        if not self.results and not self.settings.thresholds:
-            return  # no eval case ran (e.g. the project's own tests): no record
+        if session.config.option.collectonly:
+            return  # --collect-only: nothing ran, nothing to record
+        if not self.results and not self.selected_any() \
+                and not any(t.origin == "option" for t in self.settings.thresholds):
+            return  # no eval item collected (e.g. the project's own tests): inert, no record
         self.record = self._build(session, exitstatus)
         payload = self._write(session)
         if payload is None:

@@ -9,6 +9,7 @@ item pytest stopped before its case ran. These are the only producers of a CaseR
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -209,13 +210,14 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
     Usage and cost cover every attempt, the failed ones included."""
     try:
         usage = Usage.model_validate(output.usage) if output.usage is not None else None
-    except ValidationError as exc:
+    except ValidationError as exc:  # bookkeeping, not the answer: dropped, with a warning on the case
         name = getattr(agent, "name", None) or type(agent).__name__
-        called.error = ErrorInfo(kind="agent", error_class="ValidationError", message=(
-            f"agent {name!r} returned usage that is not token counts: {output.usage!r} "
-            f"({exc.errors()[0]['msg']})"))
-        _charge(called, called.failed_usage, agent, budget)
-        return
+        uncounted = " (its cost is not counted toward --max-cost)" if budget is not None and budget.max_cost else ""
+        called.fields.setdefault("warnings", []).append(
+            _short(f"usage dropped: agent {name!r} returned usage that is not token counts: {output.usage!r} "
+                   f"({exc.errors()[0]['msg']}){uncounted}"))
+        usage = None
+        output = dataclasses.replace(output, usage=None)
     model = output.model or getattr(agent, "model", None)
     paid = output.usage
     if called.failed_usage:

@@ -127,12 +127,16 @@ def test_a_bug_in_a_task_is_internal_with_the_traceback(tmp_path):
     assert "KeyError" in result.error.message and "raise KeyError" in result.error.traceback
 
 
-def test_usage_that_is_not_token_counts_is_an_agent_error_not_a_lost_run(tmp_path):
+def test_usage_that_is_not_token_counts_is_dropped_with_a_warning_and_the_answer_scored(tmp_path):
     task = WriteTask(FIXTURES / "write_cases")
     ref = next(r for r in task.discover() if r.case_id == "ibuprofen-two-tablets")
     result = run_case(task, ref, Counting("{}", usage={"input_tokens": "n/a"}))
-    assert result.outcome == "error" and result.error.kind == "agent"
-    assert "not token counts" in result.error.message and "'n/a'" in result.error.message
+    assert result.outcome == "failed" and result.score is not None  # "{}" is scored, as without usage
+    assert result.usage is None and result.cost_usd is None
+    (warning,) = result.warnings
+    assert warning.startswith("usage dropped") and "not token counts" in warning and "'n/a'" in warning
+    plain = run_case(task, ref, Counting("{}"))
+    assert plain.warnings == [] and plain.score == result.score
 
 
 def test_a_parse_failure_is_a_scored_failure_with_every_metric_zero():

@@ -1,0 +1,253 @@
+"""groundeval installed the way its users install it (issue 10, item 3): the wheel is built
+(``uv build``), a fresh project gets its own virtual environment with the wheel and the
+locked dependencies (not this checkout), and everything runs there: the bundled suites with
+the baseline (the same record as in the repository), a user's own suite over a copied cases
+folder with their own agent, the LangGraph agent with a scripted model whose tools read the
+packaged catalog, a plain unit test with thresholds configured, and the same project with
+pytest-timeout and pytest-retry installed.
+
+The dependencies are pinned from ``uv.lock`` (``uv export --frozen``) and come from uv's
+cache, filled by ``uv sync``; uv asks the package index only for what the cache lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT, SMALL_SET, SYNTHEA
+from test_write_suite import AGENT_MODULE as SCRIPTED_LANGGRAPH
+
+from pytest_groundeval.record import comparable, validate_record
+
+UV = shutil.which("uv")
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is not installed (the CI installs it: .ci/run)")
+
+NO_SLOW_PLUGINS = ("-p", "no:langsmith_plugin", "-p", "no:anyio", "-p", "no:cacheprovider")
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("PYTEST_", "VIRTUAL_ENV", "UV_PROJECT", "PYTHONPATH")) and "API_KEY" not in k}
+    proc = subprocess.run(args, cwd=cwd, env={**clean, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+def _ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc
+
+
+class Project:
+    """A fresh project folder with its own venv holding the built wheel."""
+
+    def __init__(self, path: Path, wheel: Path) -> None:
+        self.path, self.wheel = path, wheel
+        self.bin = path / ".venv" / "bin"
+
+    def pytest(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return _run([str(self.bin / "python"), "-m", "pytest", *NO_SLOW_PLUGINS, *args], self.path, env)
+
+    def python(self, code: str) -> str:
+        return _ok(_run([str(self.bin / "python"), "-c", code], self.path)).stdout.strip()
+
+    def install(self, *requirements: str) -> None:
+        _ok(_run([UV, "pip", "install", "-q", "--python", str(self.bin / "python"), *requirements], self.path))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Project:
+    base = tmp_path_factory.mktemp("install")
+    dist = base / "dist"
+    # the build backend (hatchling) is a dev dependency, so the build needs no index
+    _ok(_run([UV, "build", "--wheel", "--no-build-isolation", "-o", str(dist), str(ROOT)], ROOT,
+             env={"UV_OFFLINE": "1"}))
+    wheel = next(dist.glob("groundeval-*.whl"))
+    pins = base / "requirements.txt"
+    _ok(_run([UV, "export", "--project", str(ROOT), "--frozen", "--no-emit-project", "--no-dev", "--no-hashes",
+              "-q", "-o", str(pins)], ROOT))
+    path = base / "my-project"
+    path.mkdir()
+    _ok(_run([UV, "venv", "-q", "--python", sys.executable, str(path / ".venv")], path))
+    proj = Project(path, wheel)
+    proj.install("-r", str(pins), str(wheel))
+    return proj
+
+
+def test_the_project_runs_the_installed_wheel_not_this_checkout(project):
+    where = project.python("import pytest_groundeval, pytest_groundeval.resources as r; "
+                           "print(pytest_groundeval.__file__); print(r.data_root())")
+    package, data = where.splitlines()
+    assert "site-packages" in package and str(ROOT) not in package
+    assert Path(data) == Path(package).parent / "data"
+    names = project.python("import importlib.metadata as m; print(sorted(d.metadata['Name'] for d in m.distributions()))")
+    assert "groundeval" in names and "pytest-timeout" not in names and "pytest-retry" not in names
+
+
+def test_the_bundled_suites_run_with_one_command_and_score_as_in_the_repository(project, tmp_path):
+    installed = project.pytest("--pyargs", "pytest_groundeval.suites", "-m", "extraction or write",
+                               "--run-record", "bundled.json")
+    repo = _run([sys.executable, "-m", "pytest", "evals", *NO_SLOW_PLUGINS, "-m", "extraction or write",
+                 "--run-record", str(tmp_path / "repo.json")], ROOT)
+    assert installed.returncode == repo.returncode == pytest.ExitCode.TESTS_FAILED  # the baseline's 8 write misses
+    a = json.loads((project.path / "bundled.json").read_text())
+    b = json.loads((tmp_path / "repo.json").read_text())
+    assert validate_record(a) == []
+    assert a["summary"]["extraction"]["n_cases"] == 45 and a["summary"]["write"]["n_cases"] == 48
+    assert a["summary"]["extraction"]["micro_f1"] == 1.0
+    assert comparable(a) == comparable(b)
+    assert a["options"]["extraction"]["data_dir"].endswith("site-packages/pytest_groundeval/data/synthea")
+
+
+USER_EVAL = '''
+import pytest
+
+@pytest.mark.extraction
+def test_my_bundles(case, agent, scorer, evaluate):
+    evaluate(case, agent, scorer)
+
+
+def test_a_unit_test_of_mine():
+    assert "metformin".upper() == "METFORMIN"
+'''
+
+USER_AGENT = '''
+import json
+
+class ActiveRequests:
+    """The user's own agent: reads the active MedicationRequests' RxNorm codes itself."""
+    name = "active-requests"
+
+    def run(self, prompt):
+        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        codes = []
+        for entry in bundle.get("entry", []):
+            r = entry.get("resource", {})
+            if r.get("resourceType") == "MedicationRequest" and r.get("status") == "active":
+                for coding in r.get("medicationCodeableConcept", {}).get("coding", []):
+                    if coding.get("system", "").endswith("rxnorm") and coding["code"] not in codes:
+                        codes.append(coding["code"])
+        return json.dumps({"active_medications": codes})
+'''
+
+
+def test_a_user_suite_over_their_own_cases_folder_with_their_own_agent(project):
+    folder = project.path / "my_bundles"
+    folder.mkdir(exist_ok=True)
+    for stem in SMALL_SET:
+        shutil.copy(SYNTHEA / f"{stem}.json", folder / f"{stem}.json")
+    (project.path / "evals").mkdir(exist_ok=True)
+    (project.path / "evals" / "test_my_evals.py").write_text(USER_EVAL)
+    (project.path / "my_agent.py").write_text(USER_AGENT)
+    (project.path / "pytest.ini").write_text("[pytest]\ngroundeval_data_dir = my_bundles\n")
+    try:
+        proc = project.pytest("evals", "--agent=my_agent:ActiveRequests", "--run-record", "mine.json")
+    finally:
+        (project.path / "pytest.ini").unlink()
+    rec = json.loads((project.path / "mine.json").read_text())
+    assert sorted(c["case_id"] for c in rec["cases"]) == sorted(SMALL_SET)
+    assert rec["agent"] == "active-requests (my_agent:ActiveRequests)"
+    assert rec["options"]["extraction"]["data_dir"] == str(folder)
+    assert "1 passed" in proc.stdout or "passed" in proc.stdout  # the unit test ran beside them
+    assert proc.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    assert rec["summary"]["extraction"]["n_cases"] == len(SMALL_SET)
+
+
+INJECTED_LANGGRAPH = '''
+import pytest
+from scripted_langgraph import ScriptedLangGraph
+
+
+@pytest.fixture(scope="session")
+def agent():
+    return ScriptedLangGraph()
+'''
+
+
+def test_the_langgraph_agent_with_a_scripted_model_reads_the_packaged_catalog(project):
+    lg = project.path / "lg"
+    lg.mkdir(exist_ok=True)
+    (lg / "scripted_langgraph.py").write_text(SCRIPTED_LANGGRAPH)
+    (lg / "conftest.py").write_text(INJECTED_LANGGRAPH)
+    (lg / "test_write.py").write_text(
+        "import pytest\n\n@pytest.mark.write\ndef test_write(case, agent, scorer, evaluate):\n"
+        "    evaluate(case, agent, scorer)\n")
+    data = project.python("import pytest_groundeval.resources as r; print(r.data_path('write_cases'))")
+    proc = project.pytest("lg", "--run-record", "lg.json", env={"CASES_DIR": data})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    rec = json.loads((project.path / "lg.json").read_text())
+    assert rec["summary"]["write"]["n_cases"] == 48 and rec["summary"]["write"]["pass"] == 1.0
+    for c in rec["cases"]:
+        lookup = next(t for t in c["transcript"] if t["type"] == "tool" and t["tool"] == "lookup_medication_code")
+        assert lookup["result"]["matches"] and "error" not in lookup["result"], lookup
+
+
+def test_a_plain_unit_test_run_with_thresholds_configured_passes_and_records_nothing(project):
+    plain = project.path / "plain"
+    plain.mkdir(exist_ok=True)
+    (plain / "test_units.py").write_text("def test_add():\n    assert 1 + 1 == 2\n")
+    (plain / "pytest.ini").write_text("[pytest]\ngroundeval_thresholds =\n    write.safety=1.0\n"
+                                      "    extraction.f1=0.95\n")
+    proc = _run([str(project.bin / "python"), "-m", "pytest", *NO_SLOW_PLUGINS, "-W", "error"], plain)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "1 passed" in proc.stdout and "groundeval summary" not in proc.stdout
+    assert sorted(p.name for p in plain.iterdir()) == ["__pycache__", "pytest.ini", "test_units.py"] or \
+        sorted(p.name for p in plain.iterdir()) == ["pytest.ini", "test_units.py"]
+
+
+def test_the_project_with_pytest_timeout_and_pytest_retry_still_starts(project):
+    dev = _ok(_run([UV, "export", "--project", str(ROOT), "--frozen", "--only-dev", "--no-hashes", "-q"], ROOT)).stdout
+    pins = [line.split(";")[0].strip() for line in dev.splitlines()
+            if line.startswith(("pytest-timeout==", "pytest-retry=="))]
+    assert len(pins) == 2
+    project.install(*pins)
+    proc = project.pytest("--pyargs", "pytest_groundeval.suites", "-m", "write", "-k", "aspirin",
+                          "--timeout", "60", "--retries", "0", "--run-record", "plugins.json")
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    rec = json.loads((project.path / "plugins.json").read_text())
+    assert rec["cases"] and all(c["task"] == "write" for c in rec["cases"])
+    assert "timeout" in project.python("import importlib.metadata as m; print([d.metadata['Name'] for d in m.distributions()])")
+
+
+def _readme_block(marker: str, lang: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(marker)
+    begin = text.index(f"```{lang}\n", start) + len(lang) + 4
+    return text[begin:text.index("```", begin)]
+
+
+def test_the_readme_install_commands_run_as_written(tmp_path):
+    """The README's block, line by line, from a clone: only where the clone and the new
+    folder are differs (a copy of this checkout in a temporary folder, so nothing is built
+    into the repository)."""
+    clone = tmp_path / "groundeval"
+    _ok(_run(["git", "clone", "-q", str(ROOT), str(clone)], tmp_path))
+    # the working tree as it is (also uncommitted changes), on the clone's history
+    for rel in _ok(_run(["git", "ls-files", "-mo", "--exclude-standard"], ROOT)).stdout.split():
+        if (ROOT / rel).is_file():
+            (clone / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / rel, clone / rel)
+    script = _readme_block("<!-- install-commands", "bash")
+    proc = _run(["bash", "-euo", "pipefail", "-c", script], clone)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "45 passed" in proc.stdout
+    records = list((tmp_path / "my-evals" / "runs").glob("*.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["summary"]["extraction"]["micro_f1"] == 1.0
+
+
+def test_the_readme_cases_file_example_is_a_real_case(tmp_path):
+    """The write case the README shows, as one JSON list, is read and scored."""
+    from pytest_groundeval.tasks.write import WriteTask
+
+    block = _readme_block("**A cases file**", "json")
+    (tmp_path / "cases.json").write_text(block)
+    task = WriteTask(tmp_path / "cases.json")
+    (ref,) = task.discover()
+    case = task.load(ref)
+    assert ref.case_id == "ibuprofen-two-tablets" and case.truth["expected"]["rxnorm_code"] == "310965"
+    assert json.loads(block) == [json.loads((FIXTURES / "write_cases" / "ibuprofen-two-tablets.json").read_text())]
