@@ -148,6 +148,67 @@ def _dstu2(bundle: dict) -> dict:
     return bundle
 
 
+def _meta(rtype: str, **meta: Any):
+    """``meta`` set on the Bundle (rtype "Bundle") or on its first active MedicationRequest."""
+    def mutate(bundle: dict) -> dict:
+        (bundle if rtype == "Bundle" else _first_active(bundle))["meta"] = meta
+        return bundle
+    return mutate
+
+
+def _first(bundle: dict, rtype: str) -> dict:
+    return next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == rtype)
+
+
+def _patched(rtype: str, **fields: Any):
+    """``fields`` set on the first resource of ``rtype`` (``...`` deletes the field)."""
+    def mutate(bundle: dict) -> dict:
+        res = _first(bundle, rtype)
+        for key, value in fields.items():
+            res.pop(key) if value is ... else res.__setitem__(key, value)
+        return bundle
+    return mutate
+
+
+def _first_ended(bundle: dict) -> dict:
+    return next(e["resource"] for e in bundle["entry"]
+                if e["resource"]["resourceType"] == "MedicationRequest" and e["resource"]["status"] != "active")
+
+
+def _ended_status(value: str):
+    """A request the truth does not read (not active) gets the status ``value``."""
+    def mutate(bundle: dict) -> dict:
+        _first_ended(bundle)["status"] = value
+        return bundle
+    return mutate
+
+
+def _no_status(bundle: dict) -> dict:
+    del _first_active(bundle)["status"]
+    return bundle
+
+
+def _r5_medication(bundle: dict) -> dict:
+    """R5's MedicationRequest: ``medication`` is a CodeableReference (R4: medication[x])."""
+    req = _first_active(bundle)
+    req["medication"] = {"concept": req.pop("medicationCodeableConcept")}
+    return bundle
+
+
+def _stu3_requester_only(bundle: dict) -> dict:
+    """STU3's ``requester.agent`` alone (``encounter`` kept)."""
+    req = _first_active(bundle)
+    req["requester"] = {"agent": req["requester"]}
+    return bundle
+
+
+def _extra_entry(value: Any):
+    def mutate(bundle: dict) -> dict:
+        bundle["entry"].append(value)
+        return bundle
+    return mutate
+
+
 def _without(bundle: dict, rtype: str) -> dict:
     bundle["entry"] = [e for e in bundle["entry"] if e["resource"]["resourceType"] != rtype]
     return bundle
@@ -181,18 +242,10 @@ def _unhashable_medication_id(bundle: dict) -> dict:
 REFS_TRUTH = active_medications(_load(REFS), "truth")  # three active codes, all inline
 assert len(REFS_TRUTH) == 3 and _load(REFS)["entry"]  # the base the corpus mutates
 
-NOT_R4 = ("defect: a DSTU2 bundle (MedicationOrder, no MedicationRequest) is scored with an empty truth, "
-          "not a case error")
-TYPES = ("defect: a wrong-typed field inside a bundle is an internal error (a TypeError/AttributeError in "
-         "fhir.py), not a case error")
-CODE_TYPE = "defect: a non-string coding.code is str()-ed into the ground truth (5 -> '5', ['5'] -> \"['5']\")"
-BASELINE_STU3 = ("defect: the baseline cannot read an STU3 bundle (FHIRValidationError) and that is an `agent` "
-                 "error (retried by --resume) while user agents are scored on the same file")
-
 GONE = "00000000-0000-4000-8000-00000000dead"  # a Medication that is not in the bundle
 
 # stem: (build from the REFS bundle, expected, defect of the recording agent, defect of the baseline)
-#   expected: ("error", message fragments) | ("scored", truth) | ("scored-or-not-r4", truth)
+#   expected: ("error", message fragments) | ("scored", truth)
 CORPUS: dict[str, tuple[Any, tuple[str, Any], str | None, str | None]] = {
     "no-patient": (lambda b: _without(b, "Patient"), ("error", ["the Bundle has no Patient resource"]), None, None),
     "dangling-urn": (lambda b: _by_reference(b, f"urn:uuid:{GONE}"),
@@ -203,25 +256,54 @@ CORPUS: dict[str, tuple[Any, tuple[str, Any], str | None, str | None]] = {
                            ("error", ["medicationReference '#med-1' cannot be resolved"]), None, None),
     # the one medicationReference of REFS is on a completed request: the truth does not need it
     "dangling-on-completed": (lambda b: _without(b, "Medication"), ("scored", REFS_TRUTH), None, None),
-    "stu3": (_stu3, ("scored-or-not-r4", REFS_TRUTH), None, BASELINE_STU3),
-    "dstu2-medication-order": (_dstu2, ("error", ["MedicationOrder"]), NOT_R4, NOT_R4),
-    "entry-is-a-number": (_entry(5), ("error", ["entry"]), TYPES, TYPES),
+    # not R4: found by the truth reader (fhir.py), for every agent
+    "stu3": (_stu3, ("error", ["not a FHIR R4 bundle", "'context'", "STU3"]), None, None),
+    "stu3-requester-agent": (_stu3_requester_only, ("error", ["not a FHIR R4 bundle", "requester.agent"]), None, None),
+    "dstu2-medication-order": (_dstu2, ("error", ["not a FHIR R4 bundle", "MedicationOrder", "DSTU2"]), None, None),
+    "r5-medication": (_r5_medication, ("error", ["not a FHIR R4 bundle", "'medication'", "R5"]), None, None),
+    "stu3-medication-is-brand": (_patched("Medication", isBrand=False), ("error", ["not a FHIR R4 bundle", "isBrand"]),
+                                 None, None),
+    "stu3-profile": (_meta("MedicationRequest", profile=["http://hl7.org/fhir/STU3/StructureDefinition/MedicationRequest"]),
+                     ("error", ["not a FHIR R4 bundle", "STU3/StructureDefinition"]), None, None),
+    "stu3-version-tag": (_meta("Bundle", tag=[{"system": "http://hl7.org/fhir/FHIR-version", "code": "3.0.2"}]),
+                         ("error", ["not a FHIR R4 bundle", "'3.0.2'"]), None, None),
+    # the same hints naming R4: scored
+    "r4-profiles": (_meta("MedicationRequest", profile=[
+        "http://hl7.org/fhir/StructureDefinition/MedicationRequest|4.0.1",
+        "http://hl7.org/fhir/us/core/StructureDefinition/us-core-medicationrequest|3.1.1"]), ("scored", REFS_TRUTH),
+        None, None),
+    "r4-version-tag": (_meta("Bundle", tag=[{"system": "http://hl7.org/fhir/FHIR-version", "code": "4.0.1"}]),
+                       ("scored", REFS_TRUTH), None, None),
+    # R4B-invalid where the truth does not look: HealthChain's loader (the baseline's) refuses it at load
+    "r4b-status-not-in-value-set": (_ended_status("finished"),
+                                    ("error", ["not a valid FHIR R4B Bundle", "status", "finished"]), None, None),
+    "r4b-unknown-patient-field": (_patched("Patient", favouriteColour="blue"),
+                                  ("error", ["not a valid FHIR R4B Bundle", "favouriteColour"]), None, None),
+    "entry-without-resource": (_extra_entry({"fullUrl": "urn:uuid:nothing-here"}), ("scored", REFS_TRUTH), None, None),
+    "entry-is-a-number": (_entry(5), ("error", ["entry"]), None, None),
     "entry-is-a-string": (_entry("x"), ("error", []), None, None),
-    "status-is-a-list": (_set(("status",), ["active"]), ("error", ["status"]), TYPES, TYPES),
-    "status-is-an-object": (_set(("status",), {"code": "active"}), ("error", ["status"]), TYPES, TYPES),
-    "coding-is-a-number": (_set(("medicationCodeableConcept", "coding"), 5), ("error", ["coding"]), TYPES, TYPES),
+    "status-is-a-list": (_set(("status",), ["active"]), ("error", ["status"]), None, None),
+    "status-is-an-object": (_set(("status",), {"code": "active"}), ("error", ["status"]), None, None),
+    "coding-is-a-number": (_set(("medicationCodeableConcept", "coding"), 5), ("error", ["coding"]), None, None),
     "coding-is-an-object": (_set(("medicationCodeableConcept", "coding"), {"system": "x"}), ("error", []),
                             None, None),
     "code-is-a-number": (_set(("medicationCodeableConcept", "coding", 0, "code"), 5), ("error", ["code"]),
-                         CODE_TYPE, CODE_TYPE),
+                         None, None),
     "code-is-a-list": (_set(("medicationCodeableConcept", "coding", 0, "code"), ["5"]), ("error", ["code"]),
-                       CODE_TYPE, CODE_TYPE),
+                       None, None),
     "medication-is-null": (_set(("medicationCodeableConcept",), None), ("error", ["no RxNorm coding"]), None, None),
     "reference-is-a-number": (lambda b: _set(("medicationReference", "reference"), 5)(_by_reference(b, "x")),
-                              ("error", ["medicationReference"]), TYPES, TYPES),
+                              ("error", ["medicationReference"]), None, None),
     "contained-is-a-number": (lambda b: _by_reference(b, "#med-1", contained=5), ("error", ["contained"]),
-                              TYPES, TYPES),
-    "medication-id-is-a-list": (_unhashable_medication_id, ("error", []), TYPES, TYPES),
+                              None, None),
+    "medication-id-is-a-list": (_unhashable_medication_id, ("error", ["id"]), None, None),
+    "display-is-a-number": (_set(("medicationCodeableConcept", "coding", 0, "display"), 5), ("error", ["display"]),
+                            None, None),
+    "status-missing": (_no_status, ("error", ["has no status"]), None, None),
+    "entry-item-is-a-number": (_extra_entry(5), ("error", ["Bundle.entry["]), None, None),
+    "resource-is-a-string": (_extra_entry({"resource": "Patient"}), ("error", ["resource"]), None, None),
+    "full-url-is-a-list": (_extra_entry({"fullUrl": ["urn:uuid:x"], "resource": {"resourceType": "Basic"}}),
+                           ("error", ["fullUrl"]), None, None),
 }
 AGENTS = {"recording": "recording_agent:Recording", "baseline": "baseline"}
 
@@ -282,8 +364,6 @@ def test_each_bad_bundle_is_one_case_error_naming_its_file_or_is_scored_right(ex
     case = run["cases"][stem]
     kind, expected = CORPUS[stem][1]
     error = case["error"] or {}
-    if kind == "scored-or-not-r4" and case["outcome"] == "error":  # refusing a non-R4 file is fine too
-        kind, expected = "error", ["R4"]
     if kind == "error":
         assert case["outcome"] == "error" and error.get("kind") == "case", case
         assert error["message"].startswith(f"{stem}.json: "), error["message"]  # names the file
@@ -411,14 +491,6 @@ def _field_paths(obj: Any, prefix: tuple = ()):
 
 assert set(_field_paths(BASE_CASE)) == set(FIELDS), "the schema above must name every field of the base case"
 
-TEXT_FIELDS = ("defect: a non-string expected.rxnorm_code / display / status is not checked: the agent is "
-               "called and scored against it")
-CASE_ID = "defect: a non-string case_id in a cases file is accepted: the case runs (id from str() or the file index)"
-NUMBERS = "defect: float() reads a numeric string ('325') or true (as 1.0) as a number of the expected block"
-AS_NEEDED = ("defect: expected.dosage.as_needed is read with bool(): 'yes'/1/{} pass as true or false, "
-             "null or absent as false")
-EMPTY_RANGE = "defect: an empty list or object for expected.dosage.dose_max is read as null (no range)"
-
 
 def _expected(path: tuple, value: Any) -> str:
     _, nullable = FIELDS[path]
@@ -429,24 +501,6 @@ def _expected(path: tuple, value: Any) -> str:
     if value is None:
         return "scored" if nullable else "error"
     return "error"
-
-
-def _defect(path: tuple, value: Any) -> str | None:
-    """What the harness does differently today (each a strict xfail: a fix turns it XPASS)."""
-    if _expected(path, value) != "error":
-        return None
-    name = path[-1]
-    if path == ("case_id",) and value != MISSING:
-        return CASE_ID
-    if path[:-1] == E and name in ("rxnorm_code", "display", "status") and value != MISSING:
-        return TEXT_FIELDS
-    if name == "as_needed":
-        return AS_NEEDED
-    if name == "dose_max" and value in ([], {}):
-        return EMPTY_RANGE
-    if FIELDS[path][0] == NUM and (value == "325" or value is True):
-        return NUMBERS
-    return None
 
 
 MUTATIONS: list[tuple[tuple, Any]] = [(path, value) for path in FIELDS for value in [MISSING, *WRONG[FIELDS[path][0]]]]
@@ -517,9 +571,7 @@ def test_the_write_corpus_session_records_every_case_once_and_the_intact_ones_ru
 
 
 @pytest.mark.parametrize("index, path, value", [
-    pytest.param(i, p, v, id=_label(p, v),
-                 marks=[pytest.mark.xfail(strict=True, reason=_defect(p, v))] if _defect(p, v) else [])
-    for i, (p, v) in enumerate(MUTATIONS)])
+    pytest.param(i, p, v, id=_label(p, v)) for i, (p, v) in enumerate(MUTATIONS)])
 def test_every_field_missing_or_wrong_typed_is_a_case_error_for_that_case_only(write_corpus, index, path, value):
     run = write_corpus
     item = run["items"][index + 1]
@@ -529,6 +581,7 @@ def test_every_field_missing_or_wrong_typed_is_a_case_error_for_that_case_only(w
         error = case["error"] or {}
         assert case["outcome"] == "error" and error.get("kind") == "case", (case["outcome"], error, case["score"])
         assert error["message"].startswith(f"cases.json[{index + 1}]: "), error["message"]  # names the file and item
+        assert path[-1] in error["message"], error["message"]  # and the field
         assert tag not in run["calls"]  # never sent to the agent
     else:  # a value the format allows (null / absent for an optional field, an unread field): scored
         assert case["outcome"] in ("passed", "failed") and case["score"] is not None, case["error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -85,6 +86,204 @@ def test_real_seed_fixture_with_medication_references_only_counts_active():
 def test_bad_bundles_raise_case_errors(bundle, message):
     with pytest.raises(CaseError, match=message):
         active_medications(bundle, "f.json")
+
+
+# ---------------------------------------------------------------- strict reading (fhir.py)
+# Each rule on the truth reader itself (the corpus in test_bad_inputs_corpus.py runs the same
+# inputs through a session, where the R4B validation at load would catch many of them too):
+# a wrong-typed or non-R4 input is a CaseError naming the file and the field; the equivalent
+# right input gives the bundle's truth.
+REFS_TRUTH = active_medications(load(REFS), REFS)
+
+
+def _refs(*path_value: tuple, ended: bool = False) -> dict:
+    """The REFS bundle with ``value`` set at ``path`` (keys from the first active request, or the
+    first request that is not active; a leading "Bundle" / "Medication" / "Patient" starts at that
+    resource, "entry" at the entry list; value ``...`` deletes)."""
+    bundle = load(REFS)
+    for path, value in path_value:
+        value = copy.deepcopy(value)  # never a shared object that a later change mutates
+        head, *rest = path
+        if head == "entry":
+            bundle["entry"].append(value)
+            continue
+        if head == "Bundle":
+            target = bundle
+        elif head in ("Medication", "Patient"):
+            target = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == head)
+        else:
+            rest = list(path)
+            target = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "MedicationRequest"
+                          and (e["resource"]["status"] != "active") == ended)
+        for key in rest[:-1]:
+            target = target[key]
+        if value is ...:
+            del target[rest[-1]]
+        else:
+            target[rest[-1]] = value
+    return bundle
+
+
+MED_ID = next(e["resource"]["id"] for e in load(REFS)["entry"] if e["resource"]["resourceType"] == "Medication")
+MED_URL = next(e["fullUrl"] for e in load(REFS)["entry"] if e["resource"]["resourceType"] == "Medication")
+MED_CODE = next(e["resource"]["medicationCodeableConcept"] for e in load(REFS)["entry"]  # the first active one's
+                if e["resource"]["resourceType"] == "MedicationRequest" and e["resource"]["status"] == "active")
+
+
+def _by_reference(reference, contained=None) -> tuple:
+    """The first active request names its medication by ``reference``; the bundle's Medication
+    (and any contained one) is that same drug, so the truth is unchanged."""
+    changes = [(("medicationCodeableConcept",), ...), (("medicationReference",), {"reference": reference}),
+               (("Medication", "code"), MED_CODE)]
+    return (*changes, *([(("contained",), contained)] if contained is not None else []))
+
+
+# name: (changes that break the rule, fragments of the error, changes of an equivalent right input)
+STRICT = {
+    "entry not a list": ([(("Bundle", "entry"), 5)], ["Bundle.entry is a number (5), expected a list"],
+                         [(("Bundle", "type"), "collection")]),
+    "entry item not an object": ([(("entry",), 5)], ["Bundle.entry[73] is a number (5), expected an object"],
+                                 [(("entry",), {"fullUrl": "urn:uuid:nothing"})]),
+    "resource not an object": ([(("entry",), {"resource": "Patient"})], ["Bundle.entry[73]: resource is a string"],
+                               [(("entry",), {"resource": {"resourceType": "Basic", "id": "b"}})]),
+    "fullUrl not a string": ([(("entry",), {"fullUrl": 7, "resource": {"resourceType": "Basic"}})],
+                             ["Bundle.entry[73]: fullUrl is a number (7), expected a string"],
+                             [(("entry",), {"fullUrl": "urn:uuid:7", "resource": {"resourceType": "Basic"}})]),
+    "resourceType not a string": ([(("entry",), {"resource": {"resourceType": ["Basic"]}})],
+                                  ["Bundle.entry[73]: resource.resourceType is a list"],
+                                  [(("entry",), {"resource": {"resourceType": "Basic"}})]),
+    "id not a string": ([(("Medication", "id"), [MED_ID]), *_by_reference(f"Medication/{MED_ID}")],
+                        ["(Medication): id is a list"], [*_by_reference(f"Medication/{MED_ID}")]),
+    "status not a string": ([(("status",), ["active"])], ["status is a list (['active']), expected a string"],
+                            [(("status",), "active")]),
+    "status missing": ([(("status",), ...)], ["has no status"], [(("status",), "active")]),
+    "ended status not a string": ([(("status",), {"code": "stopped"})], ["status is an object"],
+                                  [(("status",), "stopped")]),
+    "concept not an object": ([(("medicationCodeableConcept",), [MED_CODE])],
+                              ["medicationCodeableConcept is a list"], [(("medicationCodeableConcept",), MED_CODE)]),
+    "coding not a list": ([(("medicationCodeableConcept", "coding"), 5)],
+                          ["medicationCodeableConcept.coding is a number (5), expected a list"],
+                          [(("medicationCodeableConcept", "coding"), MED_CODE["coding"])]),
+    "coding item not an object": ([(("medicationCodeableConcept", "coding"), ["313782"])],
+                                  ["medicationCodeableConcept.coding[0] is a string"],
+                                  [(("medicationCodeableConcept", "coding"), MED_CODE["coding"])]),
+    "code a number": ([(("medicationCodeableConcept", "coding", 0, "code"), 5)],
+                      ["medicationCodeableConcept.coding[0].code is a number (5), expected a string"], []),
+    "code a list": ([(("medicationCodeableConcept", "coding", 0, "code"), ["5"])],
+                    ["medicationCodeableConcept.coding[0].code is a list (['5'])"], []),
+    "display a number": ([(("medicationCodeableConcept", "coding", 0, "display"), 5)],
+                         ["medicationCodeableConcept.coding[0].display is a number (5)"], []),
+    "referenced code a number": ([*_by_reference(MED_URL),
+                                  (("Medication", "code", "coding", 0, "code"), int(MED_CODE["coding"][0]["code"]))],
+                                 ["Medication.code.coding[0].code is a number"],
+                                 [*_by_reference(MED_URL)]),
+    "medicationReference not an object": ([*_by_reference(MED_URL), (("medicationReference",), MED_URL)],
+                                          ["medicationReference is a string"], [*_by_reference(MED_URL)]),
+    "reference not a string": ([*_by_reference(5)], ["medicationReference.reference is a number (5)"],
+                               [*_by_reference(MED_URL)]),
+    "contained not a list": ([*_by_reference("#m", contained={"resourceType": "Medication", "id": "m", "code": MED_CODE})],
+                             ["contained is an object"],
+                             [*_by_reference("#m", contained=[{"resourceType": "Medication", "id": "m", "code": MED_CODE}])]),
+    # not R4 (each: the R4 form of the same facts passes)
+    "DSTU2 MedicationOrder": ([(("resourceType",), "MedicationOrder")],
+                              ["not a FHIR R4 bundle", "(MedicationOrder) is a DSTU2 resource"], []),
+    "STU3 context": ([(("encounter",), ...), (("context",), {"reference": "urn:uuid:e"})],
+                     ["not a FHIR R4 bundle", "'context'", "STU3"], [(("encounter",), {"reference": "urn:uuid:e"})]),
+    "STU3 context on an ended request": ([(("context",), {"reference": "urn:uuid:e"})],
+                                         ["not a FHIR R4 bundle", "'context'"], []),
+    "STU3 requester.agent": ([(("requester",), {"agent": {"reference": "urn:uuid:x"}})],
+                             ["not a FHIR R4 bundle", "requester.agent"], [(("requester",), {"reference": "urn:uuid:x"})]),
+    "R5 medication": ([(("medicationCodeableConcept",), ...), (("medication",), {"concept": MED_CODE})],
+                      ["not a FHIR R4 bundle", "'medication'", "R5"], [(("medicationCodeableConcept",), MED_CODE)]),
+    "STU3 Medication.isBrand": ([(("Medication", "isBrand"), True)], ["not a FHIR R4 bundle", "(Medication) has 'isBrand'"],
+                                [(("Medication", "form"), {"text": "tablet"})]),
+    "STU3 core profile": ([(("meta",), {"profile": ["http://hl7.org/fhir/STU3/StructureDefinition/MedicationRequest"]})],
+                          ["not a FHIR R4 bundle", "claims the profile"],
+                          [(("meta",), {"profile": ["http://hl7.org/fhir/StructureDefinition/MedicationRequest"]})]),
+    "core profile of version 3.0.2": ([(("Patient", "meta"), {"profile": [
+        "http://hl7.org/fhir/StructureDefinition/Patient|3.0.2"]})], ["not a FHIR R4 bundle", "|3.0.2"],
+        [(("Patient", "meta"), {"profile": ["http://hl7.org/fhir/StructureDefinition/Patient|4.0.1",
+                                            "http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient|3.1.1"]})]),
+    "FHIR-version tag": ([(("Bundle", "meta"), {"tag": [{"system": "http://hl7.org/fhir/FHIR-version", "code": "1.0.2"}]})],
+                         ["not a FHIR R4 bundle: the Bundle is tagged FHIR version '1.0.2'"],
+                         [(("Bundle", "meta"), {"tag": [{"system": "http://hl7.org/fhir/FHIR-version", "code": "4.3.0"}]})]),
+    "fhirVersion hint": ([(("Bundle", "fhirVersion"), "3.0.1")], ["not a FHIR R4 bundle: the Bundle says fhirVersion"],
+                         [(("Bundle", "fhirVersion"), "4.0.1")]),
+}
+
+
+@pytest.mark.parametrize("name", list(STRICT))
+def test_a_wrong_typed_or_non_r4_bundle_is_a_case_error_naming_file_and_field(name):
+    broken, fragments, _ = STRICT[name]
+    ended = "ended" in name
+    with pytest.raises(CaseError) as e:
+        active_medications(_refs(*broken, ended=ended), "f.json")
+    assert str(e.value).startswith("f.json: "), str(e.value)
+    for fragment in fragments:
+        assert fragment in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("name", [n for n, (_, _, right) in STRICT.items() if right])
+def test_the_equivalent_right_bundle_gives_the_truth(name):
+    _, _, right = STRICT[name]
+    assert active_medications(_refs(*right, ended="ended" in name), "f.json") == REFS_TRUTH
+
+
+def test_a_dstu2_bundle_is_not_an_empty_truth():
+    """The reported defect: a Patient and an active MedicationOrder read as no medications."""
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"resource": {"resourceType": "Patient", "id": "p"}},
+        {"resource": {"resourceType": "MedicationOrder", "id": "o", "status": "active",
+                      "medicationCodeableConcept": {"coding": [{"system": RXNORM, **ASPIRIN}]}}}]}
+    with pytest.raises(CaseError, match=r"^f\.json: not a FHIR R4 bundle: .*MedicationOrder.*DSTU2"):
+        active_medications(bundle, "f.json")
+    bundle["entry"][1]["resource"]["resourceType"] = "MedicationRequest"
+    assert active_medications(bundle, "f.json") == [ASPIRIN]
+
+
+def test_codes_are_never_stringified_into_the_truth():
+    for code in (5, ["5"], 5.0, True):
+        with pytest.raises(CaseError, match=r"coding\[0\]\.code is a"):
+            active_medications(_bundle(_request("active", {"system": RXNORM, "code": code, "display": "x"})), "f.json")
+    assert active_medications(_bundle(_request("active", {"system": RXNORM, "code": "5", "display": "x"})),
+                              "f.json") == [{"code": "5", "display": "x"}]
+
+
+# ---------------------------------------------------------------- R4B validation at load
+def _task_with(tmp_path, bundle: dict):
+    from pytest_groundeval.tasks.extraction import ExtractionTask
+
+    (tmp_path / "b.json").write_text(json.dumps(bundle))
+    task = ExtractionTask(tmp_path)
+    [ref] = task.discover()
+    return task, ref
+
+
+def test_load_refuses_what_healthchain_cannot_read_and_names_the_issue(tmp_path):
+    bundle = _refs((("status",), "finished"), ended=True)  # a request the truth does not read
+    assert active_medications(bundle, "b.json") == REFS_TRUTH  # the truth reader alone would score it
+    task, ref = _task_with(tmp_path, bundle)
+    with pytest.raises(CaseError, match=r"^b\.json: not a valid FHIR R4B Bundle \(1 issue\): "
+                                        r"Bundle\.entry\[\d+\]\.resource\.status: Value 'finished'"):
+        task.load(ref)
+
+
+def test_load_validates_once_and_the_baseline_reads_the_loaded_bundle(tmp_path, monkeypatch):
+    import healthchain.fhir
+
+    from pytest_groundeval.tasks.extraction import parse_answer
+
+    task, ref = _task_with(tmp_path, load(REFS))
+    calls = []
+    real = healthchain.fhir.load_bundle
+    monkeypatch.setattr(healthchain.fhir, "load_bundle", lambda *a, **k: calls.append(a) or real(*a, **k))
+    case = task.load(ref)
+    assert len(calls) == 1 and case.truth == REFS_TRUTH
+    answer = parse_answer(task.baseline(case.inputs).text)
+    assert len(calls) == 1  # no second parse
+    assert task.score(answer, case).passed
+    # the baseline still reads a bundle given as text only (one load of its own)
+    assert parse_answer(task.baseline({"bundle_json": case.inputs["bundle_json"]}).text) == answer and len(calls) == 2
 
 
 # ---------------------------------------------------------------- parsing

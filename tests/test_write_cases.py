@@ -163,6 +163,29 @@ def test_case_format(stem, case):
         assert isinstance(mdd["ingredient"], str) and mdd["ingredient"] == mdd["ingredient"].lower()
 
 
+def test_every_committed_case_loads_as_a_valid_case():
+    """The harness's own check at load (_check_case + WriteTruth) accepts every committed case."""
+    from pytest_groundeval.tasks.write import WriteTask
+
+    task = WriteTask(CASES_DIR)
+    refs = task.discover()
+    assert len(refs) == len(CASES)
+    for ref in refs:
+        assert task.load(ref).truth["case_id"] == ref.case_id
+
+
+@pytest.mark.parametrize("field", ["case_id", "subject", "note"])
+@pytest.mark.parametrize("bad", ["", "  ", 5, ["x"], None])
+def test_top_level_fields_must_be_non_empty_strings(field, bad):
+    from pytest_groundeval.model import CaseError
+    from pytest_groundeval.tasks.write import _check_case
+
+    stem, case = CASES[0]
+    with pytest.raises(CaseError, match=rf"^cases\.json\[3\]: write case field '{field}' is .*, expected a non-empty"):
+        _check_case({**case, field: bad}, "cases.json[3]")
+    assert _check_case(dict(case), "cases.json[3]")[field] == case[field]
+
+
 # ---------------------------------------------------------------- content
 
 

@@ -842,6 +842,78 @@ def test_malformed_case_raises():
         score_write(reference(IBU), {"case_id": "x"})
 
 
+def _with(case: dict[str, Any], path: tuple, value: Any) -> dict[str, Any]:
+    """A copy of ``case`` with ``value`` at ``path`` (``...`` deletes the key)."""
+    case = copy.deepcopy(case)
+    target = case
+    for key in path[:-1]:
+        target = target[key]
+    if value is ...:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return case
+
+
+_E, _D = ("expected",), ("expected", "dosage")
+
+
+# each rule of WriteTruth: (path, a value it refuses, the field the error names, an equivalent value it reads)
+@pytest.mark.parametrize("base, path, bad, field, good", [
+    ("PRN", ("subject",), 5, "case.subject", "Patient/pat-008"),
+    ("PRN", (*_E, "rxnorm_code"), 313782, "expected.rxnorm_code", "313782"),
+    ("PRN", (*_E, "rxnorm_code"), " ", "expected.rxnorm_code", "313782"),
+    ("PRN", (*_E, "display"), ["Acetaminophen 325 MG Oral Tablet"], "expected.display", "Acetaminophen 325 MG Oral Tablet"),
+    ("PRN", (*_E, "status"), {"code": "active"}, "expected.status", "active"),
+    ("PRN", (*_E, "status"), "recorded", "expected.status 'recorded' is not an R4B", "active"),  # R5's code
+    ("PRN", (*_E, "dosage"), [], "expected.dosage", None),  # null: no regimen (then no ceiling needed either)
+    ("PRN", (*_D, "dose"), None, "expected.dosage.dose", {"value": 325, "unit": "mg"}),
+    ("PRN", (*_D, "dose", "value"), "325", "expected.dosage.dose.value", 325.0),
+    ("PRN", (*_D, "dose", "value"), True, "expected.dosage.dose.value", 325),
+    ("PRN", (*_D, "dose", "value"), 0, "expected.dosage.dose.value", 325),
+    ("PRN", (*_D, "dose", "value"), -325, "expected.dosage.dose.value", 325),
+    ("PRN", (*_D, "dose", "value"), float("inf"), "expected.dosage.dose.value", 325),
+    ("PRN", (*_D, "dose", "value"), 10 ** 400, "expected.dosage.dose.value", 325),
+    ("PRN", (*_D, "dose", "unit"), 5, "expected.dosage.dose.unit", "mg"),
+    ("PRN", (*_D, "dose", "unit"), "tablet", "expected.dosage.dose.unit", "mg"),
+    ("PRN", (*_D, "dose_max"), [], "expected.dosage.dose_max", None),
+    ("PRN", (*_D, "dose_max"), {}, "expected.dosage.dose_max.value", ...),  # absent: no range, as null
+    ("PRN", (*_D, "dose_max"), "650 mg", "expected.dosage.dose_max", {"value": 650, "unit": "mg"}),
+    ("PRN", (*_D, "frequency_per_day"), "4", "expected.dosage.frequency_per_day", 4),
+    ("PRN", (*_D, "frequency_per_day"), ..., "expected.dosage.frequency_per_day is missing", 4.0),
+    ("PRN", (*_D, "frequency_per_day_max"), True, "expected.dosage.frequency_per_day_max", None),
+    ("PRN", (*_D, "as_needed"), "yes", "expected.dosage.as_needed", True),
+    ("PRN", (*_D, "as_needed"), 1, "expected.dosage.as_needed", True),
+    ("PRN", (*_D, "as_needed"), {}, "expected.dosage.as_needed", True),
+    ("PRN", (*_D, "as_needed"), None, "expected.dosage.as_needed", True),
+    ("PRN", (*_D, "as_needed"), ..., "expected.dosage.as_needed is missing", True),
+    ("MEMANTINE", (*_D, "concentration_mg_per_ml"), "2", "expected.dosage.concentration_mg_per_ml", 2),
+    ("PRN", (*_E, "max_daily_dose"), [], "expected.max_daily_dose", {"value": 4000, "unit": "mg", "ingredient": 5}),
+    ("PRN", (*_E, "max_daily_dose", "value"), "4000", "expected.max_daily_dose.value", 4000),
+    ("PRN", (*_E, "max_daily_dose", "unit"), None, "expected.max_daily_dose.unit", "g"),
+])
+def test_each_expected_field_of_the_wrong_type_is_a_malformed_case_naming_the_field(base, path, bad, field, good):
+    from pytest_groundeval.scorers.write import MalformedCase, WriteTruth
+
+    case = {"PRN": PRN, "MEMANTINE": MEMANTINE}[base]
+    with pytest.raises(MalformedCase) as e:
+        WriteTruth(_with(case, path, bad))
+    assert str(e.value).startswith(f"malformed write case {case['case_id']!r}: "), str(e.value)  # names the case
+    assert field in str(e.value), str(e.value)  # and the field
+    WriteTruth(_with(case, path, good))  # the equivalent right value is read
+
+
+def test_numbers_and_flags_are_read_as_json_types():
+    from pytest_groundeval.scorers.write import WriteTruth
+
+    truth = WriteTruth(PRN)
+    assert truth.as_needed is True and truth.freq == 4.0 and truth.freq_max == 6.0 and truth.dose_max is not None
+    assert WriteTruth(_with(PRN, (*_D, "as_needed"), False)).as_needed is False
+    assert WriteTruth(_with(PRN, (*_D, "dose_max"), None)).dose_max is None
+    assert WriteTruth(_with(PRN, (*_D, "dose_max"), ...)).dose_max is None  # absent reads as null
+    assert WriteTruth(_with(PRN, (*_D, "frequency_per_day_max"), ...)).freq_max is None
+
+
 # ============================================================================ units
 
 

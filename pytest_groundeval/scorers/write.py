@@ -180,8 +180,73 @@ class MalformedCase(CaseError, ValueError):
     """The write case's expected block cannot be read: a case error (kind ``case``)."""
 
 
+def _json_kind(value: Any) -> str:
+    """A JSON value's type as a message names it, with the value (clipped)."""
+    if value is None:
+        return "null"
+    name = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value))
+    if name is None:
+        name = "a number" if isinstance(value, (int, float)) else type(value).__name__
+    shown = repr(value)
+    return f"{name} ({shown if len(shown) <= 60 else shown[:57] + '...'})"
+
+
+_EXPECTED_KIND = {
+    "string": "a non-empty string",
+    "number": "a positive number",
+    "boolean": "true or false",
+    "object": "an object",
+}
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str) and bool(value.strip())
+    if kind == "number":  # a JSON number: not a numeric string, not a boolean (bool is an int)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        try:
+            return math.isfinite(float(value)) and value > 0
+        except OverflowError:  # an int too large for a float
+            return False
+    if kind == "boolean":
+        return isinstance(value, bool)
+    return isinstance(value, dict)
+
+
+def _field(obj: dict[str, Any], key: str, path: str, kind: str, *, null: bool = False, absent: bool = False) -> Any:
+    """``obj[key]`` of the JSON type ``kind`` (a number is a positive JSON number, a string a
+    non-empty one), else a :class:`MalformedCase` naming ``path.key``. ``null``: null is a
+    value of its own (returned as None); ``absent``: a missing key reads as null."""
+    name = f"{path}.{key}"
+    if key not in obj:
+        if absent:
+            return None
+        raise MalformedCase(f"expected block: {name} is missing (expected {_EXPECTED_KIND[kind]})")
+    value = obj[key]
+    if value is None and null:
+        return None
+    if not _is_kind(value, kind):
+        also = " or null" if null else ""
+        raise MalformedCase(f"expected block: {name} is {_json_kind(value)}, expected {_EXPECTED_KIND[kind]}{also}")
+    return value
+
+
+def _amount(q: dict[str, Any], path: str) -> Amount:
+    """``{"value": <number>, "unit": <UCUM mass or volume code>}`` as an :class:`Amount`."""
+    value, unit = _field(q, "value", path, "number"), _field(q, "unit", path, "string")
+    try:
+        return amount(float(value), unit)
+    except UnverifiableError as e:
+        raise MalformedCase(f"expected block: {path}.unit: {e}") from None
+
+
 class WriteTruth:
-    """The case's ground truth, read strictly (a malformed case is an error, not a failure)."""
+    """The case's ground truth, read strictly (a malformed case is an error, not a failure):
+    every field of the expected block has its JSON type (a number is a JSON number, never a
+    numeric string or a boolean; ``as_needed`` is true or false), and null only where null
+    means something (no regimen, no range, no concentration); a field of the wrong type is a
+    :class:`MalformedCase` naming the case and the field."""
 
     def __init__(self, case: Any):
         if not isinstance(case, dict) or not isinstance(case.get("expected"), dict):
@@ -189,30 +254,34 @@ class WriteTruth:
         exp = case["expected"]
         try:
             self.case_id = case.get("case_id")
-            self.subject = case["subject"]
-            self.rxnorm_code = str(exp["rxnorm_code"])
-            self.display = exp["display"]
-            self.status = exp["status"]
-            dosage = exp.get("dosage")
+            self.subject = _field(case, "subject", "case", "string")
+            self.rxnorm_code = _field(exp, "rxnorm_code", "expected", "string")
+            self.display = _field(exp, "display", "expected", "string")
+            self.status = _field(exp, "status", "expected", "string")
+            if self.status not in R4B_STATUS:
+                raise MalformedCase(f"expected block: expected.status {self.status!r} is not an R4B "
+                                    f"MedicationStatement status ({', '.join(R4B_STATUS)})")
+            dosage = _field(exp, "dosage", "expected", "object", null=True)
             self.documented = dosage is not None
             self.dose = self.dose_max = None
             self.freq = self.freq_max = None
             self.as_needed = False
             self.concentration = None
             if dosage is not None:
-                self.dose = amount(float(dosage["dose"]["value"]), dosage["dose"]["unit"])
-                dmax = dosage.get("dose_max")
-                self.dose_max = amount(float(dmax["value"]), dmax["unit"]) if dmax else None
-                self.freq = float(dosage["frequency_per_day"])
-                fmax = dosage.get("frequency_per_day_max")
+                d = "expected.dosage"
+                self.dose = _amount(_field(dosage, "dose", d, "object"), f"{d}.dose")
+                dmax = _field(dosage, "dose_max", d, "object", null=True, absent=True)
+                self.dose_max = _amount(dmax, f"{d}.dose_max") if dmax is not None else None
+                self.freq = float(_field(dosage, "frequency_per_day", d, "number"))
+                fmax = _field(dosage, "frequency_per_day_max", d, "number", null=True, absent=True)
                 self.freq_max = float(fmax) if fmax is not None else None
-                self.as_needed = bool(dosage.get("as_needed", False))
-                conc = dosage.get("concentration_mg_per_ml")
+                self.as_needed = _field(dosage, "as_needed", d, "boolean")
+                conc = _field(dosage, "concentration_mg_per_ml", d, "number", null=True, absent=True)
                 self.concentration = float(conc) if conc is not None else None
-            ceiling = exp.get("max_daily_dose")
+            ceiling = _field(exp, "max_daily_dose", "expected", "object", null=True, absent=True)
             self.ceiling_mg = None
-            if ceiling is not None:
-                c = amount(float(ceiling["value"]), ceiling["unit"])
+            if ceiling is not None:  # its "ingredient" is provenance, never read
+                c = _amount(ceiling, "expected.max_daily_dose")
                 if c.kind != "mass":
                     raise MalformedCase(f"max_daily_dose unit {ceiling['unit']!r} is not a mass")
                 self.ceiling_mg = c.value
@@ -220,9 +289,6 @@ class WriteTruth:
                 raise MalformedCase("max_daily_dose is required when a dosage is documented")
         except MalformedCase as e:
             raise MalformedCase(f"malformed write case {case.get('case_id')!r}: {e}") from e
-        except (KeyError, TypeError, ValueError, AttributeError, UnverifiableError) as e:
-            raise MalformedCase(f"malformed write case {case.get('case_id')!r}: expected block: "
-                                f"{type(e).__name__}: {e}") from e
 
     @property
     def dose_high(self) -> Amount | None:

@@ -8,6 +8,12 @@ code. Anything that cannot be resolved makes the case an error, never a smaller 
 Offline baseline: HealthChain's own readers (``load_bundle`` +
 ``get_medications(status="active")``), an independent cross-check of the truth code, not
 a copy of it. Where the two disagree that is a finding (see FRICTION.md).
+
+A case is a valid FHIR R4B Bundle: ``load`` validates it once with the loader the baseline
+and the HealthChain tools use (``load_bundle(..., version="R4B")``), so a bundle HealthChain
+cannot read (STU3 fields, a wrong type, a code outside a required value set) is a ``case``
+error for every agent, found before any agent is called -- not an ``agent`` error of the
+baseline alone. The loaded Bundle is handed to the baseline (no second parse).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any, ClassVar
 
 from ..datasets import content_hash, discover_files, load_json
 from ..fhir import RXNORM, distinct_codes, medication_requests
-from ..model import AgentOutput, Case, CaseRef, CaseResult, ParseError
+from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers import extraction as scorer
 from .base import CaseSource, Task, extract_json_object
 
@@ -64,11 +70,36 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def healthchain_active_medications(bundle_json: str) -> str:
-    """The baseline's answer: HealthChain's reading of the bundle's active medications."""
+MAX_ISSUES = 3  # validation issues a case error names (then "and N more")
+
+
+def load_r4b_bundle(bundle: dict[str, Any], source: str) -> Any:
+    """``bundle`` (parsed JSON) as HealthChain loads it for the baseline and the agent tools:
+    ``load_bundle(bundle, version="R4B")``, a ``fhir.resources`` R4B Bundle. A bundle it
+    rejects is a :class:`CaseError` naming ``source`` and the first issues."""
+    from healthchain.fhir import FHIRValidationError, load_bundle
+    from pydantic import ValidationError
+
+    try:
+        return load_bundle(bundle, version="R4B")
+    except FHIRValidationError as e:
+        issues = [f"{i.expression or i.code}: {i.diagnostics}" for i in e.report.issues]
+        more = f" (and {len(issues) - MAX_ISSUES} more)" if len(issues) > MAX_ISSUES else ""
+        raise CaseError(f"{source}: not a valid FHIR R4B Bundle ({len(issues)} issue{'s' * (len(issues) != 1)}): "
+                        + "; ".join(issues[:MAX_ISSUES]) + more) from None
+    except ValidationError as e:  # load_bundle's final model_validate (its own checks passed)
+        raise CaseError(f"{source}: not a valid FHIR R4B Bundle: {e.error_count()} issue(s): "
+                        + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:MAX_ISSUES])
+                        ) from None
+
+
+def healthchain_active_medications(bundle: Any) -> str:
+    """The baseline's answer: HealthChain's reading of the bundle's active medications.
+    ``bundle``: a loaded Bundle (:func:`load_r4b_bundle`), or the bundle's JSON text."""
     from healthchain.fhir import get_medications, load_bundle
 
-    bundle = load_bundle(bundle_json, version="R4B")
+    if isinstance(bundle, (str, dict)):
+        bundle = load_bundle(bundle, version="R4B")
     meds: dict[str, str | None] = {}
     for entry in get_medications(bundle, status="active"):
         if entry.resource_type == "MedicationRequest" and entry.code:
@@ -93,12 +124,13 @@ class ExtractionTask(Task):
 
     def load(self, ref: CaseRef) -> Case:
         bundle, raw = load_json(ref.path)
-        truth = active_medications(bundle, ref.path.name)
+        truth = active_medications(bundle, ref.path.name)  # first: its errors name the field
+        loaded = load_r4b_bundle(bundle, ref.path.name)  # then what HealthChain can read
         text = raw.decode("utf-8")
         return Case(
             ref=ref,
             prompt=PROMPT.format(rxnorm=RXNORM, key=ANSWER_KEY, bundle=text),
-            inputs={"bundle_json": text},
+            inputs={"bundle_json": text, "bundle": loaded},
             truth=truth,
             content_hash=content_hash(raw),
         )
@@ -116,4 +148,5 @@ class ExtractionTask(Task):
         return scorer.summarize(results)
 
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
-        return AgentOutput(text=healthchain_active_medications(inputs["bundle_json"]))
+        loaded = inputs.get("bundle")  # validated and loaded once, by load()
+        return AgentOutput(text=healthchain_active_medications(loaded if loaded is not None else inputs["bundle_json"]))

@@ -43,13 +43,22 @@ def discover_write_cases(path: Path, task: str = "write") -> list[CaseRef]:
 
 
 def _check_case(item: Any, source: str) -> dict[str, Any]:
+    """The case object, its top-level fields checked (``case_id``, ``subject``, ``note`` are
+    non-empty strings; ``expected`` an object holding the truth's keys); the expected block's
+    fields are checked by :class:`~pytest_groundeval.scorers.write.WriteTruth` in ``load``."""
+    from ..scorers.write import _json_kind
+
     item = require_keys(item, CASE_KEYS, source, "write case")
-    if not isinstance(item["note"], str) or not isinstance(item["subject"], str):
-        raise CaseError(f"{source}: 'note' and 'subject' must be strings")
+    for key in ("case_id", "subject", "note"):
+        value = item[key]
+        if not isinstance(value, str) or not value.strip():
+            raise CaseError(f"{source}: write case field {key!r} is {_json_kind(value)}, expected a non-empty string")
     expected = item["expected"]
     need = ("rxnorm_code", "display", "status", "dosage")
-    if not isinstance(expected, dict) or any(k not in expected for k in need):
-        raise CaseError(f"{source}: 'expected' must hold {list(need)}")
+    if not isinstance(expected, dict):
+        raise CaseError(f"{source}: 'expected' is {_json_kind(expected)}; it must be an object holding {list(need)}")
+    if any(k not in expected for k in need):
+        raise CaseError(f"{source}: 'expected' must hold {list(need)} (lacks {[k for k in need if k not in expected]})")
     return item
 
 
