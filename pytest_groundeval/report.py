@@ -1,7 +1,13 @@
-"""The terminal summary: the same figures as the record's summary and gate."""
+"""The terminal summary: the same figures as the record's summary, usage, completeness and gate.
+
+A figure with no interval in the record (a null ``*_ci95``: fewer than two cases) is printed
+without one. The paths are not repeated here: the reporter prints the run record's and the HTML
+report's (``HTML report: PATH``) after these lines, the subset and cut-short reasons, and
+LangSmith (``tracing.py``) its experiments' URLs."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Mapping
 
 from .model import RunRecord
@@ -13,6 +19,48 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     return str(value)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def usage_line(record: RunRecord) -> str:
+    """Tokens in and out and the cost; "cost unknown" when a case with usage had no price."""
+    u = record.usage
+    line = f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; "
+    if u.cases_unpriced:
+        return line + (f"cost unknown: {_plural(u.cases_unpriced, 'case')} unpriced "
+                       f"(${u.cost_usd:.4f} for the {u.cases_priced} priced)")
+    return line + f"cost ${u.cost_usd:.4f}"
+
+
+def errors_line(record: RunRecord) -> str | None:
+    """The errored cases counted by ``error.kind``, most first: "errors: 2 timeout, 1 agent"."""
+    kinds = Counter(c.error.kind if c.error is not None else "unknown"
+                    for c in record.cases if c.outcome == "error")
+    if not kinds:
+        return None
+    return "errors: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def completeness_line(record: RunRecord) -> str:
+    """Recorded of selected, and whether that was a subset or cut short (the reporter's own
+    lines after the summary say which subset, and why it was cut short)."""
+    c = record.completeness
+    shard = getattr(c, "shard", None)
+    prefix = "completeness: " + (f"shard {shard.index}/{shard.count}, " if shard is not None else "")
+    notes = []
+    if c.selected is None:
+        line = prefix + f"{c.recorded} cases recorded"
+        notes.append("selected count unknown")
+    else:
+        line = prefix + f"{c.recorded}/{c.selected} selected cases recorded"
+    if c.subset:
+        notes.append(f"a subset, {c.deselected} deselected")
+    if c.cut_short:
+        notes.append("cut short")
+    return line + (f" ({'; '.join(notes)})" if notes else ", complete")
 
 
 def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
@@ -31,6 +79,11 @@ def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
             ci = summary.get(f"{m}_ci95")
             ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else ""
             lines.append(f"  {m:<{width}}  {_fmt(summary.get(m))}{ci_text}")
+    lines.append(usage_line(record))
+    errors = errors_line(record)
+    if errors is not None:
+        lines.append(errors)
+    lines.append(completeness_line(record))
     warned = [c for c in record.cases if c.warnings]
     if warned:
         first = warned[0]

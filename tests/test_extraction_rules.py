@@ -10,7 +10,8 @@ from conftest import REFS, SYNTHEA
 
 from pytest_groundeval.datasets import CaseError
 from pytest_groundeval.model import CaseResult
-from pytest_groundeval.scorers.base import bootstrap_ci, prf
+from pytest_groundeval.scorers.aggregate import code_set_summary, summarize_rates
+from pytest_groundeval.scorers.base import bootstrap_ci, prf, wilson_ci
 from pytest_groundeval.scorers.extraction import score_extraction, summarize
 from pytest_groundeval.tasks.base import ParseError
 from pytest_groundeval.tasks.extraction import RXNORM, active_medications, parse_answer
@@ -393,7 +394,59 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
     assert ci == bootstrap_ci(values, seed=0)
     assert ci[0] < 0.75 < ci[1] and 0.5 < ci[0] and ci[1] <= 1.0
     assert bootstrap_ci([], seed=0) is None
+    assert bootstrap_ci([0.7], seed=0) is None  # one value: no interval
     assert bootstrap_ci([0.4] * 7) == [0.4, 0.4]
+
+
+# ---------------------------------------------------------------- intervals
+# Wilson score interval, z = 1.959964 (z^2 = 3.841459):
+#   centre = (p + z^2/2n) / (1 + z^2/n),  half = z sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n)
+# at p = 1 it is [n / (n + z^2), 1]; at p = 0, [0, z^2 / (n + z^2)].
+def test_wilson_interval_against_hand_computed_values():
+    assert wilson_ci(48, 48) == [0.9259, 1.0]  # 48 / 51.841459 = 0.925900: not [1.0, 1.0]
+    assert [round(x, 3) for x in wilson_ci(48, 48)] == [0.926, 1.0]
+    assert wilson_ci(0, 10) == [0.0, 0.277533]  # 3.841459 / 13.841459
+    # 5/10: (0.5 + 0.192073 -/+ 1.959964 * sqrt(0.025 + 0.009604)) / 1.384146
+    assert wilson_ci(5, 10) == [0.236593, 0.763407]
+    assert wilson_ci(1, 2) == [0.094531, 0.905469]
+    assert wilson_ci(1, 1) is None and wilson_ci(0, 1) is None and wilson_ci(0, 0) is None
+    with pytest.raises(ValueError):
+        wilson_ci(3, 2)
+
+
+def test_pass_rates_get_wilson_f1_keeps_the_seeded_bootstrap():
+    f1 = [1.0, 0.5, 0.0, 1.0, 0.8, 0.667, 1.0, 0.25]
+    exact = [1.0 if v == 1.0 else 0.0 for v in f1]
+    per_case = {"precision": f1, "recall": f1, "f1": f1, "exact_match": exact, "name_accuracy": f1}
+    s = code_set_summary(5, 3, 2, per_case, len(f1), seed=0)
+    assert s["exact_match_ci95"] == wilson_ci(3, 8) == [0.136844, 0.694258]
+    assert s["macro_f1_ci95"] == bootstrap_ci(f1, seed=0)  # the bootstrap, deterministic with its seed
+    assert s["macro_f1_ci95"] == code_set_summary(5, 3, 2, per_case, len(f1), seed=0)["macro_f1_ci95"]
+    assert s["macro_f1_ci95"] != code_set_summary(5, 3, 2, per_case, len(f1), seed=1)["macro_f1_ci95"]
+    assert s["macro_f1_ci95"][0] < s["macro_f1"] < s["macro_f1_ci95"][1]
+    one = {k: v[:1] for k, v in per_case.items()}
+    s1 = code_set_summary(1, 0, 0, one, 1, seed=0)
+    assert s1["exact_match_ci95"] is None and s1["macro_f1_ci95"] is None  # one case: no interval
+    # through the extraction scorer: exact match is Wilson, 1 of 2
+    s2 = summarize([_entry("passed", [ASPIRIN], [ASPIRIN]), _entry("error", None)])
+    assert s2["exact_match_ci95"] == [0.094531, 0.905469]
+    assert summarize([_entry("passed", [ASPIRIN], [ASPIRIN])])["exact_match_ci95"] is None
+
+
+def test_summarize_rates_wilson_for_proportions_bootstrap_otherwise():
+    def result(i, passed, extra=1.0):
+        return CaseResult(case_id=f"c{i}", task="t", outcome="passed" if passed else "failed",
+                          score={"passed": passed, "metrics": {"pass": float(passed), "partial": extra}})
+
+    rs = [result(i, True, 0.5 + i / 100) for i in range(48)]
+    s = summarize_rates(rs, ("pass", "partial"))
+    assert s["pass"] == 1.0 and s["pass_ci95"] == [0.9259, 1.0]
+    assert s["partial_ci95"] == bootstrap_ci([r.metric("partial") for r in rs], seed=0)  # not a 0/1 metric
+    rs = [result(i, i < 5) for i in range(10)]
+    assert summarize_rates(rs, ("pass",))["pass_ci95"] == [0.236593, 0.763407]
+    s1 = summarize_rates(rs[:1], ("pass",))
+    assert s1["pass"] == 1.0 and s1["pass_ci95"] is None
+    assert summarize_rates([], ("pass",))["pass_ci95"] is None
 
 
 def test_bootstrap_ci_matches_index_resampling():

@@ -83,4 +83,6 @@ def test_baseline_agent_figures_through_pytest(recproject):
     result = _run(recproject)
     result.assert_outcomes(passed=39, failed=len(CASES) - 39)
     s = json.loads((recproject.path / "record.json").read_text())["summary"]["reconciliation"]
-    assert s["micro_f1"] == pytest.approx(0.957983) and s["exact_match_ci95"] is not None
+    assert s["micro_f1"] == pytest.approx(0.957983)
+    assert s["exact_match"] == pytest.approx(39 / 47, abs=1e-6)
+    assert s["exact_match_ci95"] == [0.698602, 0.911136]  # Wilson, 39 of 47 exact

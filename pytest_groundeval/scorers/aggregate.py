@@ -1,11 +1,13 @@
-"""Aggregation shared by scorers: outcome counts, and pass rates with bootstrap CIs."""
+"""Aggregation shared by scorers: outcome counts, pass rates with Wilson score intervals,
+F1-type means with seeded bootstrap intervals. A summary over fewer than two cases has no
+interval: its ``*_ci95`` keys are null."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..model import CaseResult
-from .base import bootstrap_ci, mean, prf
+from .base import bootstrap_ci, mean, prf, wilson_ci
 
 
 def counts(results: list[CaseResult]) -> tuple[list[CaseResult], dict[str, Any]]:
@@ -20,14 +22,23 @@ def counts(results: list[CaseResult]) -> tuple[list[CaseResult], dict[str, Any]]
     }
 
 
+def rate_ci(values: list[float], *, seed: int = 0) -> list[float] | None:
+    """The 95% interval of a mean of per-case values: Wilson's when every value is 0 or 1 (a
+    proportion of cases passing), else the seeded bootstrap's; None under two cases."""
+    if all(v in (0.0, 1.0) for v in values):
+        return wilson_ci(int(sum(values)), len(values))
+    return bootstrap_ci(values, seed=seed)
+
+
 def summarize_rates(results: list[CaseResult], metrics: tuple[str, ...], *, seed: int = 0) -> dict[str, Any]:
-    """Mean of each 0/1 per-case metric (a pass rate) with a seeded 95% bootstrap CI.
-    A case with no score (an error) counts 0 in every metric."""
+    """Mean of each 0/1 per-case metric (a pass rate) with its Wilson 95% interval (a metric
+    with other values: a seeded bootstrap interval). A case with no score (an error) counts 0
+    in every metric."""
     run, summary = counts(results)
     for m in metrics:
         values = [r.metric(m) for r in run]
         summary[m] = round(mean(values), 6)
-        summary[f"{m}_ci95"] = bootstrap_ci(values, seed=seed)
+        summary[f"{m}_ci95"] = rate_ci(values, seed=seed)
     return summary
 
 
@@ -35,7 +46,8 @@ def code_set_summary(tp: int, fp: int, fn: int, per_case: dict[str, list[float]]
                      *, seed: int = 0) -> dict[str, Any]:
     """The aggregates of a code-set task (extraction, reconciliation): micro P/R/F1 from the
     summed counts, macro means of the per-case ``precision``/``recall``/``f1``, exact-match
-    and name-accuracy rates, seeded bootstrap CIs of macro-F1 and exact match."""
+    and name-accuracy rates; the seeded bootstrap interval of macro-F1 and the Wilson
+    interval of exact match (a proportion of cases)."""
     micro_p, micro_r, micro_f = prf(tp, fp, fn) if n_run else (0.0, 0.0, 0.0)
     return {
         "micro_precision": round(micro_p, 6),
@@ -47,6 +59,6 @@ def code_set_summary(tp: int, fp: int, fn: int, per_case: dict[str, list[float]]
         "exact_match": round(mean(per_case["exact_match"]), 6),
         "name_accuracy": round(mean(per_case["name_accuracy"]), 6),
         "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
-        "exact_match_ci95": bootstrap_ci(per_case["exact_match"], seed=seed),
+        "exact_match_ci95": rate_ci(per_case["exact_match"], seed=seed),
         "tp": tp, "fp": fp, "fn": fn,
     }

@@ -1,4 +1,4 @@
-"""Score types shared by every scorer, and the aggregation helpers (bootstrap CIs).
+"""Score types shared by every scorer, and the aggregation helpers (Wilson and bootstrap CIs).
 
 A scorer turns (prediction, truth) into a :class:`Score`; it never sees pytest.
 Scores are plain data so they travel on test reports (xdist) and into the record.
@@ -6,6 +6,7 @@ Scores are plain data so they travel on test reports (xdist) and into the record
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -71,16 +72,39 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+Z95 = 1.959964  # the standard normal's 0.975 quantile: two-sided 95%
+
+
+def wilson_ci(successes: int, n: int, *, z: float = Z95) -> list[float] | None:
+    """Wilson score 95% interval of a proportion (``successes`` of ``n`` cases passing).
+
+    Unlike the bootstrap (and the normal approximation) it does not collapse at 0 or n:
+    48 of 48 is [0.926, 1.0], not [1.0, 1.0]. Fewer than two cases: no interval (None);
+    one case says nothing about a rate."""
+    if n < 2:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError(f"wilson_ci: {successes} successes of {n}")
+    p = successes / n
+    z2 = z * z
+    centre = p + z2 / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    denom = 1 + z2 / n
+    lo, hi = (centre - half) / denom, (centre + half) / denom
+    return [round(max(0.0, lo), 6), round(min(1.0, hi), 6)]
+
+
 def bootstrap_ci(
     values: Sequence[float], *, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05
 ) -> list[float] | None:
-    """Percentile bootstrap CI of the mean; seeded so a run's record is reproducible.
+    """Percentile bootstrap CI of the mean (F1-type per-case metrics); seeded so a run's
+    record is reproducible. Fewer than two values: no interval (None).
 
     Resampling n values with replacement is a multinomial draw of how often each distinct
     value is taken, so the resample means are drawn that way: the same distribution as
     drawing indices, at a cost that depends on the number of distinct values, not on n."""
     n = len(values)
-    if n == 0:
+    if n < 2:
         return None
     levels: dict[float, int] = {}
     for v in values:

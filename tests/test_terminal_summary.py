@@ -1,0 +1,157 @@
+"""The terminal summary (report.py ``terminal_lines``): figures with their intervals (none over
+one case), tokens and cost, errors by kind, completeness; and, through pytest, the paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SMALL_SET, ZERO
+
+from pytest_groundeval.model import CaseResult, Completeness, RunRecord, RunUsage, ShardRecord
+from pytest_groundeval.report import terminal_lines
+from pytest_groundeval.tasks.write import WriteTask
+
+WRITE = WriteTask(Path("."))
+DIMS = WRITE.metrics  # schema, coding, constraints, safety, pass
+
+
+def passed(i: int) -> CaseResult:
+    return CaseResult(case_id=f"w{i:02d}", task="write", outcome="passed",
+                      score={"passed": True, "metrics": {m: 1.0 for m in DIMS}})
+
+
+def errored(i: int, kind: str) -> CaseResult:
+    return CaseResult(case_id=f"e{i:02d}", task="write", outcome="error", error={"kind": kind, "message": "x"})
+
+
+def usage(**over) -> RunUsage:
+    u = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "cases_priced": 0, "cases_unpriced": 0,
+         "prices_as_of": "2025-01-01"}
+    return RunUsage(**{**u, **over})
+
+
+def completeness(recorded: int, **over) -> Completeness:
+    c = {"selected": recorded, "deselected": 0, "recorded": recorded, "subset": False, "selection": {},
+         "cut_short": False}
+    return Completeness(**{**c, **over})
+
+
+def record(cases: list[CaseResult], **over) -> RunRecord:
+    fields = {"run_id": "r", "started_at": "t0", "finished_at": "t1", "git_sha": None, "agent": "baseline",
+              "model": None, "requested": {"agent": "baseline", "model": None}, "options": {}, "versions": {},
+              "summary": {"write": WRITE.summarize(cases)}, "cases": cases,
+              "completeness": completeness(len(cases)), "usage": usage()}
+    return RunRecord(**{**fields, **over})
+
+
+def metric_line(lines: list[str], metric: str) -> str:
+    return next(line for line in lines if line.split()[:1] == [metric])
+
+
+# ---------------------------------------------------------------- intervals
+def test_48_of_48_shows_the_wilson_interval_not_certainty():
+    lines = terminal_lines(record([passed(i) for i in range(48)]), {"write": WRITE})
+    for m in DIMS:
+        assert metric_line(lines, m).endswith("1.000  95% CI [0.926, 1.000]"), lines
+
+
+def test_one_case_shows_no_interval():
+    rec = record([passed(0)])
+    assert rec.summary["write"]["pass_ci95"] is None
+    lines = terminal_lines(rec, {"write": WRITE})
+    assert "write: 1 cases, 1 passed, 0 failed, 0 errors" in lines
+    assert metric_line(lines, "pass").split() == ["pass", "1.000"]
+    assert not any("CI" in line for line in lines), lines
+
+
+def test_one_case_run_prints_no_interval_through_pytest(evalproject):
+    result = _run(evalproject, "-k", ZERO.split("_")[0])
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(["extraction: 1 cases, 1 passed, 0 failed, 0 errors", "  macro_f1 *1.000",
+                                 "  exact_match *1.000"])
+    assert "95% CI" not in out and "[1.000, 1.000]" not in out and "[0.000, 0.000]" not in out
+
+
+# ---------------------------------------------------------------- tokens and cost
+def test_tokens_and_cost():
+    rec = record([passed(0), passed(1)], usage=usage(input_tokens=12345, output_tokens=678, cost_usd=0.01234,
+                                                     cases_priced=2))
+    assert "tokens: 12,345 in, 678 out; cost $0.0123" in terminal_lines(rec, {"write": WRITE})
+
+
+def test_cost_unknown_when_a_case_is_unpriced():
+    rec = record([passed(0), passed(1), passed(2)],
+                 usage=usage(input_tokens=300, output_tokens=30, cost_usd=0.002, cases_priced=1, cases_unpriced=2))
+    lines = terminal_lines(rec, {"write": WRITE})
+    assert "tokens: 300 in, 30 out; cost unknown: 2 cases unpriced ($0.0020 for the 1 priced)" in lines
+    assert not any("cost $" in line for line in lines)
+
+
+def test_no_usage_is_zero_tokens_and_zero_cost():
+    assert "tokens: 0 in, 0 out; cost $0.0000" in terminal_lines(record([passed(0)]), {"write": WRITE})
+
+
+# ---------------------------------------------------------------- errors by kind
+def test_errors_by_kind_most_first():
+    cases = [passed(0), errored(1, "agent"), errored(2, "timeout"), errored(3, "timeout")]
+    lines = terminal_lines(record(cases), {"write": WRITE})
+    assert "errors: 2 timeout, 1 agent" in lines
+    assert "write: 4 cases, 1 passed, 0 failed, 3 errors" in lines
+
+
+def test_no_errors_no_errors_line():
+    assert not any(line.startswith("errors:") for line in terminal_lines(record([passed(0)]), {"write": WRITE}))
+
+
+# ---------------------------------------------------------------- completeness
+@pytest.mark.parametrize("comp, want", [
+    ({}, "completeness: 3/3 selected cases recorded, complete"),
+    ({"selected": 3, "deselected": 5, "subset": True},
+     "completeness: 3/3 selected cases recorded (a subset, 5 deselected)"),
+    ({"selected": 7, "cut_short": True, "reason": "-x"}, "completeness: 3/7 selected cases recorded (cut short)"),
+    ({"selected": None}, "completeness: 3 cases recorded (selected count unknown)"),
+    ({"selected": 3, "deselected": 4, "subset": True,
+      "shard": ShardRecord(index=2, count=3, selection_size=7, selection_sha256="x")},
+     "completeness: shard 2/3, 3/3 selected cases recorded (a subset, 4 deselected)"),
+])
+def test_completeness(comp, want):
+    rec = record([passed(i) for i in range(3)], completeness=completeness(3, **comp))
+    assert want in terminal_lines(rec, {"write": WRITE})
+
+
+def test_lines_in_order():
+    cases = [passed(0), errored(1, "crash")]
+    lines = terminal_lines(record(cases), {"write": WRITE})
+    order = [next(i for i, line in enumerate(lines) if line.startswith(p))
+             for p in ("agent:", "write:", "  pass", "tokens:", "errors:", "completeness:")]
+    assert order == sorted(order), lines
+
+
+# ---------------------------------------------------------------- through pytest
+def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return p.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", *args)
+
+
+def test_summary_through_pytest_shows_usage_and_completeness(evalproject):
+    result = _run(evalproject)
+    result.assert_outcomes(passed=len(SMALL_SET))
+    n = len(SMALL_SET)
+    result.stdout.fnmatch_lines(["*groundeval summary*", f"extraction: {n} cases, {n} passed, 0 failed, 0 errors",
+                                 "  exact_match *1.000  95% CI [[]0.510, 1.000[]]",  # Wilson, 4 of 4
+                                 "tokens: 0 in, 0 out; cost $0.0000",
+                                 f"completeness: {n}/{n} selected cases recorded, complete",
+                                 "run record: *record.json"])
+    lines = result.stdout.lines
+    assert sum(line.startswith("completeness:") for line in lines) == 1
+    assert sum(line.startswith("tokens:") for line in lines) == 1
+    assert not any(line.startswith("errors:") for line in lines)
+
+
+def test_the_html_report_path_is_printed_once(evalproject):
+    result = _run(evalproject, "--groundeval-html", "report.html")
+    result.assert_outcomes(passed=len(SMALL_SET))
+    result.stdout.fnmatch_lines(["completeness: *", "run record: *record.json", "HTML report: *report.html"])
+    assert sum(line.startswith("HTML report:") for line in result.stdout.lines) == 1
+    assert (evalproject.path / "report.html").is_file()
