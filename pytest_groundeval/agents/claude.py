@@ -37,6 +37,15 @@ class ClaudeAgent:
                 import anthropic
 
                 self._client = anthropic.Anthropic(**self._client_args)
+                from .. import tracing
+
+                if tracing.active():  # LangSmith on: each Messages call a run nested under its case
+                    try:
+                        from langsmith.wrappers import wrap_anthropic
+
+                        self._client = wrap_anthropic(self._client)
+                    except Exception:  # noqa: BLE001 - tracing never stops the agent: untraced instead
+                        pass
         return self._client
 
     def _call(self, prompt: str) -> dict[str, Any]:
