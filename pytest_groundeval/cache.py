@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from .calls import PermanentAgentError
+from .calls import PermanentAgentError, current_repeat
 from .redact import redact_json
 
 MODES = ("off", "read", "write", "readwrite", "strict")
@@ -63,7 +63,11 @@ class ModelCache:
                    messages: Any, tools: Any = None) -> dict[str, str]:
         raw = {"agent": agent, "model": model, "params": scrub(params or {}), "messages": messages,
                "tools": scrub(tools)}
-        return {name: _digest(raw[name]) for name in COMPONENTS}
+        components = {name: _digest(raw[name]) for name in COMPONENTS}
+        repeat = current_repeat()
+        if repeat is not None:  # --repeat: each repeat has its own entries (absent without it)
+            components["repeat"] = _digest(repeat)
+        return components
 
     @staticmethod
     def key(components: dict[str, str]) -> str:

@@ -46,6 +46,31 @@ class CallTimeout(TimeoutError):
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("groundeval_deadline", default=None)
 
 
+# With --repeat N: which repeat of its case the running call answers (None without --repeat).
+# The model-call cache makes it part of the key, so one repeat is never served another's answer.
+_REPEAT: contextvars.ContextVar[int | None] = contextvars.ContextVar("groundeval_repeat", default=None)
+
+
+class repeat_of:
+    """``with repeat_of(k):`` the calls made inside answer repeat ``k`` (a no-op for None)."""
+
+    def __init__(self, repeat: int | None) -> None:
+        self.repeat = repeat
+        self._token: Any = None
+
+    def __enter__(self) -> None:
+        if self.repeat is not None:
+            self._token = _REPEAT.set(self.repeat)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._token is not None:
+            _REPEAT.reset(self._token)
+
+
+def current_repeat() -> int | None:
+    return _REPEAT.get()
+
+
 def attempt_deadline() -> float | None:
     """``time.monotonic()`` value at which the current attempt ends (None: unbounded)."""
     return _DEADLINE.get()

@@ -14,6 +14,7 @@ from typing import Sequence
 
 SUBCOMMANDS = (
     "pytest_groundeval.merge",  # groundeval merge SHARD... -o RUN.json
+    "pytest_groundeval.html_report",  # groundeval report RUN [or BASE NEW] -o REPORT.html
     "pytest_groundeval.compare",  # groundeval compare BASE NEW [--format markdown] [--fail-on-regression]
 )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from .jsontext import json_kind
 from .model import CaseError
 
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
@@ -57,15 +58,7 @@ _OTHER_PROFILE = re.compile(
     r"|^https?://hl7\.org/fhir/StructureDefinition/[^|]*\|(?!4\.0|4\.3)\d", re.IGNORECASE)
 
 
-def _kind(value: Any) -> str:
-    """A JSON value's type, as a message names it, with the value (clipped)."""
-    if value is None:
-        return "null"
-    name = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value))
-    if name is None:
-        name = "a number" if isinstance(value, (int, float)) else type(value).__name__
-    shown = repr(value)
-    return f"{name} ({shown if len(shown) <= 60 else shown[:57] + '...'})"
+_kind = json_kind  # a JSON value's type, as a message names it
 
 
 def _wrong(where: str, field: str, value: Any, expected: str) -> CaseError:

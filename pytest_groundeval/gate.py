@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .model import Completeness, GateRecord, ThresholdCheck
+from .repeats import LOWER_IS_BETTER
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def evaluate_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, 
             checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=None, passed=True,
                                          applied=False, reason=f"not applied: no {t.task} case in this run"))
             continue
-        passed = value is not None and value >= t.value
+        # a threshold is a minimum, but on a lower-is-better figure (the flaky share) a maximum
+        passed = value is not None and (value <= t.value if t.key in LOWER_IS_BETTER else value >= t.value)
         checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=value, passed=passed,
                                      reason=None if value is not None else f"no {t.task} case ran"))
     if not any(c.applied for c in checks):

@@ -121,7 +121,7 @@ def load_run(path: Path) -> StoredRun:
                 header = obj
             elif kind == "case":
                 case = _case(obj, path, f"line {n}")
-                cases[case.key] = case
+                cases[case.result_key] = case
         if not header and not cases:
             raise ValueError(f"{path}: the journal is empty (its run was stopped before it wrote its first "
                              "line): nothing to resume; re-run instead")
@@ -136,7 +136,7 @@ def load_run(path: Path) -> StoredRun:
     cases = {}
     for i, obj in enumerate(record.get("cases", [])):
         case = _case(obj, path, f"cases[{i}]")
-        cases[case.key] = case
+        cases[case.result_key] = case
     asked = record.get("requested") or {}
     return StoredRun(path, record.get("run_id"), asked.get("agent"), asked.get("model"), cases,
                      record.get("agent"), record.get("model"))

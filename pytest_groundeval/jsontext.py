@@ -20,3 +20,14 @@ def json_objects(text: str) -> list[dict[str, Any]]:
         found.append(obj)
         i = text.find("{", end)
     return found
+
+
+def json_kind(value: Any) -> str:
+    """A JSON value's type, as a message names it, with the value (clipped)."""
+    if value is None:
+        return "null"
+    name = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value))
+    if name is None:
+        name = "a number" if isinstance(value, (int, float)) else type(value).__name__
+    shown = repr(value)
+    return f"{name} ({shown if len(shown) <= 60 else shown[:57] + '...'})"

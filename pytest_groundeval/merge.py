@@ -146,16 +146,17 @@ def _check_shard_set(shards: dict[str, dict[str, Any]]) -> tuple[int, list[str]]
 def _check_cases(shards: dict[str, dict[str, Any]], count: int) -> list[str]:
     """Each case in its own shard's record, and in one record only."""
     problems: list[str] = []
-    seen: dict[tuple[str, str], tuple[str, str | None]] = {}
+    seen: dict[tuple[str, str, int | None], tuple[str, str | None]] = {}
     for p, d in shards.items():
         index = d["completeness"]["shard"]["index"]
         for c in d["cases"]:
-            key = (c["task"], c["case_id"])
+            key = (c["task"], c["case_id"], c.get("repeat"))  # --repeat: each repeat once
             if key in seen:
                 other, hash_ = seen[key]
                 content = ("with different content hashes: not the same case set"
                            if hash_ != c.get("content_hash") else "the shards overlap")
-                problems.append(f"case {key[0]}:{key[1]} is in {other} and in {p} ({content})")
+                again = f" (repeat {key[2]})" if key[2] is not None else ""
+                problems.append(f"case {key[0]}:{key[1]}{again} is in {other} and in {p} ({content})")
                 continue
             seen[key] = (p, c.get("content_hash"))
             belongs = shard_of(key[0], key[1], count)
@@ -204,7 +205,7 @@ def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[dict[
 
     ordered = sorted(shards.items(), key=lambda item: item[1]["completeness"]["shard"]["index"])
     first = ordered[0][1]
-    raw = sorted((c for _, d in ordered for c in d["cases"]), key=lambda c: (c["task"], c["case_id"]))
+    raw = sorted((c for _, d in ordered for c in d["cases"]), key=lambda c: (c["task"], c["case_id"], c.get("repeat") or 0))
     cut = [(p, d) for p, d in ordered if d["completeness"]["cut_short"]]
     spec = first["completeness"]["shard"]
     if not cut and selection_digest((c["task"], c["case_id"]) for c in raw) != spec["selection_sha256"]:

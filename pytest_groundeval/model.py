@@ -57,13 +57,20 @@ class CaseRef:
     path: Path
     index: int | None = None
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    repeat: int | None = None  # with --repeat N: which run of the case (1..N)
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.task, self.case_id)
+    def key(self) -> tuple:
+        """One item's identity: the case, and with ``--repeat`` which repeat of it."""
+        return (self.task, self.case_id) if self.repeat is None else (self.task, self.case_id, self.repeat)
+
+    @property
+    def item_id(self) -> str:
+        """The pytest id of its item: the case id, and ``[rK]`` for repeat K."""
+        return self.case_id if self.repeat is None else f"{self.case_id}[r{self.repeat}]"
 
     def __repr__(self) -> str:  # shows up in pytest -v / --collect-only output
-        return f"CaseRef({self.task}:{self.case_id})"
+        return f"CaseRef({self.task}:{self.item_id})"
 
 
 @dataclass
@@ -208,6 +215,7 @@ class CaseResult(_Model):
     resumed_from: str | None = None
     rescored_from: str | None = None
     warnings: list[str] = Field(default_factory=list)  # e.g. agent-supplied usage that was dropped
+    repeat: int | None = None  # with --repeat N: which run of the case this result is (1..N)
 
     @model_validator(mode="after")
     def _one_meaning(self) -> "CaseResult":
@@ -224,7 +232,13 @@ class CaseResult(_Model):
 
     @property
     def key(self) -> tuple[str, str]:
+        """The case (all its repeats share it)."""
         return (self.task, self.case_id)
+
+    @property
+    def result_key(self) -> tuple:
+        """This one result: the case, and with ``--repeat`` its repeat (as ``CaseRef.key``)."""
+        return (self.task, self.case_id) if self.repeat is None else (self.task, self.case_id, self.repeat)
 
     @property
     def error_kind(self) -> str | None:
@@ -308,7 +322,45 @@ class BudgetRecord(_Model):
     cases_not_run: int
 
 
+class LangSmithExperiment(_Model):
+    """One suite's experiment in LangSmith (``tracing.py``)."""
+
+    task: str
+    dataset: str  # the suite's dataset, groundeval/<task>
+    dataset_id: str
+    experiment: str  # the experiment's (project's) name
+    experiment_id: str
+    url: str | None = None  # the experiment in the LangSmith app (its dataset's compare view)
+
+
+class LangSmithRecord(_Model):
+    """With ``LANGSMITH_API_KEY`` set: where this run went in LangSmith."""
+
+    experiments: list[LangSmithExperiment] = Field(default_factory=list)
+    errors: int = 0  # failed LangSmith calls, every process together (the eval is unaffected)
+    warning: str | None = None  # the terminal's warning line, when there were errors
+
+
 SummaryValue = float | int | list[float] | None
+
+
+class RepeatCase(_Model):
+    """One case under ``--repeat N`` (``repeats.py``)."""
+
+    runs: int
+    passed: int
+    pass_rate: float
+    pass_hat_k: bool  # every repeat passed
+    pass_at_k: bool  # at least one did
+    flaky: bool  # some passed, some did not
+
+
+class RepeatRecord(_Model):
+    """One task under ``--repeat N``: each case's figures (the summary has the task's)."""
+
+    repeats: int
+    flaky_cases: list[str]
+    per_case: dict[str, RepeatCase]
 
 
 class RunRecord(_Model):
@@ -330,6 +382,8 @@ class RunRecord(_Model):
     usage: RunUsage
     budget: BudgetRecord | None = None
     gate: GateRecord | None = None
+    langsmith: LangSmithRecord | None = None  # with LANGSMITH_API_KEY set (tracing.py)
+    repeats: dict[str, RepeatRecord] | None = None  # with --repeat N: per task, each case's figures
 
 
 def record_schema() -> dict[str, Any]:

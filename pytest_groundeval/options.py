@@ -11,22 +11,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pytest
 
-from .agents.base import AgentSpec
-from .calls import CallPolicy
-from .cache import MODES as CACHE_MODES
-from .gate import Threshold, parse_threshold, threshold_example
-from .shard import parse_shard
+if TYPE_CHECKING:  # imported where Settings are made: registering the options imports nothing
+    from .agents.base import AgentSpec
+    from .calls import CallPolicy
+    from .gate import Threshold
+
+# the model-call cache's modes (cache.MODES; a test keeps the two equal)
+CACHE_MODES = ("off", "read", "write", "readwrite", "strict")
 
 DEFAULT_AGENT_TIMEOUT = 120.0
 
 
-def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
+def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, Any]:
+    """Register the options (``tasks``: name → anything with ``name``, ``description`` and
+    ``source``); returns each option's dest and default (to tell whether any was given)."""
     group = parser.getgroup("groundeval", "groundeval: evals for healthcare AI agents")
-    add = group.addoption
+    defaults: dict[str, Any] = {}
+
+    def add(*names: str, **kw: Any) -> None:
+        group.addoption(*names, **kw)
+        defaults[kw["dest"]] = kw.get("default")
     add("--agent", dest="groundeval_agent", default=None, metavar="NAME",
         help="agent to evaluate: baseline (default, offline), claude, langgraph, or module:Class")
     add("--model", dest="groundeval_model", default=None, metavar="MODEL",
@@ -63,8 +71,14 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
         help="model-call cache folder (default .groundeval/cache under the rootdir)")
     add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
         help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
+    add("--groundeval-html", dest="groundeval_html", default=None, metavar="PATH",
+        help="also write the run's HTML report (one self-contained file) to PATH, after the record")
     add("--threshold", dest="groundeval_thresholds", action="append", default=[], metavar="TASK.METRIC=VALUE",
-        help=f"CI gate, repeatable, e.g. {threshold_example(tasks)}; when set, the thresholds decide the exit status")
+        help=f"CI gate, repeatable, e.g. {next(iter(tasks), 'TASK')}.METRIC=0.95 (a metric of the task's "
+        "summary); when set, the thresholds decide the exit status")
+    add("--repeat", dest="groundeval_repeat", type=int, default=1, metavar="N",
+        help="run every eval case N times (items <case>[r1]..[rN]): per-case pass rate, pass^k, pass@k, "
+        "and the share of flaky cases in the summary (default 1)")
     add("--groundeval-shard", dest="groundeval_shard", default=None, metavar="K/N",
         help="run shard K of N of the eval cases (split by a stable hash of task and case id), for CI jobs "
         "on several machines; `groundeval merge` makes one record of the N shard records")
@@ -74,6 +88,7 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> None:
         src = task.source
         add(src.flag, dest=src.dest, default=None, metavar="PATH", help=src.help)
         parser.addini(src.ini, f"{task.name} cases ({task.description})", default="")
+    return defaults
 
 
 def _task_path(config: pytest.Config, task: Any) -> Path:
@@ -96,6 +111,7 @@ def _task_path(config: pytest.Config, task: Any) -> Path:
 
 MAX_CONCURRENCY = 256
 MAX_RETRIES = 20
+MAX_REPEAT = 1000
 
 
 def _check_values(opt: Any) -> None:
@@ -120,6 +136,9 @@ def _check_values(opt: Any) -> None:
         bad("--agent-timeout", timeout, "must be a positive number of seconds")
     if opt("groundeval_max_consecutive_errors") < 0:
         bad("--max-consecutive-errors", opt("groundeval_max_consecutive_errors"), "must be 0 (never stop) or more")
+    repeat = opt("groundeval_repeat")
+    if not 1 <= repeat <= MAX_REPEAT:
+        bad("--repeat", repeat, f"must be between 1 and {MAX_REPEAT}")
     retries = opt("groundeval_retries")
     if not 0 <= retries <= MAX_RETRIES:
         bad("--agent-retries", retries, f"must be between 0 and {MAX_RETRIES}")
@@ -149,9 +168,16 @@ class Settings:
     preflight: bool = True
     selection: Mapping[str, Any] = field(default_factory=dict)
     shard: tuple[int, int] | None = None  # --groundeval-shard K/N
+    repeat: int = 1  # --repeat N
+    html_report: Path | None = None  # --groundeval-html PATH
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
+        from .agents.base import AgentSpec
+        from .calls import CallPolicy
+        from .gate import parse_threshold
+        from .shard import parse_shard
+
         opt = config.getoption
         name = opt("groundeval_agent") or config.getini("groundeval_agent")
         timeout = opt("groundeval_agent_timeout") or DEFAULT_AGENT_TIMEOUT
@@ -206,6 +232,8 @@ class Settings:
                 "args": list(config.args),
             },
             shard=shard,
+            repeat=opt("groundeval_repeat"),
+            html_report=Path(opt("groundeval_html")) if opt("groundeval_html") else None,
         )
 
     @property
@@ -241,6 +269,7 @@ class Settings:
             "resumed_from": stored_run_id if self.mode == "resume" else None,
             "rescored_from": stored_run_id if self.mode == "rescore" else None,
             "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
+            "repeat": self.repeat,
             "args": self.selection.get("args", []),
         })
         return opts

@@ -12,35 +12,49 @@ the gate and the terminal summary. Nothing here knows a task: they come from the
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .model import CaseResult, ErrorInfo
-from .options import Settings, add_options
-from .record import case_json, escape_unencodable
-from . import redact
-from .redact import redact_text
-from .reporter import REPORT_ATTR, Reporter
-from .runner import not_run
-from .shard import register_sharder
-from .tasks import TaskLoadError, registry
-from .worker import Evaluator, case_ref, load_stored
+from .options import add_options
+from .tasks import TaskLoadError, task_infos
 
-EVALUATOR = pytest.StashKey[Evaluator]()
-RESULT = pytest.StashKey[CaseResult]()
+if TYPE_CHECKING:
+    from .model import CaseResult
+    from .worker import Evaluator
+
+# Start-up is lazy: registering the options and markers imports only ``options`` and the
+# task declarations (``tasks/source.py``). The rest of groundeval (settings, the evaluator,
+# the reporter, pydantic) is set up at configure time when the run asks for groundeval (one
+# of its options given, or an xdist controller), else when collection first meets an eval
+# test; a pytest run with no eval item imports nothing more (scripts/bench_startup.py).
+EVALUATOR = pytest.StashKey["Evaluator"]()
+RESULT = pytest.StashKey["CaseResult"]()
 FROZE = pytest.StashKey[bool]()
+DEFAULTS = pytest.StashKey[dict]()
+
+
+def _infos() -> dict[str, Any]:
+    try:
+        return task_infos()
+    except TaskLoadError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def _registry() -> dict[str, Any]:
+    from .tasks import registry
+
     try:
         return registry()
     except TaskLoadError as e:
         raise pytest.UsageError(str(e)) from None
 
 
+_OPTION_DEFAULTS: dict[str, Any] = {}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser, _registry())
+    _OPTION_DEFAULTS.update(add_options(parser, _infos()))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -55,11 +69,35 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.add_cleanup(unfreeze)
 
 
+def _asked_for(config: pytest.Config) -> bool:
+    """Does this run ask for groundeval up front: one of its options given (their values are
+    checked at start), or an xdist controller (it collects nothing itself)?"""
+    if any(getattr(config.option, dest, default) != default for dest, default in _OPTION_DEFAULTS.items()):
+        return True
+    return config.pluginmanager.has_plugin("dsession")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    for name, info in _infos().items():
+        config.addinivalue_line("markers", f"{name}: groundeval {name} eval cases ({info.description})")
+    if _asked_for(config):
+        _ensure(config)
+
+
+def _ensure(config: pytest.Config) -> "Evaluator":
+    """Set groundeval up for this session (once): settings, the evaluator, and on the
+    controller the reporter."""
+    evaluator = config.stash.get(EVALUATOR, None)
+    if evaluator is not None:
+        return evaluator
+    from . import redact
+    from .options import Settings
+    from .reporter import Reporter
+    from .shard import register_sharder
+    from .worker import Evaluator, load_stored
+
     classes = _registry()
-    for name, cls in classes.items():
-        config.addinivalue_line("markers", f"{name}: groundeval {name} eval cases ({cls.description})")
     settings = Settings.from_config(config, classes)
     redact.configure()  # the session's secrets, read once
     problem = settings.agent.check(needs_key=settings.mode != "rescore")
@@ -85,12 +123,18 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter.local_stop = lambda: evaluator.stop_reason
         reporter.shard = sharder.record if sharder is not None else None
         config.pluginmanager.register(reporter, "groundeval-reporter")
+    from .tracing import LangSmith
+
+    LangSmith.register(config, settings, evaluator)  # LANGSMITH_API_KEY set: datasets, experiments, runs; else nothing
     # registered after the reporter: its session-finish (stop the calls) runs before the record
     config.pluginmanager.register(evaluator, "groundeval-evaluator")
+    return evaluator
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     evaluator = config.stash.get(EVALUATOR, None)
+    if evaluator is None:
+        return
     if evaluator in _EVALUATORS:
         _EVALUATORS.remove(evaluator)
     froze = False
@@ -127,21 +171,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     if _user_parametrized(metafunc, "case"):
         return
-    evaluator = metafunc.config.stash[EVALUATOR]
-    task = _task_of(metafunc.definition, evaluator.tasks)
+    task = _task_of(metafunc.definition, _infos())
     if task is None:
         return
+    evaluator = _ensure(metafunc.config)
     try:
         refs = evaluator.refs(task)
     except (FileNotFoundError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
-    metafunc.parametrize("case", refs, ids=[r.case_id for r in refs])
+    metafunc.parametrize("case", refs, ids=[r.item_id for r in refs])
 
 
 # ------------------------------------------------------------------ fixtures
 # The fixtures are session-scoped and take no other fixture: pytest resolves every fixture
 # (and its dependencies) again for each item, so an eval item pays for three lookups, not six.
-_EVALUATORS: list[Evaluator] = []  # this process's session (a stack: pytester nests sessions)
+_EVALUATORS: list["Evaluator"] = []  # this process's session (a stack: pytester nests sessions)
 
 
 @pytest.fixture(scope="session")
@@ -163,7 +207,10 @@ def evaluate() -> Any:
     report, and fail the item (with the reason) unless the case passed."""
     evaluator = _EVALUATORS[-1]
 
-    def run(case: Any, agent: Any, scorer: Any = None) -> CaseResult:
+    from .record import escape_unencodable
+    from .redact import redact_text
+
+    def run(case: Any, agent: Any, scorer: Any = None) -> "CaseResult":
         item = evaluator.current_item
         result = evaluator.evaluate(case, agent, scorer)
         if item is not None:
@@ -185,7 +232,11 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
 
 
-def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> CaseResult | None:
+def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "CaseResult | None":
+    from .model import ErrorInfo
+    from .runner import not_run
+    from .worker import case_ref
+
     ref = case_ref(item)
     if ref is None:
         return None
@@ -205,13 +256,37 @@ def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> Case
     return None
 
 
+def _properties(result: "CaseResult") -> list[tuple[str, Any]]:
+    """A case's outcome and figures as ``record_property`` pairs (already redacted)."""
+    props: list[tuple[str, Any]] = [("groundeval.task", result.task), ("groundeval.case_id", result.case_id),
+                                    ("groundeval.outcome", result.outcome)]
+    if result.repeat is not None:
+        props.append(("groundeval.repeat", result.repeat))
+    if result.error is not None:
+        props.append(("groundeval.error_kind", result.error.kind))
+    if result.score is not None:
+        props += [(f"groundeval.{name}", value) for name, value in result.score.metrics.items()]
+        props += [(f"groundeval.{name}", "pass" if dim.passed else "fail")
+                  for name, dim in result.score.dimensions.items()]
+    if result.cost_usd is not None:
+        props.append(("groundeval.cost_usd", result.cost_usd))
+    return props
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
+    if item.config.stash.get(EVALUATOR, None) is None:
+        return report  # groundeval was not set up: no eval item in this session
     result = _result_for(item, report, call.when)
     if result is not None:
+        from .record import case_json
+        from .reporter import REPORT_ATTR
+
         result, data, blob = case_json(result)
         setattr(report, REPORT_ATTR, data)  # plain data: travels through xdist
+        # junitxml's <properties> (it reads them off the teardown report, made from the item's)
+        item.user_properties.extend(_properties(result))
         reporter = item.config.pluginmanager.get_plugin("groundeval-reporter")
         if reporter is not None:  # the same process: hand over the typed value as well
             reporter.hand_over(report, result, blob)

@@ -62,7 +62,7 @@ def versions() -> dict[str, str | None]:
 
 
 def sort_cases(cases: Iterable[CaseResult]) -> list[CaseResult]:
-    return sorted(cases, key=lambda c: (c.task, c.case_id))
+    return sorted(cases, key=lambda c: (c.task, c.case_id, c.repeat or 0))
 
 
 def summarize(tasks: Mapping[str, Any], cases: list[CaseResult]) -> dict[str, dict[str, Any]]:
@@ -72,7 +72,15 @@ def summarize(tasks: Mapping[str, Any], cases: list[CaseResult]) -> dict[str, di
     by_task: dict[str, list[CaseResult]] = {}
     for c in sort_cases(cases):
         by_task.setdefault(c.task, []).append(c)
-    return {name: tasks[name].summarize(rs) for name, rs in by_task.items()}
+    from .repeats import repeat_summary
+
+    summary = {}
+    for name, rs in by_task.items():
+        summary[name] = tasks[name].summarize(rs)
+        repeats = repeat_summary(rs)  # --repeat N: pass rate, pass^k, pass@k, flaky share
+        if repeats is not None:
+            summary[name].update(repeats)
+    return summary
 
 
 def user_subset(selection: Mapping[str, Any], deselected: int) -> bool:
@@ -83,7 +91,7 @@ def user_subset(selection: Mapping[str, Any], deselected: int) -> bool:
                 or node_ids or deselected)
 
 
-def build_record(
+def build_record(  # noqa: PLR0913 - every part of the record, named
     *,
     run_id: str,
     started_at: str,
@@ -99,6 +107,8 @@ def build_record(
     gate: GateRecord | None,
     rootdir: Path,
 ) -> RunRecord:
+    from .repeats import repeat_records
+
     return RunRecord(
         schema_version=SCHEMA_VERSION,
         run_id=run_id,
@@ -116,6 +126,7 @@ def build_record(
         usage=usage,
         budget=budget,
         gate=gate,
+        repeats=repeat_records(cases),
     )
 
 

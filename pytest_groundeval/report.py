@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Mapping
 
 from .model import RunRecord
+from .repeats import LOWER_IS_BETTER, REPEAT_METRICS
 
 
 def _fmt(value: Any) -> str:
@@ -74,6 +75,10 @@ def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
             counts += f", {summary['n_skipped']} skipped"
         lines.append(counts)
         metrics = tasks[task].metrics if task in tasks else ()
+        repeats = (record.repeats or {}).get(task)
+        if repeats is not None:  # --repeat N
+            lines.append(f"  {repeats.repeats} repeats per case; flaky: " + (", ".join(repeats.flaky_cases) or "none"))
+            metrics = tuple(metrics) + REPEAT_METRICS
         width = max((len(m) for m in metrics), default=0)
         for m in metrics:
             ci = summary.get(f"{m}_ci95")
@@ -94,7 +99,8 @@ def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
         for t in gate.thresholds:
             if not t.passed:
                 why = f" ({t.reason})" if t.reason else ""
-                lines.append(f"groundeval gate: MISSED {t.metric} = {_fmt(t.value)} < threshold {t.threshold}{why}")
+                than = ">" if t.key in LOWER_IS_BETTER and t.value is not None else "<"
+                lines.append(f"groundeval gate: MISSED {t.metric} = {_fmt(t.value)} {than} threshold {t.threshold}{why}")
         if gate.reason:
             lines.append(f"groundeval gate: {gate.reason}")
         applied = [t for t in gate.thresholds if t.applied]

@@ -23,7 +23,6 @@ from .record import (build_record, case_json, new_run_id, now_iso, record_bytes,
 from .redact import redact_json, redact_obj
 from .runner import not_run
 from .tasks.base import Task
-from .tracing import Tracer
 from .usage import budget_record, total_usage
 
 REPORT_ATTR = "groundeval"
@@ -41,11 +40,13 @@ class Reporter:
         self._local: dict[int, tuple[CaseResult, bytes]] = {}
         self.data: dict[tuple[str, str], bytes] = {}  # each result as it was reported (JSON)
         self.journal: Journal | None = None
-        self.tracer: Tracer | None = Tracer.from_env()
+        self.tracer: Any = None  # LangSmith (tracing.py), set when LANGSMITH_API_KEY is: it sends the cases itself
         self.record: RunRecord | None = None
         self.record_path: Path | None = None
         self.problems: list[str] = []
         self.write_error: str | None = None
+        self.html_error: str | None = None  # --groundeval-html: why the page could not be written
+        self.html_path: Path | None = None  # --groundeval-html: the page written
         self.fold_journal = False
         self.journal_failed = False
         self.worker_concurrency: list[int] = []
@@ -113,16 +114,12 @@ class Reporter:
             blob = orjson.dumps(data, default=str)
         self._keep(result, blob)
         self._journal(blob)
-        if self.tracer is not None:
-            if not self.tracer.started:  # lazily: sessions without eval cases open no LangSmith run
-                self.tracer.start(self.header())
-            self.tracer.log_case(data, self.tasks[result.task].count_metrics if result.task in self.tasks else ())
 
     def _keep(self, result: CaseResult, blob: bytes) -> None:
-        self.results[result.key] = result
+        self.results[result.result_key] = result
         # kept as bytes until the record is written: no Python objects for the garbage
         # collector to traverse on every collection of a long run
-        self.data[result.key] = blob
+        self.data[result.result_key] = blob
         if len(self.results) % FREEZE_EVERY == 0:
             # the results are kept to the end: after a young collection (which frees this
             # stretch's cyclic garbage) move them out of the collector's way, so a long run's
@@ -156,7 +153,7 @@ class Reporter:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """An xdist worker died running ``crashitem``: its case gets an error of kind ``crash``
         on the crash report (the report xdist logs next), so it is in the record once."""
-        case_id = crashitem.rsplit("[", 1)[1][:-1] if crashitem.endswith("]") and "[" in crashitem else None
+        case_id = crashitem.split("[", 1)[1][:-1] if crashitem.endswith("]") and "[" in crashitem else None
         refs = self.find_case(case_id) if case_id is not None and self.find_case else []
         if len(refs) != 1:
             if refs or case_id is not None:
@@ -237,11 +234,11 @@ class Reporter:
                 and not any(t.origin == "option" for t in self.settings.thresholds):
             return  # no eval item collected (e.g. the project's own tests): inert, no record
         self.record = self._build(session, exitstatus)
+        if self.tracer is not None:  # the experiments' summary feedback; their URLs go in the record
+            self.record.langsmith = self.tracer.finish(self.record, self.path)
         payload = self._write(session)
         if payload is None:
             return
-        if self.tracer is not None and self.tracer.started:
-            self.tracer.finish(payload)
         gate = self.record.gate
         if self.problems:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -249,6 +246,7 @@ class Reporter:
             pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED
         ):
             session.exitstatus = pytest.ExitCode.OK if gate.passed else pytest.ExitCode.TESTS_FAILED
+        self._write_html(session)
 
     def _build(self, session: pytest.Session, exitstatus: int) -> RunRecord:
         # in case-id order: aggregates (bootstrap resamples, float sums) must not depend on
@@ -271,7 +269,7 @@ class Reporter:
         assert self.record is not None
         # the cases as reported (already JSON), in the record's order: not serialised twice
         head = self.record.model_dump(mode="json", exclude={"cases"})
-        payload = {k: ([orjson.loads(self.data[c.key]) for c in self.record.cases] if k == "cases" else head[k])
+        payload = {k: ([orjson.loads(self.data[c.result_key]) for c in self.record.cases] if k == "cases" else head[k])
                    for k in RunRecord.model_fields}
         try:
             write_json_atomic(self.path, redact_json(record_bytes(payload)))
@@ -285,6 +283,21 @@ class Reporter:
         if self.journal is not None and not self.record.completeness.cut_short:
             self.fold_journal = True  # complete: the record holds every case; the journal goes
         return payload
+
+    def _write_html(self, session: pytest.Session) -> None:
+        """``--groundeval-html``: the report of the record just written (read back: the page
+        shows exactly the file). A failure is one terminal line and INTERNAL_ERROR."""
+        target = self.settings.html_report
+        if target is None:
+            return
+        from .html_report import write as write_html
+
+        try:
+            self.html_path = write_html(orjson.loads(self.path.read_bytes()), target)
+        except Exception as e:  # noqa: BLE001 - disk, permissions, or a bug of the page: said, not raised
+            why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            self.html_error = f"could not write the HTML report {target}: {why}"
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.write_error is not None:
@@ -317,6 +330,7 @@ class Reporter:
         if comp.cut_short:
             tr.write_line(f"groundeval: the run was cut short: {comp.reason}", red=True)
         tr.write_line(f"run record: {self.record_path}")
-        line = self.tracer.warning_line() if self.tracer is not None else None
-        if line:
-            tr.write_line(line, yellow=True)
+        if self.html_error is not None:
+            tr.write_line(f"groundeval: {self.html_error}", red=True)
+        elif self.html_path is not None:
+            tr.write_line(f"HTML report: {self.html_path}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy
+from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy, repeat_of
 from .model import (
     AgentOutput,
     Case,
@@ -30,6 +30,7 @@ from .model import (
     Usage,
 )
 from .tasks.base import Task
+from .tracing import case_trace
 from .usage import Budget, cost_usd
 
 
@@ -71,10 +72,12 @@ def agent_name(agent: Any) -> str:
 
 def call_agent(agent: Any, task: Task, case: Case) -> AgentOutput:
     """Built-in agents implement ``run_case(task, prompt, inputs)`` (the task supplies their
-    strategy, system prompt and tools); any other agent gets ``run(prompt)``."""
-    if hasattr(agent, "run_case"):
-        return AgentOutput.coerce(agent.run_case(task, case.prompt, case.inputs))
-    return AgentOutput.coerce(agent.run(case.prompt))
+    strategy, system prompt and tools); any other agent gets ``run(prompt)``. With
+    ``--repeat``, the repeat is known to the model-call cache while the agent runs."""
+    with repeat_of(case.ref.repeat):
+        if hasattr(agent, "run_case"):
+            return AgentOutput.coerce(agent.run_case(task, case.prompt, case.inputs))
+        return AgentOutput.coerce(agent.run(case.prompt))
 
 
 @dataclass
@@ -131,11 +134,13 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     name = getattr(agent, "name", None) or type(agent).__name__
     spent: list[float] = []  # the agent's own time per attempt, measured where it runs
     failed_usage: list[dict[str, Any]] = []
+    trace = case_trace(case)  # LangSmith's root run of the case (tracing.py); a shared no-op without it
 
     def attempt() -> AgentOutput:
         began = time.perf_counter()
         try:
-            return call_agent(agent, task, case)
+            with trace.attempt():  # on the thread that calls: the agent's own runs nest under the case
+                return call_agent(agent, task, case)
         except BaseException as exc:
             usage = _valid_usage(getattr(exc, "usage", None))
             if usage:
@@ -253,10 +258,10 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None) 
 
 def _result(ref: CaseRef, fields: dict[str, Any], duration: float | None) -> CaseResult:
     try:
-        return CaseResult(case_id=ref.case_id, task=ref.task, duration_s=duration, **fields)
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, duration_s=duration, **fields)
     except ValidationError as exc:  # e.g. a scorer's metric that is not a number
         kept = {k: fields.get(k) for k in ("content_hash", "ground_truth", "raw_output", "usage", "cost_usd")}
-        return CaseResult(case_id=ref.case_id, task=ref.task, outcome="error", duration_s=duration,
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", duration_s=duration,
                           error=_internal(f"recording {ref.task}:{ref.case_id}", exc), **kept)
 
 
@@ -278,8 +283,9 @@ def run_case(task: Task, ref: CaseRef, agent: Any, scorer: Any = None, policy: C
 def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None) -> CaseResult:
     """An item pytest skipped, or whose test failed before or without running the case."""
     if skip_reason is not None:
-        return CaseResult(case_id=ref.case_id, task=ref.task, outcome="skipped", skip_reason=skip_reason)
-    return CaseResult(case_id=ref.case_id, task=ref.task, outcome="error", error=error)
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="skipped",
+                          skip_reason=skip_reason)
+    return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error)
 
 
 def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, *, rescore: bool,
@@ -298,13 +304,14 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
         error = ErrorInfo(kind="case", message=(f"case content changed since run {run_id} (content hash "
                                                 "differs); re-run it instead of re-scoring"))
     if error is not None or case is None:
-        return CaseResult(case_id=ref.case_id, task=ref.task, outcome="error", error=error,
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
                           content_hash=case.content_hash if case else None, rescored_from=run_id)
     if old.raw_output is None and old.structured_output is None:
         # the stored case never got an answer (API error, budget): keep it as it was
         return old.model_copy(update={"rescored_from": run_id})
     output = AgentOutput(text=old.raw_output or "", structured=old.structured_output)
-    fields = old.model_dump(exclude={"case_id", "task", "outcome", "predicted", "score", "error", "duration_s"})
+    fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
+                                     "duration_s"})
     fields.update(ground_truth=case.truth, rescored_from=run_id)
     fields.update(score_case(task, case, output, scorer))
     return _result(ref, fields, round(time.perf_counter() - started, 6))

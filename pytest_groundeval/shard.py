@@ -75,7 +75,7 @@ class Sharder:
         if not evals:
             return
         self.info = ShardRecord(index=self.index, count=self.count, selection_size=len(evals),
-                                selection_sha256=selection_digest(ref.key for _, ref in evals))
+                                selection_sha256=selection_digest((ref.task, ref.case_id) for _, ref in evals))
         others = {id(item) for item, ref in evals if shard_of(ref.task, ref.case_id, self.count) != self.index}
         self.kept = len(evals) - len(others)
         if others:

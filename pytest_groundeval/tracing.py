@@ -487,6 +487,8 @@ class LangSmith:
         api_key = (environ.get("LANGSMITH_API_KEY") or "").strip()
         if not api_key:
             return None
+        if (environ.get("LANGSMITH_TRACING") or "").strip().lower() in ("false", "0", "no", "off"):
+            return None  # the key is set for something else: LangSmith's own switch turns this off
         _mark_hooks()
         reporter = config.pluginmanager.get_plugin("groundeval-reporter")
         given = (getattr(config, "workerinput", None) or {}).get(WORKER_KEY)
@@ -976,13 +978,3 @@ def _mark_hooks() -> None:
     pytest.hookimpl(optionalhook=True)(LangSmith.pytest_testnodedown)
     pytest.hookimpl(trylast=True)(LangSmith.pytest_terminal_summary)
     _HOOKS_MARKED = True
-
-
-class Tracer:
-    """The previous integration's entry point, superseded by :class:`LangSmith`: kept only so a
-    reporter that still asks for it (``Tracer.from_env()``) gets None, no LangSmith, until it
-    no longer does. To be removed then."""
-
-    @staticmethod
-    def from_env(*args: Any, **kwargs: Any) -> None:
-        return None

@@ -13,6 +13,8 @@ flight rather than reading xdist's private queue.
 
 from __future__ import annotations
 
+import dataclasses
+
 import gc
 from pathlib import Path
 from typing import Any, Mapping
@@ -93,8 +95,12 @@ class Evaluator:
     # -- collection --
     def refs(self, task: str) -> list[CaseRef]:
         if task not in self._refs:
-            self._refs[task] = self.tasks[task].discover()
-            self._by_key.update((r.key, r) for r in self._refs[task])
+            refs = self.tasks[task].discover()
+            n = self.settings.repeat
+            if n > 1:  # --repeat N: N items per case, r1..rN
+                refs = [dataclasses.replace(r, repeat=k) for r in refs for k in range(1, n + 1)]
+            self._refs[task] = refs
+            self._by_key.update((r.key, r) for r in refs)
         return self._refs[task]
 
     # -- the agent --
@@ -150,11 +156,12 @@ class Evaluator:
         self.deselected += sum(1 for item in items if case_ref(item) is not None)
 
     def find_case(self, case_id: str) -> list[CaseRef]:
-        """The cases with this id in any task (for a crash report, which names only a node id)."""
+        """The items with this id (a case id, ``[rK]`` for a repeat) in any task (for a crash
+        report, which names only a node id)."""
         found = []
         for task in self.tasks:
             try:
-                found += [r for r in self.refs(task) if r.case_id == case_id]
+                found += [r for r in self.refs(task) if r.item_id == case_id]
             except (FileNotFoundError, ValueError):
                 continue
         return found

@@ -77,7 +77,7 @@ def test_a_full_run_is_complete(evalproject):
     _run(evalproject, "--agent=agents_under_test:Correct").assert_outcomes(passed=len(SMALL_SET))
     comp = read_record(evalproject)["completeness"]
     assert comp == {"selected": len(SMALL_SET), "deselected": 0, "recorded": len(SMALL_SET), "subset": False,
-                    "selection": comp["selection"], "cut_short": False, "reason": None}
+                    "selection": comp["selection"], "cut_short": False, "reason": None, "shard": None}
     assert json.dumps(comp["selection"])
 
 

@@ -188,6 +188,7 @@ def test_the_detector_catches_task_names():
 HOMONYMS = {
     'cache.py: write: MODES = ("off", "read", "write", "readwrite", "strict")',
     'cache.py: write: if self.mode in ("write", "readwrite"):',
+    'options.py: write: CACHE_MODES = ("off", "read", "write", "readwrite", "strict")',
 }
 
 
@@ -337,3 +338,9 @@ def test_when_sigalrm_is_taken_the_timeout_runs_on_a_thread(monkeypatch):
         assert signal.getsignal(signal.SIGALRM) is not signal.SIG_DFL  # left as it was
     finally:
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_cache_modes_the_option_offers_are_the_cache_s():
+    from pytest_groundeval import cache, options
+
+    assert options.CACHE_MODES == cache.MODES

@@ -146,3 +146,46 @@ def test_a_model_call_inside_the_graph_is_refused_once_the_deadline_has_passed()
 def _set(event: threading.Event) -> threading.Event:
     event.set()
     return event
+
+
+PRICED_AGENT = '''
+import json, time
+from pytest_groundeval.tasks.extraction import active_medications
+
+class Priced:
+    """Answers right after 0.2 s; each call costs 100k input tokens of claude-sonnet-4-5 ($0.30)."""
+    name = "priced"
+    model = "claude-sonnet-4-5"
+    def run(self, prompt):
+        time.sleep(0.2)
+        truth = active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "p")
+        return {"text": json.dumps({"active_medications": truth}),
+                "usage": {"input_tokens": 100_000, "output_tokens": 0}}
+'''
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_the_budget_overshoots_by_at_most_the_calls_in_flight(pytester, concurrency):
+    """--max-cost $1 with $0.30 calls: the budget is checked before each call starts, so the
+    spend stops at the first call that reaches it plus the calls already in flight."""
+    import json
+    import shutil
+
+    from conftest import EVAL_FILE, SYNTHEA
+
+    pytester.makepyfile(test_evals=EVAL_FILE, priced=PRICED_AGENT)
+    data = pytester.mkdir("data")
+    for path in sorted(SYNTHEA.glob("*.json"))[:20]:
+        shutil.copy(path, data / path.name)
+    result = pytester.runpytest_subprocess("--data-dir", "data", "--agent=priced:Priced", "--max-cost", "1",
+                                           "--concurrency", str(concurrency), "--run-record", "record.json",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    rec = json.loads((pytester.path / "record.json").read_text())
+    per_call = cost_usd("claude-sonnet-4-5", {"input_tokens": 100_000, "output_tokens": 0})
+    called = [c for c in rec["cases"] if c["outcome"] == "passed"]
+    spent = rec["budget"]["spent_usd"]
+    assert spent == pytest.approx(per_call * len(called))
+    assert 1.0 <= spent <= 1.0 + per_call * concurrency  # the call that reached it, plus those in flight
+    assert rec["budget"]["stopped"] and rec["budget"]["cases_not_run"] == 20 - len(called)
+    result.stdout.fnmatch_lines(["*max-cost*"])

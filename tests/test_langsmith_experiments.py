@@ -639,3 +639,14 @@ def test_a_canary_key_reaches_no_langsmith_request(extraction, fake, monkeypatch
     assert b"auth failed for key [redacted]" in body  # the errored case's root run error / pass comment
     errored = [r for r in roots.values() if r.get("error")]
     assert len(errored) == 1 and "[redacted]" in errored[0]["error"]
+
+
+def test_langsmith_tracing_false_keeps_the_run_local_with_the_key_set(extraction, fake, monkeypatch):
+    """A shell holding LANGSMITH_API_KEY for something else: LangSmith's own switch,
+    LANGSMITH_TRACING=false, sends nothing."""
+    server = fake()
+    _env(monkeypatch, server.url)
+    monkeypatch.setenv("LANGSMITH_TRACING", "false")
+    result, rec, _ = _run(extraction)
+    result.assert_outcomes(passed=len(SMALL_SET))
+    assert server.paths() == [] and rec.get("langsmith") is None

@@ -154,3 +154,60 @@ def test_bad_agent_usage_is_dropped_with_a_warning_on_each_case_and_in_the_termi
         assert c["outcome"] == "passed" and c.get("usage") is None
         assert c["warnings"] and c["warnings"][0].startswith("usage dropped")
     result.stdout.fnmatch_lines([f"groundeval: {len(SMALL_SET)} case(s) with warnings*usage dropped*"])
+
+
+MODULES_PROBE = '''
+import json, sys
+
+def pytest_unconfigure(config):
+    names = sorted(m for m in sys.modules if m.split(".")[0] in ("pytest_groundeval", "pydantic", "numpy", "orjson"))
+    with open("modules.json", "w") as fh:
+        json.dump(names, fh)
+'''
+
+LIGHT = {"pytest_groundeval", "pytest_groundeval.plugin", "pytest_groundeval.options", "pytest_groundeval.tasks",
+         "pytest_groundeval.tasks.source"}
+
+
+def test_a_run_with_no_eval_item_imports_nothing_more_of_groundeval(pytester):
+    """Start-up cost: options and markers come from the task declarations; settings, the
+    evaluator, the reporter and pydantic are imported only when an eval item is collected."""
+    pytester.makepyfile(test_plain=PLAIN)
+    pytester.makeconftest(MODULES_PROBE)
+    pytester.makefile(".ini", pytest=INI + "addopts = -p no:langsmith_plugin -p no:anyio -p no:hypothesispytest\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    imported = set(json.loads((pytester.path / "modules.json").read_text()))
+    assert imported == LIGHT, imported - LIGHT
+    # ... and an eval run does import it all (the probe sees it)
+    pytester.makepyfile(test_evals='''
+import pytest
+
+@pytest.mark.write
+def test_write(case, agent, scorer, evaluate):
+    evaluate(case, agent, scorer)
+''')
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "aspirin-active-daily", "--run-record", "r.json")
+    imported = set(json.loads((pytester.path / "modules.json").read_text()))
+    assert {"pydantic", "pytest_groundeval.worker", "pytest_groundeval.reporter"} <= imported
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_junitxml_carries_each_case_s_outcome_and_metrics_as_properties(evalproject, extra):
+    import xml.etree.ElementTree as ET
+
+    result = evalproject.runpytest_subprocess("--data-dir", "data", "--run-record", "record.json", "-p",
+                                              "no:cacheprovider", "--agent=agents_under_test:Hallucinating",
+                                              "--junitxml", "out.xml", *extra)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    rec = {c["case_id"]: c for c in read_record(evalproject)["cases"]}
+    cases = ET.parse(evalproject.path / "out.xml").getroot().iter("testcase")
+    seen = 0
+    for tc in cases:
+        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        c = rec[props["groundeval.case_id"]]
+        assert props["groundeval.task"] == "extraction" and props["groundeval.outcome"] == c["outcome"]
+        for name, value in c["score"]["metrics"].items():
+            assert float(props[f"groundeval.{name}"]) == pytest.approx(value)
+        seen += 1
+    assert seen == len(SMALL_SET)

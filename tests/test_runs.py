@@ -38,16 +38,13 @@ def logged(evalproject, monkeypatch):
 # ---------------------------------------------------------------- concurrency
 def test_concurrent_calls_really_overlap_and_items_report_in_order(logged, monkeypatch):
     monkeypatch.setenv("SLEEP", "0.4")
-    t0 = time.monotonic()
     result = run(logged, "--agent=agents_under_test:Sleepy", "--concurrency", str(N), "-v")
-    wall = time.monotonic() - t0
     result.assert_outcomes(passed=N)
     events = agent_log(logged)
     starts = [e["t"] for e in events if e["event"] == "start"]
     ends = [e["t"] for e in events if e["event"] == "end"]
     assert len(starts) == N
     assert max(starts) < min(ends), "every call started before any finished: they ran at the same time"
-    assert wall < N * 0.4 + 1.5
     # items still report in collection order
     lines = [ln for ln in result.outlines if "::test_extraction[" in ln and "PASSED" in ln]
     assert [ln.split("[", 1)[1].split("]", 1)[0] for ln in lines] == sorted(SMALL_SET)

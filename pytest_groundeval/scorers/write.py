@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..jsontext import json_kind
 from ..model import CaseError
 from .base import Check, Dimension, Score
 from .units import (
@@ -180,15 +181,7 @@ class MalformedCase(CaseError, ValueError):
     """The write case's expected block cannot be read: a case error (kind ``case``)."""
 
 
-def _json_kind(value: Any) -> str:
-    """A JSON value's type as a message names it, with the value (clipped)."""
-    if value is None:
-        return "null"
-    name = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value))
-    if name is None:
-        name = "a number" if isinstance(value, (int, float)) else type(value).__name__
-    shown = repr(value)
-    return f"{name} ({shown if len(shown) <= 60 else shown[:57] + '...'})"
+_json_kind = json_kind  # a JSON value's type, as a message names it
 
 
 _EXPECTED_KIND = {

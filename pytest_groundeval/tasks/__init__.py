@@ -11,15 +11,57 @@ module and its scorer names it.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from .base import Case, CaseSource, ParseError, Task
+from .source import CaseSource, TaskInfo
+
+if TYPE_CHECKING:
+    from .base import Case, ParseError, Task
 
 ENTRY_POINT_GROUP = "groundeval.tasks"
-BUILTIN = (
-    "pytest_groundeval.tasks.extraction:ExtractionTask",
-    "pytest_groundeval.tasks.write:WriteTask",
-    "pytest_groundeval.tasks.reconciliation:ReconciliationTask",
-)
+
+# The built-in tasks: what every pytest run registers (options, ini keys, markers) without
+# importing a task module; each task class takes its name, description and source from here.
+BUILTIN: dict[str, TaskInfo] = {info.name: info for info in (
+    TaskInfo(
+        name="extraction",
+        description="read a patient's active medications (RxNorm) out of a FHIR bundle",
+        source=CaseSource(
+            flag="--data-dir", ini="groundeval_data_dir", default="synthea", packaged=True, key="data_dir",
+            help="folder of Synthea FHIR bundles (.json / .json.gz) for the extraction suite "
+            "(default: ini groundeval_data_dir, else the bundled suite's cases)"),
+        spec="pytest_groundeval.tasks.extraction:ExtractionTask",
+    ),
+    TaskInfo(
+        name="write",
+        description="write a FHIR R4B MedicationStatement from a clinical note",
+        source=CaseSource(
+            flag="--write-cases", ini="groundeval_write_cases", default="write_cases", packaged=True,
+            key="write_cases",
+            help="write cases: a folder of <case_id>.json files or one JSON file holding a list of cases "
+            "(default: ini groundeval_write_cases, else the bundled suite's cases)"),
+        spec="pytest_groundeval.tasks.write:WriteTask",
+    ),
+    TaskInfo(
+        name="reconciliation",
+        description="reconcile a patient-reported medication list against the FHIR record",
+        source=CaseSource(
+            flag="--reconciliation-cases", ini="groundeval_reconciliation_cases",
+            default="reconciliation", packaged=True, key="reconciliation_cases",
+            help="reconciliation cases: a folder of <case_id>.json files (each naming its bundle) or one "
+            "JSON file holding a list of cases "
+            "(default: ini groundeval_reconciliation_cases, else the bundled suite's cases)"),
+        spec="pytest_groundeval.tasks.reconciliation:ReconciliationTask",
+    ),
+)}
+
+
+def __getattr__(name: str) -> Any:  # the Task API, imported only when asked for
+    if name in ("Case", "ParseError", "Task"):
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(name)
 
 
 class TaskLoadError(Exception):
@@ -36,6 +78,8 @@ def _load(spec: str, origin: str) -> type[Task]:
             obj = getattr(obj, part)
     except Exception as e:  # noqa: BLE001 - reported with its origin
         raise TaskLoadError(f"groundeval: task {spec!r} ({origin}) cannot be loaded: {type(e).__name__}: {e}") from e
+    from .base import Task
+
     if not (isinstance(obj, type) and issubclass(obj, Task)):
         raise TaskLoadError(f"groundeval: task {spec!r} ({origin}) is not a pytest_groundeval.tasks.Task subclass")
     for attr_name in ("name", "description", "source", "metrics"):
@@ -44,16 +88,33 @@ def _load(spec: str, origin: str) -> type[Task]:
     return obj
 
 
+def _entry_points() -> list[tuple[str, str]]:
+    from importlib.metadata import entry_points
+
+    return [(ep.value, f"entry point {ep.name!r} of {ep.dist.name if ep.dist else '?'}")
+            for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)]
+
+
+@lru_cache(maxsize=1)
+def task_infos() -> dict[str, TaskInfo]:
+    """``{name: TaskInfo}`` for start-up: the built-ins as declared above (no import), and
+    installed packages' tasks (their modules are imported: the class holds the facts)."""
+    infos = dict(BUILTIN)
+    for spec, origin in _entry_points():
+        cls = _load(spec, origin)
+        if cls.name in infos and infos[cls.name].spec != spec:
+            raise TaskLoadError(f"groundeval: two tasks are named {cls.name!r}: "
+                                f"{'built-in' if cls.name in BUILTIN else 'an entry point'} and {origin}")
+        infos[cls.name] = TaskInfo(name=cls.name, description=cls.description, source=cls.source, spec=spec)
+    return infos
+
+
 @lru_cache(maxsize=1)
 def registry() -> dict[str, type[Task]]:
     """``{name: Task subclass}``: built-ins first, then entry points, in name order."""
-    from importlib.metadata import entry_points
-
     found: dict[str, type[Task]] = {}
     origins: dict[str, str] = {}
-    specs = [(spec, "built-in") for spec in BUILTIN]
-    specs += [(ep.value, f"entry point {ep.name!r} of {ep.dist.name if ep.dist else '?'}")
-              for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)]
+    specs = [(info.spec, "built-in") for info in BUILTIN.values()] + _entry_points()
     for spec, origin in specs:
         cls = _load(spec, origin)
         if cls.name in found:
@@ -64,4 +125,5 @@ def registry() -> dict[str, type[Task]]:
     return found
 
 
-__all__ = ["ENTRY_POINT_GROUP", "Case", "CaseSource", "ParseError", "Task", "TaskLoadError", "registry"]
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "Case", "CaseSource", "ParseError", "Task", "TaskInfo", "TaskLoadError",
+           "registry", "task_infos"]

@@ -26,26 +26,9 @@ from typing import Any, ClassVar
 from ..jsontext import json_objects
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers.base import Score
+from .source import CaseSource
 
 __all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "ParseError", "Task", "extract_json_object", "require_keys"]
-
-
-@dataclass(frozen=True)
-class CaseSource:
-    """Where a task's cases live: ``--<flag>`` on the command line (relative to the current
-    folder), else the ini key (relative to the rootdir), else ``default``: relative to
-    groundeval's packaged data when ``packaged`` (the built-in suites), else to the rootdir."""
-
-    flag: str  # e.g. "--data-dir"
-    ini: str  # e.g. "groundeval_data_dir"
-    default: str  # e.g. "synthea" (packaged) or "my_cases.json" (rootdir)
-    help: str
-    key: str  # the name of this setting in the record's options, e.g. "data_dir"
-    packaged: bool = False
-
-    @property
-    def dest(self) -> str:
-        return self.ini
 
 
 class Task(ABC):
@@ -99,8 +82,10 @@ class Task(ABC):
 
     @classmethod
     def resolve_metric(cls, key: str) -> str | None:
+        from ..repeats import REPEAT_METRICS  # every task has them under --repeat
+
         key = cls.metric_aliases.get(key, key)
-        return key if key in cls.metrics else None
+        return key if key in cls.metrics or key in REPEAT_METRICS else None
 
     # -- agents --
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:

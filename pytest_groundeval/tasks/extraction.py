@@ -25,6 +25,7 @@ from ..datasets import content_hash, discover_files, load_json
 from ..fhir import RXNORM, distinct_codes, medication_requests
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers import extraction as scorer
+from . import BUILTIN
 from .base import CaseSource, Task, extract_json_object
 
 ANSWER_KEY = "active_medications"
@@ -109,12 +110,8 @@ def healthchain_active_medications(bundle: Any) -> str:
 
 class ExtractionTask(Task):
     name: ClassVar[str] = "extraction"
-    description: ClassVar[str] = "read a patient's active medications (RxNorm) out of a FHIR bundle"
-    source: ClassVar[CaseSource] = CaseSource(
-        flag="--data-dir", ini="groundeval_data_dir", default="synthea", packaged=True, key="data_dir",
-        help="folder of Synthea FHIR bundles (.json / .json.gz) for the extraction suite "
-        "(default: ini groundeval_data_dir, else the bundled suite's cases)",
-    )
+    description: ClassVar[str] = BUILTIN["extraction"].description
+    source: ClassVar[CaseSource] = BUILTIN["extraction"].source
     metrics = scorer.SUMMARY_METRICS
     metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}
     count_metrics = frozenset({"tp", "fp", "fn"})

@@ -45,6 +45,7 @@ from ..datasets import discover_case_records, load_case_record, read_bytes
 from ..fhir import RXNORM, distinct_codes, medication_requests
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers import reconciliation as scorer
+from . import BUILTIN
 from .base import CaseSource, Task, extract_json_object, require_keys
 
 ANSWER_KEY = "medications"
@@ -342,13 +343,8 @@ def baseline_answer(bundle_json: str, report: str) -> str:
 # ---------------------------------------------------------------- the task
 class ReconciliationTask(Task):
     name: ClassVar[str] = "reconciliation"
-    description: ClassVar[str] = "reconcile a patient-reported medication list against the FHIR record"
-    source: ClassVar[CaseSource] = CaseSource(
-        flag="--reconciliation-cases", ini="groundeval_reconciliation_cases",
-        default="reconciliation", packaged=True, key="reconciliation_cases",
-        help="folder of reconciliation cases (<case_id>.json, each naming its bundle) "
-        "(default: ini groundeval_reconciliation_cases, else the bundled suite's cases)",
-    )
+    description: ClassVar[str] = BUILTIN["reconciliation"].description
+    source: ClassVar[CaseSource] = BUILTIN["reconciliation"].source
     metrics = scorer.SUMMARY_METRICS
     metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}
     count_metrics = scorer.COUNT_METRICS
