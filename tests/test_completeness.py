@@ -166,3 +166,12 @@ def test_a_dead_model_server_is_one_usage_error_at_start(evalproject):
     skipped = evalproject.runpytest_subprocess("--data-dir", "data", "-p", "no:cacheprovider", "--co", "-q",
                                                "--no-preflight", *args)
     assert skipped.ret == pytest.ExitCode.OK
+
+
+def test_an_openai_model_with_neither_key_nor_server_is_one_usage_error_at_start(evalproject, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = _run(evalproject, "--agent=langgraph", "--model", "openai:gpt-x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("needs OPENAI_API_KEY") == 1 and "--model-base-url" in err
+    assert not (evalproject.path / "record.json").exists()

@@ -282,7 +282,7 @@ def test_from_spec_ollama_style_name_with_base_url_is_openai_compatible(monkeypa
 
 def test_openai_without_key_or_base_url_says_what_is_missing(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(RuntimeError, match="OPENAI_API_KEY.*--base-url"):
+    with pytest.raises(RuntimeError, match="OPENAI_API_KEY.*--model-base-url"):
         LangGraphAgent.from_spec(AgentSpec("langgraph", model="openai:gpt-4o"))
 
 

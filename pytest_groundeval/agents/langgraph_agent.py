@@ -292,7 +292,7 @@ class LangGraphAgent:
         if provider == "openai" and not os.environ.get("OPENAI_API_KEY") and "api_key" not in kwargs:
             if not base_url:
                 raise RuntimeError(
-                    f"--model {model} needs OPENAI_API_KEY in the environment, or --base-url "
+                    f"--model {model} needs OPENAI_API_KEY in the environment, or --model-base-url "
                     "pointing at an OpenAI-compatible server (vLLM, Ollama, llama.cpp)"
                 )
             kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
