@@ -971,3 +971,97 @@ def langchain_bundle_tools(bundle: Any, catalog: CatalogArg = None) -> list:
 
 
 __all__ += ["MEDICATION_REQUEST_STATUSES", "fhir_toolkit", "langchain_bundle_tools", "list_medication_requests"]
+
+
+def _compact_resource(resource: Dict[str, Any]) -> Dict[str, Any]:
+    """A resource without its narrative (``text``) and ``meta``: what an agent reads."""
+    return {k: v for k, v in resource.items() if k not in ("text", "meta")}
+
+
+def _resolve(resolve_reference: Any, reference: Any) -> Dict[str, Any]:
+    if not isinstance(reference, str) or not reference.strip():
+        return {"error": f"reference must be a non-empty string such as 'Medication/<id>' or 'urn:uuid:<id>', got {reference!r}"}
+    try:
+        got = resolve_reference.run(reference=reference.strip())
+    except Exception as exc:  # never raise into the agent loop
+        return {"error": f"reference {reference!r} cannot be resolved: {type(exc).__name__}: {exc}"}
+    if not isinstance(got, dict) or not got.get("ok") or not isinstance(got.get("resource"), dict):
+        why = got.get("error") if isinstance(got, dict) else got
+        return {"error": f"reference {reference!r} not found in this patient's record: {why}"}
+    return {"reference": reference.strip(), "resource": _compact_resource(got["resource"])}
+
+
+def read_resource(bundle: Any, reference: str) -> Dict[str, Any]:
+    """Read one resource of the bundle by reference (``Medication/<id>``, ``urn:uuid:<id>``;
+    e.g. a MedicationRequest's ``medicationReference``), resolved with HealthChain's
+    ``FHIRToolkit`` ``resolve_reference`` tool. Returns ``{"reference", "resource"}`` (the
+    resource without its narrative and ``meta``) or ``{"error": "..."}``; never raises."""
+    try:
+        kit = _toolkit(bundle, None)
+        resolver = next(t for t in kit.get_tools() if t.name == "resolve_reference")
+    except Exception as exc:  # never raise into the agent loop
+        return _unreadable(exc)
+    return _resolve(resolver, reference)
+
+
+def langchain_record_tools(bundle: Any) -> list:
+    """Read-only tools over ONE patient's bundle, as LangChain StructuredTools:
+    ``list_medication_requests`` (as in :func:`langchain_bundle_tools`) and
+    ``read_resource`` (:func:`read_resource`), both over one HealthChain ``FHIRToolkit``
+    loaded on first use. No catalog, no file access, nothing of any other patient."""
+    from langchain_core.tools import StructuredTool
+
+    lock = threading.Lock()
+    loaded: Dict[str, Any] = {}
+
+    def tools() -> Union[Dict[str, Any], Dict[str, str]]:
+        with lock:
+            if "tools" not in loaded:
+                try:
+                    kit = _toolkit(bundle, None)
+                    loaded["tools"] = {t.name: t for t in kit.get_tools()}
+                except Exception as exc:  # never raise into the agent loop
+                    return {"error": _unreadable(exc)}
+            return loaded["tools"]
+
+    def list_medication_requests_tool(status: Optional[str] = None) -> Dict[str, Any]:
+        kit = tools()
+        if "error" in kit:
+            return kit["error"]
+        return _bad_status(status) or _medication_request_summary(kit["get_coded_entries"], status)
+
+    def read_resource_tool(reference: str) -> Dict[str, Any]:
+        kit = tools()
+        if "error" in kit:
+            return kit["error"]
+        return _resolve(kit["resolve_reference"], reference)
+
+    def bad_arguments(exc: Exception) -> str:
+        return json.dumps({"error": f"invalid tool arguments: {exc}"})
+
+    lister = StructuredTool.from_function(
+        func=list_medication_requests_tool, name="list_medication_requests",
+        description=inspect.cleandoc(
+            """List this patient's MedicationRequests from their FHIR record.
+
+            status: only requests with this status (active, stopped, completed, on-hold,
+            cancelled, draft, entered-in-error, unknown); omit it for all.
+            Returns {"status", "count", "medication_requests": [{code, display, status,
+            requests, last_authored_on}]}, one item per code and status (code and display
+            are the RxNorm coding; a medicationReference is already resolved), or
+            {"error": "..."}."""),
+        handle_validation_error=bad_arguments,
+    )
+    reader = StructuredTool.from_function(
+        func=read_resource_tool, name="read_resource",
+        description=inspect.cleandoc(
+            """Read one resource of this patient's FHIR record by reference, e.g. a
+            medicationReference ('Medication/<id>' or 'urn:uuid:<id>') or 'Patient/<id>'.
+            Returns {"reference", "resource"} (the resource JSON without narrative) or
+            {"error": "..."}."""),
+        handle_validation_error=bad_arguments,
+    )
+    return [lister, reader]
+
+
+__all__ += ["langchain_record_tools", "read_resource"]

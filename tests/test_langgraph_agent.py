@@ -28,7 +28,6 @@ from pytest_groundeval.agents.langgraph_agent import (  # noqa: E402
     LangGraphAgent,
 )
 from pytest_groundeval.runner import run_case  # noqa: E402
-from pytest_groundeval.tasks.extraction import ExtractionTask  # noqa: E402
 from pytest_groundeval.tasks.write import SYSTEM_PROMPT as WRITE_SYSTEM_PROMPT  # noqa: E402
 from pytest_groundeval.tasks.write import WriteTask  # noqa: E402
 
@@ -241,8 +240,8 @@ def test_no_json_and_nothing_built_leaves_the_text_for_the_task_to_fail():
 
 def test_a_task_without_a_system_prompt_or_tools_gets_the_generic_prompt_and_no_tools():
     agent, model = agent_with([say('{"active_medications": []}')], bare=True)
-    out = agent.run_case(ExtractionTask(ROOT / "fixtures" / "synthea"), "List the active medications ...",
-                         {"bundle_json": "{}"})
+    bare = type("BareTask", (), {"name": "bare"})()  # no system prompt, tools or prompt hook
+    out = agent.run_case(bare, "List the active medications ...", {"bundle_json": "{}"})
     assert model.seen[0][0].content == GENERIC_SYSTEM_PROMPT and model.bound_tools == []
     assert out.text == '{"active_medications": []}' and out.structured is None
 

@@ -390,10 +390,14 @@ class LangGraphAgent:
 
     def run_case(self, task: Any, prompt: str, inputs: dict[str, Any]) -> AgentOutput:
         """Run one case with what the task supplies: its system prompt for tool-using agents
-        (else this agent's own, else a generic one), its tools for this case's inputs, and
-        the tool whose last result answers when the agent ends without one."""
+        (else this agent's own, else a generic one), its tools for this case's inputs, its
+        prompt for tool-using agents (``task.agent_prompt(prompt, inputs)``, if it has one;
+        else the case's prompt), and the tool whose last result answers when the agent
+        ends without one."""
         system = getattr(task, "agent_system_prompt", None) or self.system_prompt
         tools = task.agent_tools(inputs) if hasattr(task, "agent_tools") else self.tools
+        if hasattr(task, "agent_prompt"):  # a task may word the request for tool use
+            prompt = task.agent_prompt(prompt, inputs)
         return self._run(prompt, system, tools, getattr(task, "answer_tool", None))
 
     def run(self, prompt: str) -> AgentOutput:

@@ -44,6 +44,42 @@ If the patient has no active medications, answer {{"{key}": []}}.
 Bundle:
 {bundle}"""
 
+# A tool-using agent (``--agent=langgraph``) is not given the bundle: it gets the patient
+# id and read-only tools over this case's bundle only (:meth:`ExtractionTask.agent_tools`).
+SYSTEM_PROMPT = """You read one patient's medications out of their FHIR R4 record with the \
+tools provided; the record is reachable only through them. list_medication_requests lists the \
+patient's MedicationRequests (filter by status; medicationReference already resolved, codes are \
+RxNorm); read_resource reads one resource by reference. Never invent or recall a code: report \
+only codes the tools returned. A tool's {"error": ...} result is a message to act on. Answer \
+exactly in the JSON format the user's request asks for."""
+
+TOOL_PROMPT = """Patient: {patient}
+
+List this patient's active medications: every MedicationRequest whose status is "active", \
+identified by its RxNorm code (coding system {rxnorm}). Read them from the patient's FHIR \
+record with the tools. List each RxNorm code once.
+
+Answer with only a JSON object of this form, and nothing else:
+{{"{key}": [{{"code": "<RxNorm code>", "display": "<RxNorm display name>"}}]}}
+If the patient has no active medications, answer {{"{key}": []}}."""
+
+
+def patient_reference(bundle: Any) -> str:
+    """``Patient/<id>`` of the bundle's Patient resource (a loaded Bundle or its JSON),
+    or ``"the patient of this record"`` when it has none."""
+    if isinstance(bundle, str):
+        bundle = json.loads(bundle)
+    entries = bundle.get("entry") if isinstance(bundle, dict) else getattr(bundle, "entry", None)
+    for entry in entries or []:
+        res = entry.get("resource") if isinstance(entry, dict) else getattr(entry, "resource", None)
+        if isinstance(res, dict):
+            kind, rid = res.get("resourceType"), res.get("id")
+        else:
+            kind, rid = getattr(res, "get_resource_type", lambda: None)(), getattr(res, "id", None)
+        if kind == "Patient" and rid:
+            return f"Patient/{rid}"
+    return "the patient of this record"
+
 
 def active_medications(bundle: Any, source: str) -> list[dict[str, str]]:
     """Ground truth for one bundle: ``[{code, display}]`` distinct by code, in bundle order."""
@@ -147,3 +183,20 @@ class ExtractionTask(Task):
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
         loaded = inputs.get("bundle")  # validated and loaded once, by load()
         return AgentOutput(text=healthchain_active_medications(loaded if loaded is not None else inputs["bundle_json"]))
+
+    # -- tool-using agents (--agent=langgraph): the bundle is reached through tools only --
+    agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
+
+    def agent_prompt(self, prompt: str, inputs: dict[str, Any]) -> str:
+        """The request without the bundle: the patient id and what to answer (same JSON)."""
+        bundle = inputs.get("bundle")
+        return TOOL_PROMPT.format(patient=patient_reference(bundle if bundle is not None else inputs["bundle_json"]),
+                                  rxnorm=RXNORM, key=ANSWER_KEY)
+
+    def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
+        """``list_medication_requests`` and ``read_resource`` over THIS case's bundle only
+        (a fresh list per case; HealthChain's FHIRToolkit over the loaded R4B Bundle)."""
+        from ..hc_tools import langchain_record_tools
+
+        bundle = inputs.get("bundle")
+        return langchain_record_tools(bundle if bundle is not None else inputs["bundle_json"])
