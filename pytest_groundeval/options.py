@@ -82,6 +82,9 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, An
     add("--groundeval-shard", dest="groundeval_shard", default=None, metavar="K/N",
         help="run shard K of N of the eval cases (split by a stable hash of task and case id), for CI jobs "
         "on several machines; `groundeval merge` makes one record of the N shard records")
+    add("--require-grounded", dest="groundeval_require_grounded", action="store_true", default=False,
+        help="a tool-using agent's case fails when it is not grounded (its answer's codes not from a tool "
+        "result, no validation, repeated calls); by default the grounded dimension is reported only")
     parser.addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
     parser.addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():
@@ -170,6 +173,7 @@ class Settings:
     shard: tuple[int, int] | None = None  # --groundeval-shard K/N
     repeat: int = 1  # --repeat N
     html_report: Path | None = None  # --groundeval-html PATH
+    require_grounded: bool = False  # --require-grounded
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
@@ -234,6 +238,7 @@ class Settings:
             shard=shard,
             repeat=opt("groundeval_repeat"),
             html_report=Path(opt("groundeval_html")) if opt("groundeval_html") else None,
+            require_grounded=bool(opt("groundeval_require_grounded")),
         )
 
     @property

@@ -238,22 +238,46 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
                          steps=output.steps)
 
 
-def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None) -> dict[str, Any]:
-    """Parse and score an answer: the fields ``outcome``, ``predicted``, ``score`` / ``error``."""
+def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, *,
+               require_grounded: bool = False) -> dict[str, Any]:
+    """Parse and score an answer: the fields ``outcome``, ``predicted``, ``score`` / ``error``.
+    The ``grounded`` dimension (grounding.py) is added beside the scorer's."""
     try:
         try:
             prediction = task.parse(output)
         except ParseError as exc:
             # the model answered, but not in the required form: a scored failure, every metric 0
             score = task.unparsed(case, str(exc))
+            _add_grounded(score, task, None, output, require_grounded)
             return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score.to_dict())}
         score = (scorer or task.score)(prediction, case)
+        _add_grounded(score, task, prediction, output, require_grounded)
         record = ScoreRecord.model_validate(score.to_dict())
         return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
     except CaseError as exc:  # e.g. a broken expected block discovered while scoring
         return {"outcome": "error", "error": ErrorInfo(kind="case", message=str(exc))}
     except Exception as exc:
         return {"outcome": "error", "error": _internal(f"scoring {case.ref.task}:{case.case_id}", exc)}
+
+
+def _add_grounded(score: Any, task: Task, prediction: Any, output: AgentOutput, required: bool) -> None:
+    """A tool-using agent's case: the ``grounded`` dimension and metric (a fail changes the
+    pass only when ``required``); a single-call agent's: ``details.grounded`` says not applicable."""
+    from .grounding import NAME, grounded
+
+    values = task.grounding_values(prediction) if prediction is not None else {}
+    found = grounded(output.transcript, values, must_validate=getattr(task, "validate_tool", None),
+                     answer_tool=getattr(task, "answer_tool", None))
+    if not found.applicable:
+        score.details[NAME] = found.reason
+        return
+    score.dimensions[NAME] = found.dimension()
+    score.metrics[NAME] = 1.0 if found.passed else 0.0
+    if found.ungrounded:
+        score.details["ungrounded"] = found.ungrounded
+    if required and not found.passed and score.passed:
+        score.passed = False
+        score.reason = f"ungrounded (--require-grounded): {found.reason}"
 
 
 def _result(ref: CaseRef, fields: dict[str, Any], duration: float | None) -> CaseResult:
@@ -265,19 +289,20 @@ def _result(ref: CaseRef, fields: dict[str, Any], duration: float | None) -> Cas
                           error=_internal(f"recording {ref.task}:{ref.case_id}", exc), **kept)
 
 
-def finish_case(task: Task, called: Called, scorer: Any = None) -> CaseResult:
+def finish_case(task: Task, called: Called, scorer: Any = None, *, require_grounded: bool = False) -> CaseResult:
     fields = dict(called.fields)
     if called.error is not None:
         fields.update(outcome="error", error=called.error)
     else:
-        fields.update(score_case(task, called.case, called.output, scorer))  # type: ignore[arg-type]
+        fields.update(score_case(task, called.case, called.output, scorer,  # type: ignore[arg-type]
+                                 require_grounded=require_grounded))
     return _result(called.ref, fields, round(time.perf_counter() - called.started, 6))
 
 
 def run_case(task: Task, ref: CaseRef, agent: Any, scorer: Any = None, policy: CallPolicy | None = None,
-             budget: Budget | None = None) -> CaseResult:
+             budget: Budget | None = None, *, require_grounded: bool = False) -> CaseResult:
     """Run one case end to end."""
-    return finish_case(task, call_case(task, ref, agent, policy, budget), scorer)
+    return finish_case(task, call_case(task, ref, agent, policy, budget), scorer, require_grounded=require_grounded)
 
 
 def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None) -> CaseResult:
@@ -289,7 +314,7 @@ def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | 
 
 
 def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, *, rescore: bool,
-          scorer: Any = None, source: str = "the stored run") -> CaseResult | None:
+          scorer: Any = None, source: str = "the stored run", require_grounded: bool = False) -> CaseResult | None:
     """``--resume``: the stored result when that run finished the case with the same content
     (None: run it). ``--rescore``: the stored answer parsed and scored again, no agent call."""
     started = time.perf_counter()
@@ -309,9 +334,9 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     if old.raw_output is None and old.structured_output is None:
         # the stored case never got an answer (API error, budget): keep it as it was
         return old.model_copy(update={"rescored_from": run_id})
-    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output)
+    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.transcript)
     fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
                                      "duration_s"})
     fields.update(ground_truth=case.truth, rescored_from=run_id)
-    fields.update(score_case(task, case, output, scorer))
+    fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded))
     return _result(ref, fields, round(time.perf_counter() - started, 6))

@@ -226,7 +226,8 @@ class Evaluator:
         if self.stored is not None:
             old = self.stored.cases.get(ref.key)
             result = reuse(task, ref, old, self.stored.run_id, rescore=self.settings.mode == "rescore",
-                           scorer=scorer, source=f"the stored run {Path(self.stored.path).name}")
+                           scorer=scorer, source=f"the stored run {Path(self.stored.path).name}",
+                           require_grounded=self.settings.require_grounded)
             if result is not None:
                 return result
         if self.stop_reason is not None:
@@ -235,7 +236,7 @@ class Evaluator:
             called = self.prefetcher.take(ref.key)
         else:
             called = call_case(task, ref, agent, self.settings.policy, self.budget)
-        result = finish_case(task, called, scorer)
+        result = finish_case(task, called, scorer, require_grounded=self.settings.require_grounded)
         self._watch_errors(result)
         return result
 

@@ -117,7 +117,7 @@ def test_langgraph_agent_runs_the_whole_write_suite_offline(writeproject):
         assert tools == ["lookup_medication_code", "build_medication_statement", "validate_medication_statement"]
         assert c["steps"] == 4 and c["usage"]["input_tokens"] == 230
         assert c["predicted"]["resourceType"] == "MedicationStatement"
-        assert set(c["score"]["dimensions"]) == {"schema", "coding", "constraints", "safety"}
+        assert set(c["score"]["dimensions"]) == {"schema", "coding", "constraints", "safety", "grounded"}
         assert all(ch["reason"] is not None for d in c["score"]["dimensions"].values() for ch in d["checks"])
 
 

@@ -13,13 +13,25 @@ from .base import bootstrap_ci, mean, prf, wilson_ci
 def counts(results: list[CaseResult]) -> tuple[list[CaseResult], dict[str, Any]]:
     """The results that count (all but skipped) and the outcome counts of a summary."""
     run = [r for r in results if r.outcome != "skipped"]
-    return run, {
+    summary = {
         "n_cases": len(run),
         "n_passed": sum(r.outcome == "passed" for r in run),
         "n_failed": sum(r.outcome == "failed" for r in run),
         "n_errors": sum(r.outcome == "error" for r in run),
         "n_skipped": len(results) - len(run),
     }
+    summary.update(grounded_summary(run))
+    return run, summary
+
+
+def grounded_summary(run: list[CaseResult]) -> dict[str, Any]:
+    """``grounded`` (grounding.py): the rate over the cases it applies to (a ``grounded``
+    metric: tool-using agents), ``grounded_n`` of them, its Wilson interval; nothing when it
+    applies to none. Single-call cases and errors are neither passes nor fails here."""
+    values = [r.score.metrics["grounded"] for r in run if r.score is not None and "grounded" in r.score.metrics]
+    if not values:
+        return {}
+    return {"grounded": round(mean(values), 6), "grounded_ci95": rate_ci(values), "grounded_n": len(values)}
 
 
 def rate_ci(values: list[float], *, seed: int = 0) -> list[float] | None:

@@ -84,8 +84,10 @@ class Task(ABC):
     def resolve_metric(cls, key: str) -> str | None:
         from ..repeats import REPEAT_METRICS  # every task has them under --repeat
 
+        from ..grounding import NAME as GROUNDED  # every task has it with tool-using agents
+
         key = cls.metric_aliases.get(key, key)
-        return key if key in cls.metrics or key in REPEAT_METRICS else None
+        return key if key in cls.metrics or key in REPEAT_METRICS or key == GROUNDED else None
 
     # -- agents --
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
@@ -95,6 +97,13 @@ class Task(ABC):
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """LangChain tools a tool-using agent gets for one case (only this case's data)."""
         return []
+
+    # -- grounding (grounding.py): which values of an answer a tool result must have supplied --
+    validate_tool: ClassVar[str | None] = None  # the tool an agent must validate its answer with
+
+    def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
+        """Kind (``code``, ``display``, ``strength``, ...) -> the parsed answer's values of it."""
+        return {}
 
 
 def require_keys(item: Any, keys: tuple[str, ...], source: str, what: str) -> dict[str, Any]:

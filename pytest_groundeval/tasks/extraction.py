@@ -200,3 +200,7 @@ class ExtractionTask(Task):
 
         bundle = inputs.get("bundle")
         return langchain_record_tools(bundle if bundle is not None else inputs["bundle_json"])
+
+    # -- grounding (grounding.py): the answer's codes a tool result must have supplied --
+    def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
+        return {"code": [str(item["code"]) for item in prediction or []]}

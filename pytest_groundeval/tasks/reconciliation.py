@@ -402,3 +402,7 @@ class ReconciliationTask(Task):
         from ..hc_tools import langchain_bundle_tools
 
         return langchain_bundle_tools(inputs["bundle_json"])
+
+    # -- grounding (grounding.py): the answer's codes a tool result must have supplied --
+    def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
+        return {"code": [str(item["code"]) for item in prediction or []]}

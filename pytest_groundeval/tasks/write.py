@@ -154,3 +154,19 @@ class WriteTask(Task):
 
             self._tools = langchain_tools()
         return self._tools
+
+    # -- grounding (grounding.py): the answer's values a tool result must have supplied --
+    validate_tool: ClassVar[str | None] = "validate_medication_statement"
+
+    def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
+        """The resource's RxNorm code(s) and display(s), and the dose strengths in them."""
+        from ..grounding import strengths
+
+        concept = prediction.get("medicationCodeableConcept") if isinstance(prediction, dict) else None
+        concept = concept if isinstance(concept, dict) else {}
+        codings = [c for c in concept.get("coding") or [] if isinstance(c, dict)]
+        codes = [c["code"] for c in codings if isinstance(c.get("code"), str)]
+        displays = [c["display"] for c in codings if isinstance(c.get("display"), str)]
+        texts = displays + ([concept["text"]] if isinstance(concept.get("text"), str) else [])
+        return {"code": codes, "display": displays,
+                "strength": list(dict.fromkeys(s for t in texts for s in strengths(t)))}
