@@ -275,6 +275,7 @@ class Settings:
             "rescored_from": stored_run_id if self.mode == "rescore" else None,
             "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
             "repeat": self.repeat,
+            "require_grounded": self.require_grounded,
             "args": self.selection.get("args", []),
         })
         return opts

@@ -75,6 +75,8 @@ def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
             counts += f", {summary['n_skipped']} skipped"
         lines.append(counts)
         metrics = tasks[task].metrics if task in tasks else ()
+        if "grounded" in summary and summary.get("grounded_n"):  # tool-using agents only
+            metrics = tuple(metrics) + ("grounded",)
         repeats = (record.repeats or {}).get(task)
         if repeats is not None:  # --repeat N
             lines.append(f"  {repeats.repeats} repeats per case; flaky: " + (", ".join(repeats.flaky_cases) or "none"))

@@ -231,6 +231,8 @@ def test_the_scripted_langgraph_agent_is_grounded_on_every_write_case(writeproje
     assert s["grounded"] == 1.0 and s["grounded_n"] == N_CASES and s["pass"] == 1.0
     assert any(t["metric"] == "write.grounded" or t["key"] == "grounded" for t in rec["gate"]["thresholds"])
     assert rec["gate"]["passed"]
+    assert rec["options"]["require_grounded"] is False
+    result.stdout.fnmatch_lines(["*grounded*1.000*95% CI*"])  # beside the other figures
     for c in rec["cases"]:
         dim = c["score"]["dimensions"]["grounded"]
         assert dim["passed"] and c["score"]["metrics"]["grounded"] == 1.0, (c["case_id"], dim)
