@@ -624,12 +624,21 @@ ANTHROPIC_CANARY = "sk-ant-canary-fedcba9876543210"
 # right list (with the key in prose); for HALLUCINATE_ON a code that *is* the key (so the
 # scorer's reason carries it); for RAISE_ON an exception with both keys.
 LEAKY_CONFTEST = '''
-import json, os
+import glob, json, os, re
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
 from pytest_groundeval.tasks.extraction import active_medications
+
+
+# the LangGraph agent is given the patient id and tools, not the bundle: the scripted model
+# reads the bundle it stands for from the data folder
+BUNDLES = {}
+for _path in glob.glob(os.path.join(os.path.dirname(__file__), "data", "*.json")):
+    with open(_path, encoding="utf-8") as _fh:
+        _bundle = json.load(_fh)
+    BUNDLES[next(e["resource"]["id"] for e in _bundle["entry"] if e["resource"]["resourceType"] == "Patient")] = _bundle
 
 
 class Leaky(BaseChatModel):
@@ -643,8 +652,8 @@ class Leaky(BaseChatModel):
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         key = os.environ["MY_SERVICE_API_KEY"]
         prompt = next(m.content for m in messages if m.type == "human")
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
-        patient = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+        patient = re.search(r"Patient/([0-9a-f-]{36})", prompt).group(1)
+        bundle = BUNDLES[patient]
         meds = active_medications(bundle, "prompt")
         if patient == os.environ["RAISE_ON"]:
             raise RuntimeError(f"auth failed for key {key} (and {os.environ['ANTHROPIC_API_KEY']})")

@@ -265,6 +265,9 @@ def test_pytest_evals_against_an_openai_compatible_server(pytester, openai_serve
         assert c["outcome"] == "passed" and c["steps"] == 2
         assert [t["tool"] for t in c["transcript"] if t["type"] == "tool"] == ["list_medication_requests"]
         assert c["usage"]["input_tokens"] > 0
+        # the codes it answered came from list_medication_requests: grounded
+        assert c["score"]["dimensions"]["grounded"]["passed"] and c["score"]["metrics"]["grounded"] == 1.0
+    assert rec["summary"]["extraction"]["grounded"] == 1.0 and rec["summary"]["extraction"]["grounded_n"] == 2
     reqs = openai_server.requests
     assert len(reqs) == 4 and all(r["model"] == "scripted" for r in reqs)
     assert {t["function"]["name"] for t in reqs[0]["tools"]} == set(TOOL_NAMES)
