@@ -9,6 +9,7 @@ never a smaller (or empty) truth."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Iterable
 
@@ -231,3 +232,20 @@ def distinct_codes(pairs: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, str
     for _, coding in pairs:
         out.setdefault(coding["code"], coding.get("display") or "")
     return out
+
+
+def patient_reference(bundle: Any) -> str:
+    """``Patient/<id>`` of the bundle's Patient resource (a loaded Bundle or its JSON),
+    or ``"the patient of this record"`` when it has none."""
+    if isinstance(bundle, str):
+        bundle = json.loads(bundle)
+    entries = bundle.get("entry") if isinstance(bundle, dict) else getattr(bundle, "entry", None)
+    for entry in entries or []:
+        res = entry.get("resource") if isinstance(entry, dict) else getattr(entry, "resource", None)
+        if isinstance(res, dict):
+            kind, rid = res.get("resourceType"), res.get("id")
+        else:
+            kind, rid = getattr(res, "get_resource_type", lambda: None)(), getattr(res, "id", None)
+        if kind == "Patient" and rid:
+            return f"Patient/{rid}"
+    return "the patient of this record"

@@ -484,3 +484,32 @@ def test_one_file_holding_a_list_of_cases_runs_like_a_folder(tmp_path):
     for a, b in zip(refs, listed):
         assert by_folder.load(a).truth == by_list.load(b).truth
     assert len({by_list.load(r).content_hash for r in listed}) == 3
+
+
+def test_the_langgraph_agent_reconciles_through_tools_without_the_bundle_in_its_prompt():
+    """A tool-using agent is given the patient and the intake note; it reads the record with
+    the tools (a scripted model that lists the requests and calls every active one matched)."""
+    pytest.importorskip("langchain.agents")
+    from test_langgraph_agent import ScriptedChatModel, call, last_result, say
+
+    from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
+    from pytest_groundeval.runner import run_case
+
+    def answer(messages):
+        listed = last_result(messages, "list_medication_requests")["medication_requests"]
+        meds = {m["code"]: {"code": m["code"], "display": m["display"], "verdict": "matched"} for m in listed}
+        return say(json.dumps({"medications": list(meds.values())}))
+
+    task = ReconciliationTask(ROOT / "fixtures" / "reconciliation")
+    ref = next(r for r in task.discover() if r.case_id.endswith("_a"))
+    model = ScriptedChatModel(script=[call("list_medication_requests", {"status": "active"}), answer])
+    result = run_case(task, ref, LangGraphAgent(model=model))
+    assert model.seen, result.error
+    human = next(m for m in model.seen[0] if m.type == "human").content
+    case = task.load(ref)
+    assert "Bundle:" not in human and '"resourceType"' not in human
+    assert case.inputs["patient_report"] in human and "Patient/" in human
+    assert result.outcome in ("passed", "failed") and result.score is not None  # scored, not an error
+    tools = [t["tool"] for t in result.transcript if t["type"] == "tool"]
+    assert tools == ["list_medication_requests"]
+    assert result.score.dimensions["grounded"].passed  # every code it answered, it had read

@@ -22,7 +22,7 @@ import json
 from typing import Any, ClassVar
 
 from ..datasets import content_hash, discover_files, load_json
-from ..fhir import RXNORM, distinct_codes, medication_requests
+from ..fhir import RXNORM, distinct_codes, medication_requests, patient_reference
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers import extraction as scorer
 from . import BUILTIN
@@ -62,23 +62,6 @@ record with the tools. List each RxNorm code once.
 Answer with only a JSON object of this form, and nothing else:
 {{"{key}": [{{"code": "<RxNorm code>", "display": "<RxNorm display name>"}}]}}
 If the patient has no active medications, answer {{"{key}": []}}."""
-
-
-def patient_reference(bundle: Any) -> str:
-    """``Patient/<id>`` of the bundle's Patient resource (a loaded Bundle or its JSON),
-    or ``"the patient of this record"`` when it has none."""
-    if isinstance(bundle, str):
-        bundle = json.loads(bundle)
-    entries = bundle.get("entry") if isinstance(bundle, dict) else getattr(bundle, "entry", None)
-    for entry in entries or []:
-        res = entry.get("resource") if isinstance(entry, dict) else getattr(entry, "resource", None)
-        if isinstance(res, dict):
-            kind, rid = res.get("resourceType"), res.get("id")
-        else:
-            kind, rid = getattr(res, "get_resource_type", lambda: None)(), getattr(res, "id", None)
-        if kind == "Patient" and rid:
-            return f"Patient/{rid}"
-    return "the patient of this record"
 
 
 def active_medications(bundle: Any, source: str) -> list[dict[str, str]]:

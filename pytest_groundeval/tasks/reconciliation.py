@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..datasets import discover_case_records, load_case_record, read_bytes
-from ..fhir import RXNORM, distinct_codes, medication_requests
+from ..fhir import RXNORM, distinct_codes, medication_requests, patient_reference
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers import reconciliation as scorer
 from . import BUILTIN
@@ -57,10 +57,7 @@ ALL_STATUSES = ("active", "on-hold", "cancelled", "completed", "entered-in-error
 SOURCES = ("active", "stopped", "catalog")
 CASE_KEYS = ("case_id", "bundle", "patient_report", "reported", "omitted_active")
 
-PROMPT = """You are reconciling one patient's medications at intake. Below are the nurse's \
-intake note of what the patient reports taking, and the patient's FHIR R4 Bundle (JSON).
-
-Compare the two and classify every medication that is reported by the patient or active \
+_RULES = """Compare the two and classify every medication that is reported by the patient or active \
 in the record, identified by its RxNorm code (coding system {rxnorm}):
 - "matched": active in the record (a MedicationRequest with status "active") and reported \
 by the patient;
@@ -76,11 +73,24 @@ verdict. Medications that are neither reported nor active are not listed.
 Answer with only a JSON object of this form, and nothing else:
 {{"{key}": [{{"code": "<RxNorm code>", "display": "<RxNorm display name>", "verdict": "matched"}}]}}
 
-Intake note (patient-reported medications):
+"""
+
+PROMPT = """You are reconciling one patient's medications at intake. Below are the nurse's \
+intake note of what the patient reports taking, and the patient's FHIR R4 Bundle (JSON).
+
+""" + _RULES + """Intake note (patient-reported medications):
 {report}
 
 Bundle:
 {bundle}"""
+
+# for tool-using agents: the record is read with the tools, not pasted (the same rules and answer)
+TOOL_PROMPT = """You are reconciling one patient's medications at intake: {patient}. Below is the \
+nurse's intake note of what the patient reports taking; read the patient's FHIR record with the \
+tools.
+
+""" + _RULES + """Intake note (patient-reported medications):
+{report}"""
 
 SYSTEM_PROMPT = """You reconcile a patient's reported medications against their FHIR record, \
 using the tools provided.
@@ -396,6 +406,11 @@ class ReconciliationTask(Task):
 
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
         return AgentOutput(text=baseline_answer(inputs["bundle_json"], inputs["patient_report"]))
+
+    def agent_prompt(self, prompt: str, inputs: dict[str, Any]) -> str:
+        """The request without the bundle (the tools read it): the patient and the intake note."""
+        return TOOL_PROMPT.format(patient=patient_reference(inputs["bundle_json"]), rxnorm=RXNORM, key=ANSWER_KEY,
+                                  report=inputs["patient_report"])
 
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """The catalog lookup and a reader of THIS case's bundle (a fresh list per case)."""
