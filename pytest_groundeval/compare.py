@@ -117,6 +117,8 @@ class TaskComparison:
     fail_to_pass: list[Flip]
     repeats: bool = False  # some case holds several results
     notes: list[str] = field(default_factory=list)
+    # what each run paid for the paired cases: {"base"|"new": {input_tokens, output_tokens, cost_usd}}
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -524,7 +526,29 @@ def compare_task(task_name: str, pairs: list[tuple[str, list[CaseResult], list[C
     if repeats:
         notes.append("repeated results: per-case pass rates compared by paired bootstrap (McNemar needs one "
                      "result per case)")
-    return TaskComparison(task_name, n, rows, worse, better, repeats, notes)
+    return TaskComparison(task_name, n, rows, worse, better, repeats, notes,
+                          usage={"base": _usage(flat_b), "new": _usage(flat_n)})
+
+
+def _usage(results: list[CaseResult]) -> dict[str, Any]:
+    """Tokens and cost of these results (cost None when any result with usage is unpriced)."""
+    tin = sum(int(r.usage.input_tokens or 0) for r in results if r.usage is not None)
+    tout = sum(int(r.usage.output_tokens or 0) for r in results if r.usage is not None)
+    priced = [r.cost_usd for r in results if r.cost_usd is not None]
+    unpriced = any(r.usage is not None and r.cost_usd is None for r in results)
+    return {"input_tokens": tin, "output_tokens": tout,
+            "cost_usd": None if unpriced else round(sum(priced), 6)}
+
+
+def _usage_line(t: TaskComparison) -> str | None:
+    if not t.usage or not any(u["input_tokens"] or u["output_tokens"] for u in t.usage.values()):
+        return None
+
+    def one(u: dict[str, Any]) -> str:
+        cost = "cost unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
+        return f"{u['input_tokens']:,} in / {u['output_tokens']:,} out, {cost}"
+
+    return f"tokens: base {one(t.usage['base'])}; new {one(t.usage['new'])}"
 
 
 def compare(base: LoadedRun, new: LoadedRun, *, alpha: float = DEFAULT_ALPHA, seed: int = DEFAULT_SEED,
@@ -605,6 +629,8 @@ def render_text(c: Comparison, *, max_flips: int = 20) -> str:
     for t in c.tasks:
         out += ["", f"{t.task}: {t.n_cases} case(s) paired"]
         out += [f"  note: {n}" for n in t.notes]
+        if _usage_line(t):
+            out.append(f"  {_usage_line(t)}")
         width = max([len("metric")] + [len(m.metric) for m in t.metrics])
         out.append(f"  {'metric':<{width}}  {'base':>6}  {'new':>6}  {'delta':>7}  {'95% CI':<18}  {'test':<9}  "
                    f"{'p':>8}")
@@ -658,6 +684,8 @@ def render_markdown(c: Comparison, *, max_flips: int = 20) -> str:
     for t in c.tasks:
         out += [f"#### {_md_cell(t.task)} ({t.n_cases} cases)", ""]
         out += [f"_{_md_cell(n)}_" for n in t.notes] + ([""] if t.notes else [])
+        if _usage_line(t):
+            out += [_md_cell(_usage_line(t)), ""]
         out += ["| metric | base | new | delta | 95% CI | test | p | |", "|---|---:|---:|---:|---|---|---:|---|"]
         for m in t.metrics:
             verdict = {"REGRESSION": "**regression**", "improved": "improved"}.get(_verdict(m), "")

@@ -36,12 +36,13 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, An
         group.addoption(*names, **kw)
         defaults[kw["dest"]] = kw.get("default")
     add("--agent", dest="groundeval_agent", default=None, metavar="NAME",
-        help="agent to evaluate: baseline (default, offline), claude, langgraph, or module:Class")
+        help="agent to evaluate: baseline (default, offline), claude, langgraph (tools), chat (the same model, "
+        "one call, no tools), or module:Class")
     add("--model", dest="groundeval_model", default=None, metavar="MODEL",
         help="model id for live agents (claude: default claude-opus-4-8; "
         "langgraph: e.g. anthropic:claude-opus-4-8 or openai:NAME)")
     add("--model-base-url", dest="groundeval_base_url", default=None, metavar="URL",
-        help="OpenAI-compatible server for --agent=langgraph --model openai:NAME (vLLM, Ollama, llama.cpp)")
+        help="OpenAI-compatible server for --agent=langgraph|chat --model openai:NAME (vLLM, Ollama, llama.cpp)")
     add("--agent-timeout", dest="groundeval_agent_timeout", type=float, default=None, metavar="SECONDS",
         help=f"timeout of one agent call, per attempt (default {DEFAULT_AGENT_TIMEOUT:g})")
     add("--agent-retries", dest="groundeval_retries", type=int, default=4, metavar="N",

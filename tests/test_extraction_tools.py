@@ -10,6 +10,8 @@ against a scripted OpenAI-compatible HTTP server through ``pytest evals``."""
 from __future__ import annotations
 
 import json
+import subprocess
+import os
 import re
 import shutil
 import threading
@@ -32,7 +34,8 @@ from pytest_groundeval.agents.langgraph_agent import LangGraphAgent  # noqa: E40
 from pytest_groundeval.hc_tools import langchain_record_tools, list_medication_requests, read_resource  # noqa: E402
 from pytest_groundeval.record import validate_record  # noqa: E402
 from pytest_groundeval.runner import run_case  # noqa: E402
-from pytest_groundeval.tasks.extraction import SYSTEM_PROMPT, ExtractionTask, patient_reference  # noqa: E402
+from pytest_groundeval.tasks.extraction import SYSTEM_PROMPT, ExtractionTask, active_medications  # noqa: E402
+from pytest_groundeval.fhir import patient_reference  # noqa: E402
 
 TASK = ExtractionTask(SYNTHEA)
 REFS_ALL = TASK.discover()
@@ -219,7 +222,12 @@ class _Server(BaseHTTPRequestHandler):
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append(req)  # type: ignore[attr-defined]
         tool = [m for m in req["messages"] if m["role"] == "tool"]
-        if not tool:
+        if not req.get("tools"):  # --agent=chat: one call, the bundle in the prompt
+            user = next(m["content"] for m in req["messages"] if m["role"] == "user")
+            bundle = json.loads(user.split("Bundle:\n", 1)[1])
+            message = {"role": "assistant", "content": _answer(active_medications(bundle, "prompt"))}
+            finish = "stop"
+        elif not tool:
             message = {"role": "assistant", "content": None, "tool_calls": [{
                 "id": "call_" + uuid.uuid4().hex[:8], "type": "function",
                 "function": {"name": "list_medication_requests", "arguments": json.dumps({"status": "active"})}}]}
@@ -273,3 +281,38 @@ def test_pytest_evals_against_an_openai_compatible_server(pytester, openai_serve
     assert {t["function"]["name"] for t in reqs[0]["tools"]} == set(TOOL_NAMES)
     humans = [m["content"] for r in reqs for m in r["messages"] if m["role"] == "user"]
     assert humans and all("Bundle:" not in h and re.search(r"Patient/[0-9a-f-]{36}", h) for h in humans)
+
+
+def _readme_block(marker: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(marker)
+    begin = text.index("```bash\n", start) + len("```bash\n")
+    return text[begin:text.index("```", begin)]
+
+
+def test_the_readme_with_and_without_tools_commands_run_as_written(tmp_path, openai_server, monkeypatch):
+    """The README's command pair and compare, line by line: the same (scripted) model as one
+    call with the bundle in the prompt (--agent=chat) and through the tools (--agent=langgraph).
+    Only the server's address and the records' folder differ from what the README says."""
+    pytest.importorskip("langchain_openai")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url = f"http://127.0.0.1:{openai_server.server_address[1]}/v1"
+    script = (_readme_block("<!-- tools-comparison")
+              .replace("http://127.0.0.1:8000/v1", url).replace("runs/", f"{tmp_path}/"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    single = json.loads((tmp_path / "single.json").read_text())
+    tools = json.loads((tmp_path / "tools.json").read_text())
+    for rec in (single, tools):
+        assert rec["summary"]["extraction"]["n_cases"] == 45 and rec["summary"]["extraction"]["micro_f1"] == 1.0
+    assert single["agent"] == "chat" and tools["agent"] == "langgraph"
+    assert all(c["steps"] == 1 and not any(t["type"] == "tool" for t in c["transcript"]) for c in single["cases"])
+    assert tools["usage"]["input_tokens"] * 3 < single["usage"]["input_tokens"]
+    assert tools["summary"]["extraction"]["grounded"] == 1.0 and "grounded_n" not in single["summary"]["extraction"] \
+        or not single["summary"]["extraction"].get("grounded_n")
+    out = proc.stdout
+    assert "extraction: 45 case(s) paired" in out and "no regression significant" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("tokens: base"))
+    assert f"{single['usage']['input_tokens']:,} in" in line and f"{tools['usage']['input_tokens']:,} in" in line

@@ -41,13 +41,13 @@ class AgentSpec:
     @property
     def is_live(self) -> bool:
         """Calls a model over the network (default concurrency 8 rather than 1)."""
-        return self.name in ("claude", "langgraph")
+        return self.name in ("claude", "langgraph", "chat")
 
     @property
     def required_key(self) -> str | None:
         if self.name == "claude":
             return "ANTHROPIC_API_KEY"
-        if self.name == "langgraph":
+        if self.name in ("langgraph", "chat"):
             model = self.model or ""
             if self.base_url or model.startswith("openai:"):
                 return None  # OpenAI-compatible local server; its own key (if any) is optional
@@ -62,18 +62,21 @@ class AgentSpec:
                 f"--agent={self.name} calls a live model and needs {key} in the environment; "
                 f"set it, or run the offline agent with --agent=baseline"
             )
-        if ":" in self.name and self.name not in ("baseline", "claude", "langgraph"):
+        if ":" in self.name and self.name not in BUILT_IN:
             module, _, attr = self.name.partition(":")
             if not module or not attr:
                 return f"--agent={self.name}: expected module:Class"
-        elif self.name not in ("baseline", "claude", "langgraph"):
-            return f"--agent={self.name}: unknown agent; use baseline, claude, langgraph or module:Class"
-        if self.model and self.name not in ("claude", "langgraph"):
+        elif self.name not in BUILT_IN:
+            return f"--agent={self.name}: unknown agent; use baseline, claude, langgraph, chat or module:Class"
+        if self.model and self.name not in ("claude", "langgraph", "chat"):
             return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class agent "
                     "chooses its own and may report it as AgentOutput.model); drop --model")
-        if self.base_url and self.name != "langgraph":
-            return f"--model-base-url is for --agent=langgraph; --agent={self.name} would ignore it"
+        if self.base_url and self.name not in ("langgraph", "chat"):
+            return f"--model-base-url is for --agent=langgraph or chat; --agent={self.name} would ignore it"
         return None
+
+
+BUILT_IN = ("baseline", "claude", "langgraph", "chat")
 
 
 def load_custom(spec: str, rootdir: Path | None = None) -> Any:
@@ -124,4 +127,8 @@ def build_agent(spec: AgentSpec, rootdir: Path | None = None) -> Any:
         from .langgraph_agent import LangGraphAgent
 
         return LangGraphAgent.from_spec(spec)
+    if spec.name == "chat":
+        from .langgraph_agent import ChatAgent
+
+        return ChatAgent.from_spec(spec)
     return load_custom(spec.name, rootdir)

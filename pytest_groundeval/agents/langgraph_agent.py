@@ -437,4 +437,19 @@ class LangGraphAgent:
         )
 
 
-__all__ = ["DEFAULT_MODEL", "GENERIC_SYSTEM_PROMPT", "LangGraphAgent", "transcript_of"]
+class ChatAgent(LangGraphAgent):
+    """``--agent=chat``: the single-call twin of ``langgraph``: the same model (any
+    ``init_chat_model`` provider, ``--model-base-url`` for an OpenAI-compatible server), one
+    call with the task's single-call prompt (for extraction, the bundle in the prompt), no
+    tools. Run it beside ``--agent=langgraph`` on the same ``--model`` for a with/without-tools
+    comparison (``groundeval compare``)."""
+
+    name = "chat"
+
+    NO_TOOLS: list[Any] = []  # one list: one compiled graph for every case
+
+    def run_case(self, task: Any, prompt: str, inputs: dict[str, Any]) -> AgentOutput:
+        return self._run(prompt, GENERIC_SYSTEM_PROMPT, self.NO_TOOLS, None)
+
+
+__all__ = ["DEFAULT_MODEL", "GENERIC_SYSTEM_PROMPT", "ChatAgent", "LangGraphAgent", "transcript_of"]
