@@ -789,15 +789,11 @@ def langchain_tools(catalog: CatalogArg = None) -> list:
         # the function accepts anything (and says what is wrong); the schema tells the model what to send
         return validate_medication_statement(resource)
 
-    def bad_arguments(exc: Exception) -> str:
-        # Arguments that fail the tool's schema come back as a readable value too.
-        return json.dumps({"error": f"invalid tool arguments: {exc}"})
-
     return [
         StructuredTool.from_function(
             func=func, name=fn.__name__,
             description=inspect.cleandoc(fn.__doc__ or ""),
-            handle_validation_error=bad_arguments,
+            handle_validation_error=_bad_tool_arguments,  # a readable value, too
         )
         for func, fn in (
             (with_catalog(lookup_medication_code), lookup_medication_code),
@@ -937,8 +933,6 @@ def langchain_bundle_tools(bundle: Any, catalog: CatalogArg = None) -> list:
     (loaded once, on first use, into a HealthChain ``FHIRToolkit``). Nothing else of any other
     patient is reachable: the toolkit's own ``load_bundle`` tool (which opens any file
     path it is given) is not exposed."""
-    from langchain_core.tools import StructuredTool
-
     lookup = next(t for t in langchain_tools(catalog) if t.name == "lookup_medication_code")
     lock = threading.Lock()
     loaded: Dict[str, Any] = {}
@@ -952,22 +946,30 @@ def langchain_bundle_tools(bundle: Any, catalog: CatalogArg = None) -> list:
                     return _unreadable(exc)
         return _bad_status(status) or _medication_request_summary(loaded["reader"], status)
 
-    def bad_arguments(exc: Exception) -> str:
-        return json.dumps({"error": f"invalid tool arguments: {exc}"})
+    return [lookup, _list_requests_tool(list_medication_requests_tool)]
 
-    reader = StructuredTool.from_function(
-        func=list_medication_requests_tool, name="list_medication_requests",
-        description=inspect.cleandoc(
-            """List this patient's MedicationRequests from their FHIR record.
 
-            status: only requests with this status (active, stopped, completed, on-hold,
-            cancelled, draft, entered-in-error, unknown); omit it for all.
-            Returns {"status", "count", "medication_requests": [{code, display, status,
-            requests, last_authored_on}]}, one item per code and status (code and display
-            are the RxNorm coding), or {"error": "..."}."""),
-        handle_validation_error=bad_arguments,
-    )
-    return [lookup, reader]
+def _bad_tool_arguments(exc: Exception) -> str:
+    """What a tool-using model gets for arguments that do not fit the tool's schema."""
+    return json.dumps({"error": f"invalid tool arguments: {exc}"})
+
+
+_LIST_REQUESTS_DOC = """List this patient's MedicationRequests from their FHIR record.
+
+status: only requests with this status (active, stopped, completed, on-hold,
+cancelled, draft, entered-in-error, unknown); omit it for all.
+Returns {{"status", "count", "medication_requests": [{{code, display, status,
+requests, last_authored_on}}]}}, one item per code and status (code and display
+are the RxNorm coding{note}), or {{"error": "..."}}."""
+
+
+def _list_requests_tool(func: Any, note: str = "") -> Any:
+    """``list_medication_requests`` over one bundle (``func(status)``), as a StructuredTool."""
+    from langchain_core.tools import StructuredTool
+
+    return StructuredTool.from_function(func=func, name="list_medication_requests",
+                                        description=_LIST_REQUESTS_DOC.format(note=note),
+                                        handle_validation_error=_bad_tool_arguments)
 
 
 __all__ += ["MEDICATION_REQUEST_STATUSES", "fhir_toolkit", "langchain_bundle_tools", "list_medication_requests"]
@@ -1036,22 +1038,7 @@ def langchain_record_tools(bundle: Any) -> list:
             return kit["error"]
         return _resolve(kit["resolve_reference"], reference)
 
-    def bad_arguments(exc: Exception) -> str:
-        return json.dumps({"error": f"invalid tool arguments: {exc}"})
-
-    lister = StructuredTool.from_function(
-        func=list_medication_requests_tool, name="list_medication_requests",
-        description=inspect.cleandoc(
-            """List this patient's MedicationRequests from their FHIR record.
-
-            status: only requests with this status (active, stopped, completed, on-hold,
-            cancelled, draft, entered-in-error, unknown); omit it for all.
-            Returns {"status", "count", "medication_requests": [{code, display, status,
-            requests, last_authored_on}]}, one item per code and status (code and display
-            are the RxNorm coding; a medicationReference is already resolved), or
-            {"error": "..."}."""),
-        handle_validation_error=bad_arguments,
-    )
+    lister = _list_requests_tool(list_medication_requests_tool, "; a medicationReference is already resolved")
     reader = StructuredTool.from_function(
         func=read_resource_tool, name="read_resource",
         description=inspect.cleandoc(
@@ -1059,7 +1046,7 @@ def langchain_record_tools(bundle: Any) -> list:
             medicationReference ('Medication/<id>' or 'urn:uuid:<id>') or 'Patient/<id>'.
             Returns {"reference", "resource"} (the resource JSON without narrative) or
             {"error": "..."}."""),
-        handle_validation_error=bad_arguments,
+        handle_validation_error=_bad_tool_arguments,
     )
     return [lister, reader]
 
