@@ -233,8 +233,10 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "CaseResult | None":
-    from .model import ErrorInfo
-    from .runner import not_run
+    """The case result a report carries: the evaluated case (call), or an item pytest
+    stopped before its case ran (a skip, a failing setup, a test that never evaluated)."""
+    if when == "teardown" or (when == "setup" and report.passed):
+        return None  # the common phases: nothing to carry, nothing imported
     from .worker import case_ref
 
     ref = case_ref(item)
@@ -244,16 +246,16 @@ def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "Cas
         result = item.stash.get(RESULT, None)
         if result is not None:
             return result
-        if report.skipped:
-            return not_run(ref, skip_reason=_skip_reason(report))
+    from .model import ErrorInfo
+    from .runner import not_run
+
+    if report.skipped:
+        return not_run(ref, skip_reason=_skip_reason(report))
+    if when == "call":
         message = (f"the test failed before evaluating the case: {report.longreprtext[-2000:]}" if report.failed
                    else "the test did not call evaluate(case, agent, scorer)")
         return not_run(ref, error=ErrorInfo(kind="internal", message=message))
-    if when == "setup" and not report.passed:
-        if report.skipped:
-            return not_run(ref, skip_reason=_skip_reason(report))
-        return not_run(ref, error=ErrorInfo(kind="internal", message=f"setup failed: {report.longreprtext[-2000:]}"))
-    return None
+    return not_run(ref, error=ErrorInfo(kind="internal", message=f"setup failed: {report.longreprtext[-2000:]}"))
 
 
 def _properties(result: "CaseResult") -> list[tuple[str, Any]]:
