@@ -183,7 +183,10 @@ def bundle_resources(bundle: Any, source: str) -> list[tuple[str | None, dict]]:
 
 def medication_requests(bundle: Any, source: str, statuses: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
     """``(status, rxnorm_coding)`` of every MedicationRequest whose status is in ``statuses``,
-    in bundle order. A request in those statuses whose medication cannot be resolved, or
+    in bundle order, leaving out requests with ``doNotPerform: true`` (FHIR R4
+    MedicationRequest.doNotPerform is a modifier element: "If true indicates that the
+    provider is asking for the medication request not to occur"; such a request is not a
+    medication the patient takes). A request in those statuses whose medication cannot be resolved, or
     has no RxNorm coding, is a :class:`CaseError` (never a smaller answer); so is a request
     whose ``status`` is missing or not a string (it might be one of ``statuses``)."""
     wanted = set(statuses)
@@ -199,6 +202,11 @@ def medication_requests(bundle: Any, source: str, statuses: Iterable[str]) -> li
             raise (CaseError(f"{where}: has no status") if status is None
                    else _wrong(where, "status", status, "a string (a MedicationRequest status code)"))
         if status not in wanted:
+            continue
+        refused = res.get("doNotPerform")
+        if refused is not None and not isinstance(refused, bool):
+            raise _wrong(where, "doNotPerform", refused, "a boolean")
+        if refused:  # a modifier: this request says NOT to take the medication
             continue
         if "medicationCodeableConcept" in res:
             coding = rxnorm_coding(res["medicationCodeableConcept"], where, "medicationCodeableConcept")
@@ -223,6 +231,17 @@ def medication_requests(bundle: Any, source: str, statuses: Iterable[str]) -> li
             raise CaseError(f"{where}: {status} medication has no RxNorm coding")
         found.append((status, coding))
     return found
+
+
+def do_not_perform_ids(bundle: Any) -> set[str]:
+    """Ids of the MedicationRequests of a loaded (fhir.resources) Bundle with
+    ``doNotPerform: true``."""
+    out: set[str] = set()
+    for entry in getattr(bundle, "entry", None) or []:
+        res = getattr(entry, "resource", None)
+        if getattr(res, "doNotPerform", None) is True and res.get_resource_type() == "MedicationRequest" and res.id:
+            out.add(res.id)
+    return out
 
 
 def distinct_codes(pairs: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, str]:

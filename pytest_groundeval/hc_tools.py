@@ -856,12 +856,22 @@ def _toolkit(bundle: Any, lookup: Any) -> "FHIRToolkit":
     return FHIRToolkit(bundle=bundle, lookup=lookup)
 
 
-def _bundle_reader(bundle: Any) -> Any:
+def _bundle_reader(bundle: Any) -> Tuple[Any, frozenset]:
     """FHIRToolkit's ``get_coded_entries`` tool over ``bundle``, looked up once
-    (``FHIRToolkit.run_tool`` rebuilds every tool's schema on each call). Only this tool
-    of the kit is used, so its lookup stays HealthChain's default."""
+    (``FHIRToolkit.run_tool`` rebuilds every tool's schema on each call), and the ids of the
+    bundle's do-not-perform requests (:func:`_do_not_perform`). Only this tool of the kit is
+    used, so its lookup stays HealthChain's default."""
     kit = _toolkit(bundle, None)
-    return next(t for t in kit.get_tools() if t.name == "get_coded_entries")
+    return next(t for t in kit.get_tools() if t.name == "get_coded_entries"), _do_not_perform(kit.bundle)
+
+
+def _do_not_perform(bundle: Any) -> frozenset:
+    """Ids of the MedicationRequests with ``doNotPerform: true`` (a modifier element: the
+    request says NOT to take the medication). HealthChain's ``CodedEntry`` does not carry it."""
+    return frozenset(
+        e.resource.id for e in (getattr(bundle, "entry", None) or [])
+        if getattr(e.resource, "doNotPerform", None) is True and e.resource.get_resource_type() == "MedicationRequest"
+    )
 
 
 def _unreadable(exc: Exception) -> Dict[str, str]:
@@ -874,9 +884,10 @@ def _bad_status(status: Any) -> Optional[Dict[str, str]]:
     return None
 
 
-def _medication_request_summary(get_coded_entries: Any, status: Optional[str]) -> Dict[str, Any]:
+def _medication_request_summary(get_coded_entries: Any, status: Optional[str], refused: frozenset = frozenset()) -> Dict[str, Any]:
     """The compact view of :func:`list_medication_requests`, read through FHIRToolkit's
-    ``get_coded_entries`` tool (``medicationReference`` resolved in the bundle)."""
+    ``get_coded_entries`` tool (``medicationReference`` resolved in the bundle); requests
+    whose id is in ``refused`` (doNotPerform) are their own items, ``do_not_perform: true``."""
     entries = get_coded_entries.run(
         resource_type="MedicationRequest", status=None if status is None else status.strip().lower()
     )
@@ -887,12 +898,14 @@ def _medication_request_summary(get_coded_entries: Any, status: Optional[str]) -
         codings = e.get("codings") or []
         coding = next((c for c in codings if c.get("system") == RXNORM_SYSTEM and c.get("code")), None)
         code = coding["code"] if coding else e.get("code")
-        item = grouped.setdefault((code, e.get("status")), {
+        dnp = e.get("resource_id") in refused
+        item = grouped.setdefault((code, e.get("status"), dnp), {
             "code": code,
             "display": (coding.get("display") if coding else None) or e.get("display"),
             "status": e.get("status"),
             "requests": 0,
             "last_authored_on": None,
+            **({"do_not_perform": True} if dnp else {}),
         })
         item["requests"] += 1
         authored_on = e.get("authored_on")
@@ -921,10 +934,10 @@ def list_medication_requests(bundle: Any, status: Optional[str] = None) -> Dict[
     if bad:
         return bad
     try:
-        reader = _bundle_reader(bundle)
+        reader, refused = _bundle_reader(bundle)
     except Exception as exc:  # never raise into the agent loop
         return _unreadable(exc)
-    return _medication_request_summary(reader, status)
+    return _medication_request_summary(reader, status, refused)
 
 
 def langchain_bundle_tools(bundle: Any, catalog: CatalogArg = None) -> list:
@@ -944,7 +957,7 @@ def langchain_bundle_tools(bundle: Any, catalog: CatalogArg = None) -> list:
                     loaded["reader"] = _bundle_reader(bundle)
                 except Exception as exc:  # never raise into the agent loop
                     return _unreadable(exc)
-        return _bad_status(status) or _medication_request_summary(loaded["reader"], status)
+        return _bad_status(status) or _medication_request_summary(loaded["reader"][0], status, loaded["reader"][1])
 
     return [lookup, _list_requests_tool(list_medication_requests_tool)]
 
@@ -960,7 +973,8 @@ status: only requests with this status (active, stopped, completed, on-hold,
 cancelled, draft, entered-in-error, unknown); omit it for all.
 Returns {{"status", "count", "medication_requests": [{{code, display, status,
 requests, last_authored_on}}]}}, one item per code and status (code and display
-are the RxNorm coding{note}), or {{"error": "..."}}."""
+are the RxNorm coding{note}; "do_not_perform": true marks requests that say
+not to take it), or {{"error": "..."}}."""
 
 
 def _list_requests_tool(func: Any, note: str = "") -> Any:
@@ -1022,6 +1036,7 @@ def langchain_record_tools(bundle: Any) -> list:
                 try:
                     kit = _toolkit(bundle, None)
                     loaded["tools"] = {t.name: t for t in kit.get_tools()}
+                    loaded["refused"] = _do_not_perform(kit.bundle)
                 except Exception as exc:  # never raise into the agent loop
                     return {"error": _unreadable(exc)}
             return loaded["tools"]
@@ -1030,7 +1045,7 @@ def langchain_record_tools(bundle: Any) -> list:
         kit = tools()
         if "error" in kit:
             return kit["error"]
-        return _bad_status(status) or _medication_request_summary(kit["get_coded_entries"], status)
+        return _bad_status(status) or _medication_request_summary(kit["get_coded_entries"], status, loaded["refused"])
 
     def read_resource_tool(reference: str) -> Dict[str, Any]:
         kit = tools()

@@ -303,7 +303,9 @@ def test_a_json_object_is_found_bare_or_fenced_anywhere(text):
     ('{"medications": []}', "no 'active_medications' key"),
     ('{"active_medications": {"code": "1"}}', "is dict, expected a list"),
     ('{"active_medications": ["243670"]}', "is str, expected an object"),
-    ('{"active_medications": [{"code": 243670, "display": "x"}]}', "code is 243670, expected a non-empty string"),
+    ('{"active_medications": [{"code": true, "display": "x"}]}', "code is True, expected a non-empty string"),
+    ('{"active_medications": [{"code": 2436.7, "display": "x"}]}', "code is 2436.7, expected a non-empty string"),
+    ('{"active_medications": [{"code": -243670, "display": "x"}]}', "code is -243670, expected a non-empty string"),
     ('{"active_medications": [{"code": "1", "display": 5}]}', "display is int"),
     ('[{"code": "1"}]', "no 'active_medications' key"),
 ])

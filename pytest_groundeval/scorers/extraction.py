@@ -22,17 +22,23 @@ def _norm(name: Any) -> str:
 
 
 def score_extraction(predicted: list[dict[str, Any]], truth: list[dict[str, str]]) -> Score:
+    """A code listed more than once counts once (sets of codes; its first non-blank display is
+    its name) and is reported in ``details.duplicates`` and the reason. A missing or blank
+    display is a wrong name; where the bundle's own coding has no display there is nothing to
+    check a name against, and any non-blank display counts as right."""
     counts = Counter(p["code"] for p in predicted)
     pred_names: dict[str, Any] = {}
     for p in predicted:
-        pred_names.setdefault(p["code"], p.get("display"))
+        if not _norm(pred_names.get(p["code"])):
+            pred_names[p["code"]] = p.get("display")
     truth_names = {t["code"]: t["display"] for t in truth}
     pred_codes, truth_codes = set(counts), set(truth_names)
     tp, fp, fn = len(pred_codes & truth_codes), len(pred_codes - truth_codes), len(truth_codes - pred_codes)
     precision, recall, f1 = prf(tp, fp, fn)
     exact = pred_codes == truth_codes
     # name accuracy is over the truth items: a missed item is a wrong name
-    wrong_names = sorted(c for c in truth_codes & pred_codes if _norm(pred_names[c]) != _norm(truth_names[c]))
+    wrong_names = sorted(c for c in truth_codes & pred_codes
+                         if not _norm(pred_names[c]) or (_norm(truth_names[c]) and _norm(pred_names[c]) != _norm(truth_names[c])))
     names_right = len(truth_codes & pred_codes) - len(wrong_names)
     name_accuracy = names_right / len(truth_names) if truth_names else (1.0 if not pred_codes else 0.0)
     hallucinated, missed = sorted(pred_codes - truth_codes), sorted(truth_codes - pred_codes)
@@ -42,6 +48,9 @@ def score_extraction(predicted: list[dict[str, Any]], truth: list[dict[str, str]
         reasons.append(f"hallucinated {hallucinated}")
     if missed:
         reasons.append(f"missed {missed}")
+    reason = "; ".join(reasons) or "exact match"
+    if duplicates:
+        reason += f" (listed more than once, counted once: {duplicates})"
     return Score(
         passed=exact,
         metrics={
@@ -56,7 +65,7 @@ def score_extraction(predicted: list[dict[str, Any]], truth: list[dict[str, str]
             "duplicates": duplicates,
             "wrong_names": wrong_names,
         },
-        reason="; ".join(reasons) or "exact match",
+        reason=reason,
     )
 
 

@@ -1,7 +1,9 @@
 """Extraction: read a patient's active medications out of their FHIR bundle.
 
 Ground truth comes from the very bundle the agent sees: every MedicationRequest with
-status ``active``, identified by the coding whose system is RxNorm (not ``coding[0]``),
+status ``active`` that is not ``doNotPerform: true`` (FHIR R4 MedicationRequest.doNotPerform,
+a modifier element: "the provider is asking for the medication request not to occur"),
+identified by the coding whose system is RxNorm (not ``coding[0]``),
 directly or through a ``medicationReference`` resolved inside the bundle. Distinct by
 code. Anything that cannot be resolved makes the case an error, never a smaller truth.
 
@@ -22,7 +24,7 @@ import json
 from typing import Any, ClassVar
 
 from ..datasets import content_hash, discover_files, load_json
-from ..fhir import RXNORM, distinct_codes, medication_requests, patient_reference
+from ..fhir import RXNORM, distinct_codes, do_not_perform_ids, medication_requests, patient_reference
 from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from ..scorers import extraction as scorer
 from . import BUILTIN
@@ -32,8 +34,9 @@ ANSWER_KEY = "active_medications"
 
 PROMPT = """You are given one patient's FHIR R4 Bundle (JSON) below.
 
-List the patient's active medications: every MedicationRequest whose status is "active", \
-identified by its RxNorm code (coding system {rxnorm}). A medication may be given inline \
+List the patient's active medications: every MedicationRequest whose status is "active" \
+(except a request with doNotPerform true: that one says not to take it), identified by its \
+RxNorm code (coding system {rxnorm}). A medication may be given inline \
 (medicationCodeableConcept) or by a medicationReference to a Medication resource in the bundle. \
 List each RxNorm code once.
 
@@ -55,8 +58,9 @@ exactly in the JSON format the user's request asks for."""
 
 TOOL_PROMPT = """Patient: {patient}
 
-List this patient's active medications: every MedicationRequest whose status is "active", \
-identified by its RxNorm code (coding system {rxnorm}). Read them from the patient's FHIR \
+List this patient's active medications: every MedicationRequest whose status is "active" \
+(except a request marked do_not_perform: that one says not to take it), identified by its \
+RxNorm code (coding system {rxnorm}). Read them from the patient's FHIR \
 record with the tools. List each RxNorm code once.
 
 Answer with only a JSON object of this form, and nothing else:
@@ -82,8 +86,10 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             raise ParseError(f"{ANSWER_KEY}[{i}] is {type(item).__name__}, expected an object")
         code, display = item.get("code"), item.get("display")
+        if isinstance(code, int) and not isinstance(code, bool) and code >= 0:
+            code = str(code)  # a JSON integer is read as its digits (RxNorm codes are digit strings)
         if not isinstance(code, str) or not code.strip():
-            raise ParseError(f"{ANSWER_KEY}[{i}].code is {code!r}, expected a non-empty string")
+            raise ParseError(f"{ANSWER_KEY}[{i}].code is {code!r}, expected a non-empty string (or a JSON integer)")
         if display is not None and not isinstance(display, str):
             raise ParseError(f"{ANSWER_KEY}[{i}].display is {type(display).__name__}, expected a string")
         out.append({"code": code.strip(), "display": display})
@@ -121,8 +127,11 @@ def healthchain_active_medications(bundle: Any) -> str:
     if isinstance(bundle, (str, dict)):
         bundle = load_bundle(bundle, version="R4B")
     meds: dict[str, str | None] = {}
+    # HealthChain's readers do not look at doNotPerform (a modifier: "do not take"): the
+    # baseline leaves those requests out itself (FRICTION.md D16)
+    refused = do_not_perform_ids(bundle)
     for entry in get_medications(bundle, status="active"):
-        if entry.resource_type == "MedicationRequest" and entry.code:
+        if entry.resource_type == "MedicationRequest" and entry.code and entry.resource_id not in refused:
             meds.setdefault(entry.code, entry.display)
     return json.dumps({ANSWER_KEY: [{"code": c, "display": d} for c, d in meds.items()]})
 
