@@ -219,7 +219,8 @@ import json, os
 def pytest_configure(config):
     pass
 
-def pytest_unconfigure(config):
+def pytest_sessionfinish(session):
+    config = session.config
     names = [n for n in ("groundeval-evaluator", "groundeval-reporter") if config.pluginmanager.get_plugin(n)]
     worker = getattr(config, "workerinput", {}).get("workerid", "controller")
     with open(os.path.join(os.environ["PROBE_DIR"], worker + ".json"), "w") as fh:
@@ -231,7 +232,10 @@ def test_the_reporter_lives_only_on_the_controller(evalproject, monkeypatch):
     evalproject.makeconftest(PROBE)
     probe = evalproject.mkdir("probe")
     monkeypatch.setenv("PROBE_DIR", str(probe))
-    # pytest_unconfigure of the conftest runs before the plugin's own: both still registered
+    # read at sessionfinish: a worker's sessionfinish runs before it tells the controller it
+    # finished (xdist sends "workerfinished" after it), so every file is written when the
+    # controller exits; a worker's pytest_unconfigure may still be running then (the race
+    # that made this test fail on a loaded machine)
     result = evalproject.runpytest_subprocess("--data-dir", "data", "--run-record", "record.json",
                                               "-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=len(SMALL_SET))
