@@ -80,6 +80,10 @@ FORMS = [  # (display suffix, category, how it is said)
     ("Transdermal System", "patch", "patch"), ("transdermal patch", "patch", "patch"),
     ("Intrauterine System", "iud", "IUD"), ("Drug Implant", "implant", "implant"),
 ]
+#: contraceptive hormones: a contraceptive display that starts with one names its ingredients, not a brand
+HORMONES = {"levonorgestrel", "etonogestrel", "norelgestromin", "ethinyl", "estradiol", "norethindrone",
+            "drospirenone", "norgestimate", "desogestrel", "medroxyprogesterone", "dienogest", "mestranol",
+            "norethynodrel", "norgestrel", "segesterone", "ulipristal"}
 #: may be reported by or for a child (the parent speaks for a patient under 16)
 PEDIATRIC = {"amoxicillin", "acetaminophen", "ibuprofen", "loratadine", "cetirizine", "albuterol", "fluticasone",
              "penicillin", "cefuroxime", "cefaclor", "chlorpheniramine", "diphenhydramine", "nitrofurantoin"}
@@ -137,16 +141,29 @@ def parse_display(code: str, display: str) -> Med:
     if m:
         brand = re.sub(r"\s+\d+ Day$", "", m.group(1)).strip()
         d = d[: m.start()].strip()
-    if re.search(r"\bPack\b|Intrauterine|Vaginal Ring|norelgestromin|Drug Implant", d, re.IGNORECASE) or d.startswith("{"):
-        if brand is None:
-            m = re.match(r"^(.*?)\s+(?:\d+(?:\.\d+)?(?:/[\d.]+)?\s+)?(?:\d+ Day Pack|\d+ MG Intrauterine|"
-                         r"0\.12/0\.015)", d)
-            brand = m.group(1).strip() if m else None
-        form = "iud" if "Intrauterine" in d else "patch" if "Transdermal" in d else "ring" if "Ring" in d \
+    contraceptive = bool(re.search(r"\bPack\b|Intrauterine|Vaginal Ring|Drug Implant|norelgestromin", d, re.IGNORECASE)
+                         or d.startswith("{"))
+    cform, csaid = None, ""
+    if contraceptive:
+        cform = "iud" if "Intrauterine" in d else "patch" if "Transdermal" in d else "ring" if "Ring" in d \
             else "implant" if "Implant" in d else "pill pack"
-        said = {"iud": "IUD", "patch": "patch", "ring": "ring", "implant": "implant", "pill pack": ""}[form]
-        names = () if brand else (("etonogestrel",) if "Etonogestrel" in d else ("norelgestromin-ethinyl estradiol",))
-        return Med(code, display, frozenset({CONTRACEPTIVE}), names, (), None, False, form, said, brand)
+        csaid = {"iud": "IUD", "patch": "patch", "ring": "ring", "implant": "implant", "pill pack": ""}[cform]
+        cstrengths: tuple = ()
+        if brand is None:
+            m = re.match(r"^(.*?)\s+(?:\d+(?:\.\d+)?(?:/[\d.]+)?\s+)?(?:\d+ Day Pack|(\d+(?:\.\d+)?) MG "
+                         r"(?:Intrauterine|Drug Implant)|0\.12/0\.015)", d)
+            if m:
+                brand = m.group(1).strip()
+                cstrengths = (m.group(2),) if m.group(2) else ()
+        if brand is not None and brand.split()[0].lower() in HORMONES:
+            brand = None  # an ingredient, not a brand: named from the display's ingredients below
+        if brand is not None:
+            if csaid and csaid.lower() in brand.lower():
+                csaid = ""  # "NuvaRing", not "NuvaRing ring"
+            return Med(code, display, frozenset({CONTRACEPTIVE}), (), cstrengths, "mg" if cstrengths else None,
+                       False, cform, csaid, brand)
+        if d.startswith("{"):  # a pack with no brand: no wording a patient would use
+            return Med(code, display, frozenset({CONTRACEPTIVE}), (), (), None, False, cform, csaid, None)
     er = bool(re.search(r"Extended Release|^\d+\s*HR\b|^24hr\b", d, re.IGNORECASE))
     d = re.sub(r"^(?:NDA\d+\s+)?(?:Abuse-Deterrent\s+)?(?:\d+(?:\.\d+)?\s+(?:HR|ML|ACTUAT)\s+)?", "", d)
     d = re.sub(r"^24hr\s+", "", d)
@@ -168,6 +185,9 @@ def parse_display(code: str, display: str) -> Med:
         strengths, unit = [], None
     else:
         unit = units.pop()
+    if contraceptive:  # e.g. "levonorgestrel 19.5 MG Intrauterine System" -> levonorgestrel, 19.5 mg, IUD
+        return Med(code, display, frozenset({CONTRACEPTIVE}), tuple(names), tuple(strengths), unit, False,
+                   cform, csaid, None)
     return Med(code, display, frozenset(bases), tuple(names), tuple(strengths), unit, er, form, said, brand)
 
 
@@ -180,10 +200,32 @@ class Wording:
     strengths: tuple | None
     er: bool
     form: str | None
+    name: str = ""  # the brand or the ingredients said, lower case
+
+
+def _name_of(med: Med) -> str:
+    return (med.brand or "-".join(med.names)).lower()
+
+
+def _contraceptive_compatible(w: Wording, y: Med) -> bool:
+    """Hormonal contraceptives: a brand and an ingredient name may be the same product (the
+    record does not say what a brand holds), so only a form, a strength, two different
+    brands or two different ingredient names tell them apart."""
+    if w.form and y.form and w.form != y.form:
+        return False
+    if w.strengths and y.strengths and tuple(y.strengths) != tuple(w.strengths):
+        return False
+    yname = _name_of(y)
+    if not w.name or not yname or w.name == yname:
+        return True
+    w_ingredient, y_ingredient = w.name.split()[0] in HORMONES, yname.split()[0] in HORMONES
+    return w_ingredient != y_ingredient
 
 
 def compatible(w: Wording, y: Med) -> bool:
     """Could a nurse's wording ``w`` mean medication ``y``? Conservative (says yes when unsure)."""
+    if CONTRACEPTIVE in w.bases or CONTRACEPTIVE in y.bases:
+        return CONTRACEPTIVE in w.bases and CONTRACEPTIVE in y.bases and _contraceptive_compatible(w, y)
     if w.brand is not None:
         if y.brand is not None and y.brand.lower() != w.brand.lower():
             return False
@@ -214,10 +256,10 @@ def wordings(med: Med) -> list[Wording]:
     def add(text: str, brand: str | None, with_strength: bool, er: bool) -> None:
         text = " ".join(text.split())
         out.append(Wording(text, med.bases, brand, med.strengths if with_strength else None, er,
-                           med.form if form else None))
+                           med.form if form else None, (brand or name).lower()))
 
     if name and med.code not in {"315971"}:
-        for er in ([False, True] if med.er else [False]):
+        for er in ([False, True] if med.er and med.form != "patch" else [False]):  # not a "nicotine ER patch"
             rel = " ER" if er else ""
             add(f"{name}{rel} {form}", None, False, er)
             if strength:
@@ -230,8 +272,109 @@ def wordings(med: Med) -> list[Wording]:
     return out
 
 
-def unambiguous(med: Med, context: list[Med]) -> list[Wording]:
-    return [w for w in wordings(med) if [y.code for y in context if compatible(w, y)] == [med.code]]
+def unambiguous(med: Med, record: list[Med], catalog: list[Med] | None = None) -> list[Wording]:
+    """The wordings of ``med`` that no other medication of the record (and, for a catalog
+    medication, of the catalog) could be (``compatible``), and that read back to ``med`` alone
+    (:func:`resolve`: among the record's medications, then the catalog's)."""
+    context = record + (catalog or [])
+    on_record = {m.code: m.display for m in record}
+    on_catalog = {m.code: m.display for m in catalog or []}
+    return [w for w in wordings(med) if [y.code for y in context if compatible(w, y)] == [med.code]
+            and resolve(w.text, on_record, on_catalog) == [med.code]]
+
+
+# ------------------------------------------------------------------ reading a mention back (self-check)
+# An independent reader of the note: it knows nothing of Med, wordings or compatible(); it
+# matches the words of a mention against the words of the RxNorm displays the agent sees.
+_FREQ = re.compile(r"\b(?:as needed|(?:once|twice|three times|four times) a (?:day|week)|daily|every morning|"
+                   r"every \d+(?:\.\d+)? hours)\b")
+#: what a nurse says for a dose form -> display words, one of which the display must have
+_SAID_FORMS = (("sl tablets", {"sublingual"}), ("eye drops", {"ophthalmic"}), ("auto-injector", {"injector"}),
+               ("iud", {"intrauterine"}), ("patch", {"transdermal", "patch"}), ("ring", {"ring"}),
+               ("implant", {"implant"}), ("inhaler", {"inhaler"}),
+               ("injections", {"injection", "injectable", "syringe", "injector"}), ("cream", {"cream"}),
+               ("spray", {"spray"}), ("liquid", {"solution", "suspension"}), ("chewable", {"chewable"}),
+               ("gel", {"gel"}))
+#: how a nurse says a name -> the display words it stands for (all must be there), or its spellings
+_SAID_NAMES = {"alendronate": ({"alendronic"},), "vk": ({"v", "potassium"},), "b12": ({"b"},),
+               "simvastatin": ({"simvastatin"}, {"simvistatin"})}
+_UNITS = {"mg", "ml", "unt", "units"}
+
+
+def _display_terms(display: str) -> tuple[set, set, bool]:
+    low = display.lower()
+    er = bool(re.search(r"extended release|^(?:\d+ hr|24hr)\b", low))
+    return set(re.findall(r"[a-z]+", low)), set(re.findall(r"\d+(?:\.\d+)?", low)), er
+
+
+def mention_matches(mention: str, display: str) -> bool:
+    """Could ``mention`` (one item of the note, frequency and all) name the product ``display``?
+    Every name word, stated strength number, dose form and release the mention says must be in
+    the display."""
+    text = _FREQ.sub(" ", mention.lower())
+    words, numbers, er = _display_terms(display)
+    for said, wanted in _SAID_FORMS:
+        if re.search(rf"(?<![a-z]){re.escape(said)}(?![a-z])", text):
+            if not wanted & words:
+                return False
+            text = re.sub(rf"(?<![a-z]){re.escape(said)}(?![a-z])", " ", text)
+    said_numbers = re.findall(r"\d+(?:\.\d+)?", text)
+    if any(n not in numbers for n in said_numbers):
+        return False
+    for word in re.findall(r"[a-z0-9]+", re.sub(r"\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)*", " ", text)):
+        if word in _UNITS:
+            continue
+        if word in ("er", "xl"):
+            if not er:
+                return False
+            continue
+        if not any(alt <= words for alt in _SAID_NAMES.get(word, ({word},))):
+            return False
+    return True
+
+
+def resolve(mention: str, record: dict[str, str], catalog: dict[str, str]) -> list[str]:
+    """The codes ``mention`` can mean: the record's medications it matches, or, when it matches
+    none, the catalog entries it matches (the task's rule: the record's code for a medication
+    the record has). One code: the mention is unambiguous."""
+    hits = [c for c, d in record.items() if mention_matches(mention, d)]
+    return hits or [c for c, d in catalog.items() if c not in record and mention_matches(mention, d)]
+
+
+_LEAD = re.compile(r"^(?:also takes|also on|states (?:she|he|they) also takes|also gives pt)\s+", re.IGNORECASE)
+
+
+def note_items(note: str) -> list[str]:
+    """The medication items of a note written by :func:`write_note`, in order."""
+    body = note.split(": ", 1)[1]
+    items = []
+    for sentence in re.split(r"\.(?:\s+|$)", body):
+        if not sentence.strip() or re.match(r"(?:denies|no other)\b", sentence.strip(), re.IGNORECASE):
+            continue
+        items += [i.strip() for i in _LEAD.sub("", sentence.strip()).split(";") if i.strip()]
+    return items
+
+
+class Refused(Exception):
+    """A case whose note does not read back to its recorded codes."""
+
+
+def check_round_trip(case: dict[str, Any], record: dict[str, str], catalog: dict[str, str]) -> None:
+    """Every item of the note maps back, on its own, to the code recorded for it: among the
+    record's medications, else among the catalog entries the single-call prompt lists for this
+    note. Raises :class:`Refused` naming the case and the mention."""
+    from pytest_groundeval.tasks.reconciliation import catalog_candidates
+
+    candidates = dict(catalog_candidates(case["patient_report"], catalog))
+    items = note_items(case["patient_report"])
+    reported = case["reported"]
+    if len(items) != len(reported):
+        raise Refused(f"{case['case_id']}: the note has {len(items)} medication item(s), {len(reported)} reported")
+    for item, r in zip(items, reported):
+        codes = resolve(item, record, candidates)
+        if codes != [r["code"]]:
+            raise Refused(f"{case['case_id']}: the mention {item!r} reads back as {codes or 'nothing'}, "
+                          f"not {r['code']} ({r['display']})")
 
 
 # ------------------------------------------------------------------ frequencies
@@ -352,7 +495,7 @@ def options(p: Patient, catalog: list[Med]) -> Options:
             continue
         if (not p.adult and not m.bases <= PEDIATRIC) or (m.bases & GERIATRIC and p.age < 60):
             continue
-        if ws := unambiguous(m, record + catalog):
+        if ws := unambiguous(m, record, catalog):
             cat[m.code] = ws
     return Options(reportable, stopped, cat)
 
@@ -495,11 +638,24 @@ def main(argv: list[str] | None = None) -> int:
             patients.append((p, o))
     args.out.mkdir(parents=True, exist_ok=True)
     rel = args.bundle_ref or os.path.relpath(args.fixtures.resolve(), args.out.resolve())
-    cases = []
+    cases, refused = [], []
+    site = {m.code: m.display for m in catalog}
     for p, o, stratum, variant in plan(patients, args.seed):
         bundle_rel = f"{rel.rstrip('/')}/{p.path.name}".replace(os.sep, "/")
         case = make_case(p, o, stratum, variant, args.seed, catalog_by_code, bundle_rel)
+        try:
+            check_round_trip(case, {c: m.display for c, m in p.meds.items()}, site)
+        except Refused as e:
+            refused.append(str(e))
+            continue
         cases.append((case, stratum))
+    if refused:  # a note that does not say what its truth says: write nothing, delete nothing
+        for reason in refused:
+            print(f"refused: {reason}", file=sys.stderr)
+        print(f"{len(refused)} case(s) refused: their notes do not read back to their codes; nothing written "
+              f"to {args.out}. Fix the wording (parse_display / wordings) or the reader (resolve).",
+              file=sys.stderr)
+        return 1
     written = set()
     for case, _ in sorted(cases, key=lambda c: c[0]["case_id"]):
         target = args.out / f"{case['case_id']}.json"

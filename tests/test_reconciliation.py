@@ -17,7 +17,8 @@ from conftest import FIXTURES, ROOT
 from pytest_groundeval.fhir import distinct_codes, medication_requests
 from pytest_groundeval.model import AgentOutput, CaseError, CaseResult, ParseError
 from pytest_groundeval.scorers import reconciliation as scorer
-from pytest_groundeval.tasks.reconciliation import ReconciliationTask, parse_answer
+from pytest_groundeval.tasks.reconciliation import (ReconciliationTask, catalog_candidates, parse_answer,
+                                                    render_candidates, site_catalog)
 
 CASES = FIXTURES / "reconciliation"
 VERDICTS = scorer.VERDICTS
@@ -237,9 +238,16 @@ def test_agent_inputs_and_prompt_hold_no_truth_or_choices(cases):
         blob = case.prompt + json.dumps(case.inputs)
         for secret in ('"source"', "omitted_active", '"wording"', '"additions"', "stopped-but-taking\"}"):
             assert secret not in blob
+        # the catalog section is the site catalog's entries sharing a word with the note:
+        # a function of the note alone, never of the truth or the recorded choices
+        head, rest = case.prompt.split("\n\nSite RxNorm catalog", 1)
+        section, bundle = rest.split("\n\nBundle:\n", 1)
+        listed = catalog_candidates(data["patient_report"], site_catalog())
+        assert section.split(":\n", 1)[1] == render_candidates(listed)
         for t in case.truth:
-            if t["verdict"] == "unrecorded":  # a catalog code: nowhere in what the agent sees
-                assert t["code"] not in blob
+            if t["verdict"] == "unrecorded":  # a catalog code: listed with the others, nowhere else
+                assert t["code"] in {c for c, _ in listed}
+                assert t["code"] not in head + bundle + json.dumps(case.inputs)
         for v in VERDICTS:  # the prompt defines every verdict
             assert f'"{v}"' in case.prompt
 
@@ -420,15 +428,17 @@ def test_baseline_figures_on_the_committed_suite(task, cases):
     s = task.summarize(results)
     # An honest string matcher: it misses ingredient synonyms (alendronate for "Alendronic
     # acid") and a misspelt record display ("Simvistatin 10 MG"), which it then codes from
-    # the catalog as unrecorded simvastatin.
-    assert (s["n_cases"], s["n_passed"]) == (47, 39)
+    # the catalog as unrecorded simvastatin; and it does not read "Also gives pt <drug>".
+    assert (s["n_cases"], s["n_passed"]) == (47, 36)
     assert sorted(failing) == sorted([
-        "Devin_Bailey_17dc1d1b_a", "Kyla_Zulauf_4ac88c8f_a", "Kyla_Zulauf_4ac88c8f_b", "Kyla_Zulauf_4ac88c8f_c",
+        "Adalberto_Hartmann_44ec4447_c", "Devin_Bailey_17dc1d1b_a", "Devin_Bailey_17dc1d1b_b",
+        "Judi_Schamberger_3228ed47_b", "Kyla_Zulauf_4ac88c8f_a", "Kyla_Zulauf_4ac88c8f_b", "Kyla_Zulauf_4ac88c8f_c",
         "Lonnie_Von_28fbf0c8_a", "Lonnie_Von_28fbf0c8_b", "Tanner_Ondricka_43d11566_a", "Tanner_Ondricka_43d11566_b"])
-    assert all("316672 said unreported" in r or "904419 said unreported" in r for r in failing.values())
-    assert s["micro_f1"] == pytest.approx(0.957983) and s["exact_match"] == pytest.approx(0.829787)
-    assert s["stopped_but_taking_f1"] == 1.0 and s["matched_precision"] == 1.0
-    assert s["unreported_precision"] == pytest.approx(0.777778)
+    assert all("316672 said unreported" in r or "904419" in r or "834061 (stopped-but-taking)" in r
+               for r in failing.values()), failing
+    assert s["micro_f1"] == pytest.approx(0.947146) and s["exact_match"] == pytest.approx(36 / 47, abs=1e-6)
+    assert s["stopped_but_taking_f1"] == pytest.approx(0.980392) and s["matched_precision"] == 1.0
+    assert s["unreported_precision"] == pytest.approx(0.763158)
 
 
 # ------------------------------------------------------------------ tools

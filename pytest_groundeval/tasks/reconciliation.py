@@ -76,10 +76,15 @@ Answer with only a JSON object of this form, and nothing else:
 """
 
 PROMPT = """You are reconciling one patient's medications at intake. Below are the nurse's \
-intake note of what the patient reports taking, and the patient's FHIR R4 Bundle (JSON).
+intake note of what the patient reports taking, the site RxNorm catalog's entries that share a \
+medication name with the note, and the patient's FHIR R4 Bundle (JSON).
 
 """ + _RULES + """Intake note (patient-reported medications):
 {report}
+
+Site RxNorm catalog, the entries sharing a word with the note (code: display); code a \
+medication the record does not have with one of these:
+{catalog}
 
 Bundle:
 {bundle}"""
@@ -130,6 +135,38 @@ def site_catalog() -> dict[str, str]:
 
             _catalog_codes = {e["code"]: e["display"] for e in load_catalog().entries}
         return _catalog_codes
+
+
+#: display words that name no medication (forms, units, release, salts, packaging): a catalog
+#: entry is a candidate for a note only through one of its other words (an ingredient or brand)
+_NOT_A_NAME = frozenset("""
+    oral tablet tablets capsule capsules chewable solution suspension injection injectable prefilled
+    syringe auto injector inhaler metered dose dry powder topical cream transdermal system patch mucosal
+    spray sublingual gel ophthalmic drug implant intrauterine vaginal ring extended release day pack per
+    actuat unt hr mg ml inert ingredients abuse deterrent hydrochloride hydrocholoride hcl sodium potassium
+    calcium acetate sulfate maleate succinate tartrate bitartrate phosphate hydrobromide human porcine
+    acid regular isophane nda
+""".split())
+
+
+def _name_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", text.casefold()) if len(w) >= 3 and w not in _NOT_A_NAME}
+
+
+def catalog_candidates(report: str, catalog: dict[str, str]) -> list[tuple[str, str]]:
+    """The site catalog's ``(code, display)`` entries that share a medication word (an
+    ingredient or brand word of the display, not a form, unit or salt; or its first six
+    letters, for a name said another way) with the intake note,
+    in catalog order: what a single-call agent needs to code a medication the record lacks.
+    A function of the note and the catalog only (no truth, no recorded choices)."""
+    said = _name_words(report)
+    stems = {w[:6] for w in said if len(w) >= 6}  # "alendronate" shares "alendr" with "Alendronic acid"
+    return [(c, d) for c, d in catalog.items()
+            if any(w in said or (len(w) >= 6 and w[:6] in stems) for w in _name_words(d))]
+
+
+def render_candidates(candidates: list[tuple[str, str]]) -> str:
+    return "\n".join(f"{c}: {d}" for c, d in candidates) or "(no catalog entry shares a word with the note)"
 
 
 def _check_case(item: Any, source: str) -> dict[str, Any]:
@@ -386,7 +423,8 @@ class ReconciliationTask(Task):
         report = item["patient_report"]
         return Case(
             ref=ref,
-            prompt=PROMPT.format(rxnorm=RXNORM, key=ANSWER_KEY, report=report, bundle=text),
+            prompt=PROMPT.format(rxnorm=RXNORM, key=ANSWER_KEY, report=report, bundle=text,
+                                 catalog=render_candidates(catalog_candidates(report, site_catalog()))),
             inputs={"bundle_json": text, "patient_report": report},
             truth=truth,
             content_hash=case_hash(raw, bundle_raw),
