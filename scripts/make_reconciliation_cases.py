@@ -17,16 +17,27 @@ per case zero or more of three discrepancies, stratified across cases:
 * ``stopped``: a medication the record has only as stopped or completed, that the patient
   still takes (``source: stopped``).
 
-Every wording is checked to identify its medication unambiguously: among the record's
-medications for a record medication, among the record and the catalog for a catalog one
-(same ingredients; brand and strength, if stated, agree). A record medication with no
-unambiguous wording is never reported. Brand names are used only where the RxNorm display
-carries them (``[Tylenol]``, ``Lasix``, pill packs), so a brand maps through the record or
-catalog. Deceased patients are left out (an intake note needs a living patient).
+A wording comes from the coded drug's own RxNorm display: its ingredients (or the brand the
+display carries: ``[Tylenol]``, ``Lasix``, pill packs, ``Mirena``), its strength, its dose form
+("levonorgestrel 19.5 MG Intrauterine System" -> "levonorgestrel IUD", "levonorgestrel 19.5 mg
+IUD"), never from a lookup that could pick another concept. Every wording is checked twice to
+identify its medication unambiguously: by the generator's own model of the drug
+(``compatible``: among the record's medications for a record medication, among the record and
+the catalog for a catalog one) and by an independent reader of the words (``resolve``: the
+display words, strength numbers and form a mention says, against the record's displays, then
+the catalog's). A record medication with no such wording is never reported. Deceased patients
+are left out (an intake note needs a living patient).
+
+Self-check: every written note is split back into its items (``note_items``) and each item is
+resolved on its own, among the record's medications and then the catalog entries the
+single-call prompt lists for that note (``tasks.reconciliation.catalog_candidates``); it must
+give exactly the recorded code. A case that does not round-trip is refused: the script names
+each refused case and mention on stderr, writes and deletes nothing, and exits 1.
 
 Ground truth is not written here: the task derives it at load from the bundle and the
 recorded choices. Same inputs + seed -> byte-identical files (seeded per case).
-Prints the stratification table. Importable: ``main(argv)`` returns the exit code.
+Prints the stratification table. Importable: ``main(argv)`` returns the exit code (1: a case
+was refused).
 """
 
 from __future__ import annotations

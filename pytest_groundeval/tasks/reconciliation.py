@@ -4,7 +4,10 @@ intake note) with the MedicationRequests in their FHIR bundle.
 A case is one ``<case_id>.json`` file naming a Synthea bundle (``"bundle"``, relative to
 the case file) and holding the intake note (``"patient_report"``) and the choices the
 generator made writing it (``"reported"``: ``{code, display, wording, source}``;
-``"omitted_active"``). The agent sees the bundle and the note, never the choices.
+``"omitted_active"``). The agent sees the bundle and the note, never the choices; the
+single-call prompt also lists the site catalog's entries that share a medication word with
+the note (:func:`catalog_candidates`, a function of the note alone), so a medication the
+record lacks can be coded from the prompt (a tool-using agent looks it up instead).
 
 Ground truth is derived at load from the bundle plus the reported codes:
 
