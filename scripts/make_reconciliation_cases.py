@@ -266,8 +266,10 @@ def wordings(med: Med) -> list[Wording]:
 
     def add(text: str, brand: str | None, with_strength: bool, er: bool) -> None:
         text = " ".join(text.split())
+        # a contraceptive's brand says its form ("Camila" is a pill pack, never an implant)
+        said_form = med.form if form or CONTRACEPTIVE in med.bases else None
         out.append(Wording(text, med.bases, brand, med.strengths if with_strength else None, er,
-                           med.form if form else None, (brand or name).lower()))
+                           said_form, (brand or name).lower()))
 
     if name and med.code not in {"315971"}:
         for er in ([False, True] if med.er and med.form != "patch" else [False]):  # not a "nicotine ER patch"

@@ -102,6 +102,9 @@ def test_contraceptive_wording_comes_from_the_concepts_own_name(gen):
     # wording with the strength is unambiguous; the patch never reads as the IUD
     mirena = gen.parse_display("807283", "Mirena 52 MG Intrauterine System")
     assert [w.text for w in gen.unambiguous(iud, [iud, mirena, patch])] == ["levonorgestrel 19.5 mg IUD"]
+    # a pill pack's brand is a pill pack: never confused with an implant or an IUD
+    camila = gen.parse_display("748962", "Camila 28 Day Pack")
+    assert [w.text for w in gen.unambiguous(camila, [camila, implant, iud])] == ["Camila"]
     record = {"9000001": KYLEENA, "807283": mirena.display, "1534809": patch.display}
     assert gen.resolve("levonorgestrel 19.5 mg IUD", record, {}) == ["9000001"]
     assert gen.resolve("norelgestromin-ethinyl estradiol IUD", record, {}) == []

@@ -81,8 +81,8 @@ def test_all_matched_agent_fails_every_case_with_a_discrepancy(recproject):
 
 def test_baseline_agent_figures_through_pytest(recproject):
     result = _run(recproject)
-    result.assert_outcomes(passed=36, failed=len(CASES) - 36)
+    result.assert_outcomes(passed=39, failed=len(CASES) - 39)
     s = json.loads((recproject.path / "record.json").read_text())["summary"]["reconciliation"]
-    assert s["micro_f1"] == pytest.approx(0.947146)
-    assert s["exact_match"] == pytest.approx(36 / 47, abs=1e-6)
-    assert s["exact_match_ci95"] == [0.627757, 0.863967]  # Wilson, 36 of 47 exact
+    assert s["micro_f1"] == pytest.approx(0.957806)
+    assert s["exact_match"] == pytest.approx(39 / 47, abs=1e-6)
+    assert s["exact_match_ci95"] == [0.698602, 0.911136]  # Wilson, 39 of 47 exact
