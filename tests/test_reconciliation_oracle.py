@@ -75,6 +75,25 @@ def test_without_the_catalog_section_the_oracle_cannot_code_unrecorded_items(tas
         assert (oracle_score(task, case, bare).metrics["exact_match"] == 1.0) is (not unrecorded), cid
 
 
+def test_the_catalog_section_does_not_give_the_unrecorded_items_away(task, cases):
+    """Gaming the list: "every listed entry the record lacks is unrecorded" is wrong on every
+    case that has an unrecorded item (the list holds entries that share a word with the note
+    and are not what the patient takes), and the real scorer fails it."""
+    from reconciliation_oracle import record, sections
+
+    for cid, case in cases.items():
+        truth = {t["code"] for t in case.truth if t["verdict"] == "unrecorded"}
+        if not truth:
+            continue
+        _, listed, bundle = sections(case.prompt)
+        displays, _ = record(bundle)
+        guess = {c for c, _ in listed if c not in displays}
+        assert guess - truth, cid
+        gamed = [t for t in case.truth if t["verdict"] != "unrecorded"] + [
+            {"code": c, "display": "", "verdict": "unrecorded"} for c in sorted(guess)]
+        assert not task.score(task.parse(AgentOutput(text=json.dumps({"medications": gamed}))), case).passed, cid
+
+
 def test_a_mention_naming_another_drug_fails_the_oracle(task, cases):
     """The note must say the coded drug: the old generator's wording of an IUD as the
     norelgestromin patch reads as no medication of the record."""
