@@ -563,10 +563,13 @@ GTS_FOR = {1: "QD", 2: "BID", 3: "TID", 4: "QID", 0.5: "QOD", 0.142857: "WK"}
 
 # name -> (fn, applies: "any" | "documented" | "mass" | a case id)
 ENCODINGS: dict[str, tuple[Callable, str]] = {
+    # a coding of another system passes when its display names the same drug by the site
+    # catalog (an ibuprofen substance code on an ibuprofen statement; not on any other, and not
+    # without a display: tests/test_write_coding_consistency.py)
     "extra_snomed_coding": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.-": {
-        "system": SNOMED, "code": "387207008", "display": "Ibuprofen (substance)"}}), "any"),
+        "system": SNOMED, "code": "387207008", "display": "Ibuprofen (substance)"}}), "ibuprofen-two-tablets"),
     "extra_ndc_coding": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.-": {
-        "system": NDC, "code": "0904-5853-61"}}), "any"),
+        "system": NDC, "code": "0904-5853-61", "display": c["expected"]["display"]}}), "any"),
     "display_case_and_whitespace": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.0.display":
         "  " + "   ".join(c["expected"]["display"].upper().split()) + " "}), "any"),
     "contained_medication_reference": (lambda r, c: patch(r, {

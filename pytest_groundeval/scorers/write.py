@@ -64,11 +64,14 @@ Decisions where the rules overlap (tests/test_write_scorer.py pins each one):
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..jsontext import json_kind
 from ..model import CaseError
+from . import drugtext, routes
 from .base import Check, Dimension, Score
+from .jsontypes import json_type_issues
 from .units import (
     EVENT_TIMING,
     UCUM_SYSTEM,
@@ -273,7 +276,12 @@ class WriteTruth:
                 self.concentration = float(conc) if conc is not None else None
             ceiling = _field(exp, "max_daily_dose", "expected", "object", null=True, absent=True)
             self.ceiling_mg = None
-            if ceiling is not None:  # its "ingredient" is provenance, never read
+            # the note (a documented route) and the ceiling's ingredient (what a brand-only
+            # display such as "Lasix 40mg" contains) are read by the coding / route checks
+            self.note = case.get("note") if isinstance(case.get("note"), str) else ""
+            ingredient = ceiling.get("ingredient") if isinstance(ceiling, dict) else None
+            self.ingredient = ingredient if isinstance(ingredient, str) and ingredient.strip() else None
+            if ceiling is not None:
                 c = _amount(ceiling, "expected.max_daily_dose")
                 if c.kind != "mass":
                     raise MalformedCase(f"max_daily_dose unit {ceiling['unit']!r} is not a mass")
@@ -312,9 +320,54 @@ class WriteTruth:
 # --------------------------------------------------------------------------- schema
 
 
-def _invariant_issues(resource: dict[str, Any]) -> list[str]:
-    """R4 invariants / required bindings on the dosage that validation does not enforce."""
+def _references(node: Any) -> list[str]:
+    """Every ``reference`` string anywhere in a JSON tree."""
+    if isinstance(node, dict):
+        found = [node["reference"]] if isinstance(node.get("reference"), str) else []
+        return found + [r for key, v in node.items() for r in _references(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _references(v)]
+    return []
+
+
+def _contained_issues(resource: dict[str, Any]) -> list[str]:
+    """The DomainResource invariants on ``contained`` that validation does not enforce:
+    dom-2 (no nested contained), dom-3 (every contained resource is referenced from elsewhere
+    in the resource as ``#id``, or refers to its container with ``#``), dom-4 (no
+    meta.versionId / lastUpdated), dom-5 (no meta.security)."""
+    contained = resource.get("contained")
+    if not isinstance(contained, list):
+        return []
     issues: list[str] = []
+    refs = set(_references({k: v for k, v in resource.items() if k != "contained"}))
+    for i, item in enumerate(contained):
+        if not isinstance(item, dict):
+            continue
+        where = f"contained[{i}]"
+        refs_of_others = {r for j, other in enumerate(contained) if j != i for r in _references(other)}
+        rid = item.get("id")
+        if "#" in _references(item):
+            pass  # it refers to its container
+        elif not isinstance(rid, str) or not rid:
+            issues.append(f"{where} ({item.get('resourceType')}) has no id, so nothing can refer to it (dom-3)")
+        elif f"#{rid}" not in refs | refs_of_others:
+            issues.append(f"{where} ({item.get('resourceType')} {rid!r}) is not referenced from the resource "
+                          f"as '#{rid}' (dom-3): what it says is not part of the statement")
+        if item.get("contained") is not None:
+            issues.append(f"{where} contains resources itself (dom-2)")
+        meta = item.get("meta")
+        if isinstance(meta, dict):
+            if meta.get("versionId") is not None or meta.get("lastUpdated") is not None:
+                issues.append(f"{where}.meta has versionId / lastUpdated (dom-4)")
+            if meta.get("security") is not None:
+                issues.append(f"{where}.meta has security labels (dom-5)")
+    return issues
+
+
+def _invariant_issues(resource: dict[str, Any]) -> list[str]:
+    """R4 invariants / required bindings that validation does not enforce: on the dosage, and
+    on ``contained`` (:func:`_contained_issues`)."""
+    issues: list[str] = _contained_issues(resource)
     for i, dosage in enumerate(_dosages(resource)):
         if not isinstance(dosage, dict):
             continue
@@ -431,12 +484,17 @@ def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any
         ok, why = True, f"status {status!r} is in the R4B binding"
     checks.append(Check("status_binding", ok, why))
 
+    types = json_type_issues(resource, "MedicationStatement")
+    checks.append(Check("json_types", not types, "; ".join(types[:5]) + (f" (and {len(types) - 5} more)"
+                                                                         if len(types) > 5 else "")
+                        if types else "every element has its FHIR JSON type"))
+
     inv = _invariant_issues(resource)
-    checks.append(Check("r4_invariants", not inv, "; ".join(inv) if inv else "dosage invariants hold"))
+    checks.append(Check("r4_invariants", not inv, "; ".join(inv) if inv else "dosage and contained invariants hold"))
     mods = _modifier_issues(resource)
     checks.append(Check("modifiers", not mods, "; ".join(mods[:5]) + (f" (and {len(mods) - 5} more)" if len(mods) > 5
                                                                        else "") if mods else "no unknown modifiers"))
-    return Dimension.from_checks("schema", checks), {"schema_issues": issues + inv + mods}
+    return Dimension.from_checks("schema", checks), {"schema_issues": issues + types + inv + mods}
 
 
 def _modifier_issues(node: Any, path: str = "") -> list[str]:
@@ -468,11 +526,12 @@ def _modifier_issues(node: Any, path: str = "") -> list[str]:
 # --------------------------------------------------------------------------- coding
 
 
-def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str]:
-    """(codings, where they came from) or (None, why not)."""
+def _medication_source(resource: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, str]:
+    """(the medication's CodeableConcept, the contained Medication it is the code of or None,
+    where it came from), or (None, None, why it cannot be read)."""
     mcc = resource.get("medicationCodeableConcept")
     if isinstance(mcc, dict):
-        return _list(mcc.get("coding")), "medicationCodeableConcept"
+        return mcc, None, "medicationCodeableConcept"
     ref = resource.get("medicationReference")
     if isinstance(ref, dict):
         target = ref.get("reference")
@@ -480,14 +539,131 @@ def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str
             for item in _list(resource.get("contained")):
                 if isinstance(item, dict) and item.get("resourceType") == "Medication" and item.get("id") == target[1:]:
                     code = item.get("code")
-                    return _list(code.get("coding") if isinstance(code, dict) else None), f"contained Medication {target}"
-            return None, f"medicationReference {target!r} matches no contained Medication"
-        return None, f"medicationReference {target!r} is not a contained '#id' Medication, so it cannot be read"
-    return None, "no medicationCodeableConcept or medicationReference"
+                    return (code if isinstance(code, dict) else {}), item, f"contained Medication {target}"
+            return None, None, f"medicationReference {target!r} matches no contained Medication"
+        return None, None, f"medicationReference {target!r} is not a contained '#id' Medication, so it cannot be read"
+    return None, None, "no medicationCodeableConcept or medicationReference"
+
+
+def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str]:
+    """(codings, where they came from) or (None, why not)."""
+    concept, _medication, source = _medication_source(resource)
+    return (None if concept is None else _list(concept.get("coding"))), source
+
+
+def _coding_issues(where: str, concept: Any, truth: WriteTruth, prod: drugtext.Product,
+                   vocab: drugtext.Vocabulary) -> tuple[list[str], list[str]]:
+    """(issues of the codings of other systems, issues of the text) of one CodeableConcept.
+
+    A coding of another system denotes the product when its display names the product's drug
+    by the site catalog (its ingredient or brand) and states nothing that contradicts it; a
+    display naming another drug, strength, salt, release or form contradicts it; no display,
+    or one naming no drug the catalog knows, cannot be checked against the case and fails as
+    unverifiable. The concept's text may not contradict the product (a text naming no known
+    drug is not read)."""
+    if not isinstance(concept, dict):
+        return [], []
+    coding_issues: list[str] = []
+    for i, c in enumerate(_list(concept.get("coding"))):
+        if not isinstance(c, dict) or c.get("system") == RXNORM_SYSTEM:
+            continue
+        label = f"{where}.coding[{i}] ({c.get('system')} {c.get('code')!r})"
+        display = c.get("display")
+        if not isinstance(display, str) or not display.strip():
+            coding_issues.append(f"{label} has no display: it cannot be checked against {truth.display!r} "
+                                 "(unverifiable)")
+            continue
+        bad = drugtext.conflicts(display, prod, vocab)
+        if bad:
+            coding_issues.append(f"{label} display {display!r} {'; '.join(bad)}")
+        elif not drugtext.names_product(display, prod, vocab):
+            coding_issues.append(f"{label} display {display!r} names no drug the site catalog knows: it cannot "
+                                 f"be checked against {truth.display!r} (unverifiable)")
+    text_issues: list[str] = []
+    text = concept.get("text")
+    if isinstance(text, str):
+        bad = drugtext.conflicts(text, prod, vocab)
+        if bad:
+            text_issues.append(f"{where}.text {text!r} {'; '.join(bad)}")
+    return coding_issues, text_issues
+
+
+def _medication_issues(where: str, med: dict[str, Any], truth: WriteTruth, prod: drugtext.Product,
+                       vocab: drugtext.Vocabulary) -> list[str]:
+    """A contained Medication's ingredients and form agree with the product: every ingredient
+    item names one of the product's ingredients (RxNorm ingredient codings are read by their
+    display, as other systems are) and nothing else, its strength is one of the product's, and
+    the form names no other dose form."""
+    issues: list[str] = []
+    for j, ing in enumerate(_list(med.get("ingredient"))):
+        here = f"{where}.ingredient[{j}]"
+        if not isinstance(ing, dict):
+            continue
+        item = ing.get("itemCodeableConcept")
+        if ing.get("itemReference") is not None and item is None:
+            issues.append(f"{here}.itemReference: an ingredient given by reference cannot be checked against "
+                          f"{truth.display!r} (unverifiable)")
+        if isinstance(item, dict):
+            texts = [(k, v) for k, v in drugtext.texts_of(item) if isinstance(v, str) and v.strip()]
+            if not texts:
+                issues.append(f"{here}.itemCodeableConcept has no text or display: it cannot be checked against "
+                              f"{truth.display!r} (unverifiable)")
+            for key, value in texts:
+                bad = drugtext.conflicts(value, prod, vocab)
+                if bad:
+                    issues.append(f"{here}.itemCodeableConcept.{key} {value!r} {'; '.join(bad)}")
+                elif not drugtext.names_product(value, prod, vocab):
+                    issues.append(f"{here}.itemCodeableConcept.{key} {value!r} names no drug the site catalog "
+                                  f"knows: it cannot be checked against {truth.display!r} (unverifiable)")
+        strength = ing.get("strength")
+        if isinstance(strength, dict):
+            issue = _strength_issue(strength, prod)
+            if issue:
+                issues.append(f"{here}.strength {issue}")
+    form = med.get("form")
+    for key, value in drugtext.texts_of(form):
+        if isinstance(value, str):
+            bad = drugtext.conflicts(value, prod, vocab)
+            if bad:
+                issues.append(f"{where}.form.{key} {value!r} {'; '.join(bad)}")
+    return issues
+
+
+def _strength_issue(ratio: dict[str, Any], prod: drugtext.Product) -> str | None:
+    """A contained Medication ingredient's strength (mass per unit or per mL) is one of the
+    product's strengths; None when it agrees or the product's display has no strength."""
+    strengths = prod.reading.strengths
+    if not strengths:
+        return None
+    try:
+        num = read_quantity(ratio.get("numerator"))
+    except UnverifiableError as e:
+        return f"numerator: {e} (unverifiable)"
+    if num.kind != "mass":
+        return f"numerator {num} is not a mass (unverifiable)"
+    per, den_value = None, 1.0
+    den = ratio.get("denominator")
+    if isinstance(den, dict):
+        try:
+            d = read_quantity(den)
+            if d.kind == "volume":
+                per, den_value = "ml", d.value
+        except UnverifiableError:
+            pass  # a count ("1 TAB"): strength per unit
+        if per is None:
+            value = as_number(den.get("value"))
+            den_value = value if value else 1.0
+    mg = num.value / den_value
+    if any(math.isclose(mg, s, rel_tol=1e-6) and (pp is None or pp == per or per is None)
+           for s, pp in strengths):
+        return None
+    shown = ", ".join(f"{fmt(s)} mg" + (f"/{pp}" if pp else "") for s, pp in strengths)
+    return f"{fmt(mg)} mg{'/mL' if per else ''} is not the product's strength ({shown})"
 
 
 def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimension, dict[str, Any]]:
-    codings, source = _medication_codings(resource)
+    concept, med, source = _medication_source(resource)
+    codings = None if concept is None else _list(concept.get("coding"))
     if codings is None:
         dim = Dimension.from_checks("coding", [Check("rxnorm_present", False, source)])
         return dim, {"medication_source": None, "rxnorm_codings": []}
@@ -501,7 +677,14 @@ def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
         why = f"no RxNorm coding in {source}" + (f" (systems: {', '.join(others)})" if others else "")
         return Dimension.from_checks("coding", [Check("rxnorm_present", False, why)]), details
     checks = [Check("rxnorm_present", True, f"{len(rx)} RxNorm coding(s) in {source}")]
+    # every other contained Medication says what the statement's medication is too
+    extra_meds = [(k, m) for k, m in enumerate(_list(resource.get("contained")))
+                  if isinstance(m, dict) and m.get("resourceType") == "Medication" and m is not med]
+    extra_rx = [(f"contained[{k}].code.coding[{i}]", c) for k, m in extra_meds
+                for i, c in enumerate(_list(m.get("code", {}).get("coding") if isinstance(m.get("code"), dict) else None))
+                if isinstance(c, dict) and c.get("system") == RXNORM_SYSTEM]
     wrong_codes = [f"coding[{i}] {c.get('code')!r}" for i, c in rx if c.get("code") != truth.rxnorm_code]
+    wrong_codes += [f"{w} {c.get('code')!r}" for w, c in extra_rx if c.get("code") != truth.rxnorm_code]
     checks.append(
         Check(
             "rxnorm_code",
@@ -510,21 +693,52 @@ def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
             else f"RxNorm {truth.rxnorm_code}",
         )
     )
+    vocab = drugtext.vocabulary()
+    prod = drugtext.product(truth.display, truth.ingredient)
     want = _norm_text(truth.display)
     bad_display = []
-    for i, c in rx:
+    other_names = []
+    for label, c in [(f"coding[{i}]", c) for i, c in rx] + extra_rx:
         d = c.get("display")
         if d is None:
-            bad_display.append(f"coding[{i}] has no display (expected {truth.display!r})")
-        elif not isinstance(d, str) or _norm_text(d) != want:
-            bad_display.append(f"coding[{i}] display {d!r} != expected {truth.display!r}")
+            bad_display.append(f"{label} has no display (expected {truth.display!r})")
+        elif not isinstance(d, str):
+            bad_display.append(f"{label} display {d!r} != expected {truth.display!r}")
+        elif _norm_text(d) != want:
+            same, why = drugtext.same_product(d, prod, vocab)
+            if same:
+                other_names.append(f"{label} display {d!r}: {why}")
+            else:
+                bad_display.append(f"{label} display {d!r} != expected {truth.display!r} ({why})")
     checks.append(
         Check(
             "rxnorm_display",
             not bad_display,
-            "; ".join(bad_display) if bad_display else "display matches",
+            "; ".join(bad_display) if bad_display
+            else "display matches" + (f" ({'; '.join(other_names)})" if other_names else ""),
         )
     )
+
+    # every other coding, the concept's text, and every contained Medication agree with the product
+    where = "medicationCodeableConcept" if med is None else f"{source} code"
+    coding_issues, text_issues = _coding_issues(where, concept, truth, prod, vocab)
+    med_issues = [] if med is None else _medication_issues(source, med, truth, prod, vocab)
+    for k, m in extra_meds:
+        c_issues, t_issues = _coding_issues(f"contained[{k}].code", m.get("code"), truth, prod, vocab)
+        coding_issues += c_issues
+        text_issues += t_issues
+        med_issues += _medication_issues(f"contained[{k}]", m, truth, prod, vocab)
+    others = [c for c in codings if isinstance(c, dict) and c.get("system") != RXNORM_SYSTEM]
+    checks.append(Check("other_codings", not coding_issues, "; ".join(coding_issues) if coding_issues
+                        else f"{len(others)} coding(s) of other systems name {prod.shown()}" if others
+                        else "no codings of other systems"))
+    checks.append(Check("concept_text", not text_issues, "; ".join(text_issues) if text_issues
+                        else "the text agrees with the product" if isinstance(concept.get("text"), str)
+                        else "no text"))
+    if med is not None or extra_meds:
+        checks.append(Check("medication_resource", not med_issues, "; ".join(med_issues) if med_issues
+                            else "the contained Medication's ingredients and form agree with the product"))
+    details["coding_issues"] = coding_issues + text_issues + med_issues
     return Dimension.from_checks("coding", checks), details
 
 
@@ -540,18 +754,67 @@ def _as_needed(dosage: dict[str, Any]) -> tuple[bool | None, str]:
     return False, "no asNeeded (= scheduled)"
 
 
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+# FHIR's literal reference: [base URL /] Type / id [/_history/version] (R4 references.html)
+_LITERAL = re.compile(r"^(?:(?P<base>https?://[^\s/?#]+(?:/[^\s/?#]+)*)/)?(?P<type>[A-Z][A-Za-z]+)/"
+                      r"(?P<id>[A-Za-z0-9\-.]{1,64})(?:/_history/[A-Za-z0-9\-.]{1,64})?$")
+
+
+def _same_patient(subject: Any, expected: str) -> tuple[bool, str]:
+    """Is ``subject`` (the resource's subject) a reference to the case's patient?
+
+    The same patient in any literal reference form: relative (``Patient/<id>``), absolute
+    (``https://host/fhir/Patient/<id>``), version-specific (``.../_history/2``), or
+    ``urn:uuid:<id>`` when the patient's id is a UUID. ``subject.type``, when given, must be
+    Patient. Anything else (another id or type, a logical identifier only, a contained ``#``
+    patient) is not the case's patient.
+    """
+    ref = subject.get("reference") if isinstance(subject, dict) else None
+    if ref is None:
+        return False, "no subject.reference"
+    m = _LITERAL.match(expected)
+    if not isinstance(ref, str) or m is None:
+        return ref == expected, (f"subject {expected}" if ref == expected else f"subject.reference {ref!r} != {expected!r}")
+    want_type, want_id = m.group("type"), m.group("id")
+    stype = subject.get("type")
+    if stype is not None and stype != want_type:
+        return False, f"subject.type {stype!r} is not {want_type}"
+    got = _LITERAL.match(ref)
+    if got is not None and got.group("type") == want_type and got.group("id") == want_id:
+        form = "absolute" if got.group("base") else "relative"
+        return True, f"subject {expected}" + ("" if ref == expected else f" ({form} reference {ref!r})")
+    if ref.lower().startswith("urn:uuid:") and _UUID.match(want_id) and ref[9:].lower() == want_id.lower():
+        return True, f"subject {expected} (urn:uuid reference {ref!r})"
+    return False, f"subject.reference {ref!r} != {expected!r} (not the case's patient in any reference form)"
+
+
+def _route_check(dosages: list[Any], truth: WriteTruth) -> Check:
+    """Every dosage.route agrees with the route the case documents (routes.documented_route:
+    the note's words, else the product's dose form); a route that cannot be read fails as
+    unverifiable; no route written, or none documented, passes."""
+    route, where = routes.documented_route(truth.note, truth.display)
+    given = [(i, d["route"]) for i, d in enumerate(dosages) if isinstance(d, dict) and d.get("route") is not None]
+    if not given:
+        return Check("route", True, "no route encoded")
+    if route is None:
+        return Check("route", True, f"route not checked: {where}")
+    wrong = []
+    for i, r in given:
+        found, unread = routes.read_route(r)
+        other = sorted(found - {route})
+        if other:
+            wrong.append(f"dosage[{i}].route says {', '.join(other)}")
+        elif unread:
+            wrong.append(f"dosage[{i}].route {', '.join(unread)} cannot be read (unverifiable)")
+    if wrong:
+        return Check("route", False, f"{'; '.join(wrong)}, but {where} documents the {route} route")
+    return Check("route", True, f"route {route}, as {where} documents")
+
+
 def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimension:
     checks: list[Check] = []
-    subject = resource.get("subject")
-    ref = subject.get("reference") if isinstance(subject, dict) else None
-    checks.append(
-        Check(
-            "subject",
-            ref == truth.subject,
-            f"subject {truth.subject}" if ref == truth.subject
-            else (f"subject.reference {ref!r} != {truth.subject!r}" if ref is not None else "no subject.reference"),
-        )
-    )
+    same, why = _same_patient(resource.get("subject"), truth.subject)
+    checks.append(Check("subject", same, why))
     status = resource.get("status")
     checks.append(
         Check(
@@ -576,6 +839,7 @@ def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimens
             if v is not truth.as_needed:
                 wrong.append(f"dosage[{i}]: {how}")
         if dosages:
+            checks.append(_route_check(dosages, truth))
             checks.append(
                 Check(
                     "as_needed",
