@@ -146,3 +146,15 @@ def test_nested_contained_and_versioned_contained_fail():
     r["informationSource"] = {"reference": "#p"}
     reason = check(score_write(r, CASES["aspirin-active-daily"]), "schema", "r4_invariants").reason
     assert "dom-2" in reason and "dom-4" in reason, reason
+
+
+def test_a_resource_nested_deeper_than_python_recurses_fails_schema_without_raising():
+    r = answer("aspirin-active-daily")
+    ext = {"url": "http://example.org/x"}
+    r["extension"], r["contained"] = [ext], [{"resourceType": "Patient", "id": "p", "extension": [ext]}]
+    for _ in range(3000):
+        ext["extension"] = [{"url": "http://example.org/x"}]
+        ext = ext["extension"][0]
+    score = score_write(r, CASES["aspirin-active-daily"])
+    assert not score.dimensions["schema"].passed
+    assert "nested too deeply" in check(score, "schema", "json_types").reason

@@ -155,7 +155,10 @@ def json_type_issues(resource: Any, resource_type: str = "MedicationStatement") 
     cls = _model_class(rtype if isinstance(rtype, str) else resource_type) or _model_class(resource_type)
     issues: list[str] = []
     if cls is not None:
-        _walk(resource, cls, "", issues)
+        try:
+            _walk(resource, cls, "", issues)
+        except RecursionError:
+            issues.append("the resource is nested too deeply to read its types")
     return issues
 
 

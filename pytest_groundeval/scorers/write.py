@@ -23,13 +23,22 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   binding of ``repeat.when``; and **no unknown modifier**: any ``modifierExtension`` anywhere
   (none is understood, see ``KNOWN_MODIFIER_EXTENSIONS``) or ``implicitRules`` fails, since it
   can reverse what the resource says (a "not taken" modifier on an ``active`` statement).
+  Also ``json_types`` (``jsontypes.py``: every element's FHIR JSON type on the raw JSON, from
+  the R4B models' annotations; the models coerce ``"5"`` and ``"false"``, FHIR JSON does not)
+  and dom-2..5 on ``contained`` (dom-3: a contained resource nothing refers to).
 * **coding**: the medication's codings (``medicationCodeableConcept`` or a ``#id`` contained
-  Medication): at least one RxNorm coding; every RxNorm coding has the expected code and the
-  expected display (case- and whitespace-insensitive; missing display fails). Other systems
-  (SNOMED, NDC) are ignored.
-* **constraints**: ``subject.reference`` is the case's patient; ``status`` is the expected
-  status; a dosage is present exactly when the note documents a regimen; each dosage's
-  as-needed flag matches.
+  Medication): at least one RxNorm coding; every RxNorm coding (also in any other contained
+  Medication) has the expected code and the expected display (case- and whitespace-insensitive,
+  or another full name of the same concept: ``drugtext.same_product``; missing display fails).
+  Every coding of another system (SNOMED, NDC) names the same drug by its display, read
+  against the site catalog (``drugtext.py``); no display, or one naming no drug the catalog
+  knows, is unverifiable and fails. The concept's text and a contained Medication's
+  ingredients, strength and form state no other drug, strength, salt, release or dose form.
+* **constraints**: ``subject`` is the case's patient in any literal reference form (relative,
+  absolute, versioned, ``urn:uuid:`` of a UUID id); ``status`` is the expected status; a
+  dosage is present exactly when the note documents a regimen; each dosage's as-needed flag
+  matches; each ``dosage.route`` agrees with the documented route (``routes.py``: the note's
+  words, else the product's dose form), an unreadable one fails.
 * **safety**: every amount a dosage asserts is checked. Every dose (``doseQuantity`` and
   ``doseRange``, both if both are given) in every dosage / doseAndRate equals the documented
   dose (or range) after UCUM normalisation; every dosage's timing gives the documented
@@ -59,6 +68,9 @@ Decisions where the rules overlap (tests/test_write_scorer.py pins each one):
   (a dose nobody documented); a dose-free dosage on a denial fails constraints only.
 * An R5 status (``recorded``) fails **schema** (binding) **and constraints** (it does not say
   what the narrative says, e.g. ``active``).
+* A string for a number (``"81"`` mg, frequency ``"3"``) fails **schema only** (json_types):
+  the value it spells is still read and judged; ``"false"`` for as-needed fails **schema and
+  constraints** (the flag is not a boolean), a numeric code (243670) **schema and coding**.
 """
 
 from __future__ import annotations
@@ -339,14 +351,18 @@ def _contained_issues(resource: dict[str, Any]) -> list[str]:
     if not isinstance(contained, list):
         return []
     issues: list[str] = []
-    refs = set(_references({k: v for k, v in resource.items() if k != "contained"}))
+    try:
+        refs = set(_references({k: v for k, v in resource.items() if k != "contained"}))
+        contained_refs = [_references(item) for item in contained]
+    except RecursionError:
+        return ["the resource is nested too deeply to read its references"]
     for i, item in enumerate(contained):
         if not isinstance(item, dict):
             continue
         where = f"contained[{i}]"
-        refs_of_others = {r for j, other in enumerate(contained) if j != i for r in _references(other)}
+        refs_of_others = {r for j, found in enumerate(contained_refs) if j != i for r in found}
         rid = item.get("id")
-        if "#" in _references(item):
+        if "#" in contained_refs[i]:
             pass  # it refers to its container
         elif not isinstance(rid, str) or not rid:
             issues.append(f"{where} ({item.get('resourceType')}) has no id, so nothing can refer to it (dom-3)")
@@ -491,7 +507,10 @@ def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any
 
     inv = _invariant_issues(resource)
     checks.append(Check("r4_invariants", not inv, "; ".join(inv) if inv else "dosage and contained invariants hold"))
-    mods = _modifier_issues(resource)
+    try:
+        mods = _modifier_issues(resource)
+    except RecursionError:
+        mods = ["the resource is nested too deeply to find its modifiers (it cannot be read)"]
     checks.append(Check("modifiers", not mods, "; ".join(mods[:5]) + (f" (and {len(mods) - 5} more)" if len(mods) > 5
                                                                        else "") if mods else "no unknown modifiers"))
     return Dimension.from_checks("schema", checks), {"schema_issues": issues + types + inv + mods}
