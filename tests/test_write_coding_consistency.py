@@ -241,3 +241,11 @@ def test_the_issues_warfarin_examples():
     assert drugtext.conflicts("warfarin sodium 5 MG Oral Tablet", prod) == []
     assert drugtext.conflicts("Coumadin 5 mg", prod) == []  # not a catalog brand: not read, strength agrees
     assert drugtext.conflicts("Clopidogrel 75 mg", prod)[0] == "names clopidogrel, not warfarin"
+
+
+def test_medication_reference_display_naming_another_drug_fails():
+    r = _contained("aspirin-active-daily")
+    r["medicationReference"]["display"] = "Clopidogrel 75 mg"
+    assert_fails(r, "aspirin-active-daily", "coding", "concept_text", "medicationReference.display")
+    r["medicationReference"]["display"] = "Aspirin 81 mg tablet"
+    assert_passes(r, "aspirin-active-daily")

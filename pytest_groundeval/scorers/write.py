@@ -742,6 +742,10 @@ def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
     where = "medicationCodeableConcept" if med is None else f"{source} code"
     coding_issues, text_issues = _coding_issues(where, concept, truth, prod, vocab)
     med_issues = [] if med is None else _medication_issues(source, med, truth, prod, vocab)
+    ref = resource.get("medicationReference")
+    shown = ref.get("display") if isinstance(ref, dict) else None
+    if isinstance(shown, str) and drugtext.conflicts(shown, prod, vocab):
+        text_issues.append(f"medicationReference.display {shown!r} {'; '.join(drugtext.conflicts(shown, prod, vocab))}")
     for k, m in extra_meds:
         c_issues, t_issues = _coding_issues(f"contained[{k}].code", m.get("code"), truth, prod, vocab)
         coding_issues += c_issues
