@@ -249,3 +249,15 @@ def test_medication_reference_display_naming_another_drug_fails():
     assert_fails(r, "aspirin-active-daily", "coding", "concept_text", "medicationReference.display")
     r["medicationReference"]["display"] = "Aspirin 81 mg tablet"
     assert_passes(r, "aspirin-active-daily")
+
+
+@pytest.mark.parametrize("system", ["urn:oid:2.16.840.1.113883.6.88", "http://www.nlm.nih.gov/research/umls/rxnorm/",
+                                    "https://www.nlm.nih.gov/research/umls/rxnorm", "RxNorm"])
+def test_rxnorm_under_another_system_uri_is_read_as_rxnorm(system):
+    # an odd encoding of a wrong code, beside the right canonical coding, with the right display
+    case = CASES["aspirin-active-daily"]
+    r = _with_coding("aspirin-active-daily", {"system": system, "code": "212033",
+                                              "display": case["expected"]["display"]})
+    assert_fails(r, "aspirin-active-daily", "coding", "other_codings", "is RxNorm under another system URI")
+    r["medicationCodeableConcept"]["coding"][1]["code"] = case["expected"]["rxnorm_code"]
+    assert_passes(r, "aspirin-active-daily")

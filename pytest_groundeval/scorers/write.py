@@ -570,6 +570,15 @@ def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str
     return (None if concept is None else _list(concept.get("coding"))), source
 
 
+# RxNorm written as another system: its OID, or the URI in another spelling. Such a coding is
+# read as RxNorm for its code (a wrong code there is a wrong code), though rxnorm_present asks
+# for the canonical URI.
+RXNORM_OTHER_SPELLINGS = frozenset({
+    "urn:oid:2.16.840.1.113883.6.88", "2.16.840.1.113883.6.88", "http://www.nlm.nih.gov/research/umls/rxnorm",
+    "https://www.nlm.nih.gov/research/umls/rxnorm", "http://nlm.nih.gov/research/umls/rxnorm", "rxnorm",
+})
+
+
 def _coding_issues(where: str, concept: Any, truth: WriteTruth, prod: drugtext.Product,
                    vocab: drugtext.Vocabulary) -> tuple[list[str], list[str]]:
     """(issues of the codings of other systems, issues of the text) of one CodeableConcept.
@@ -587,6 +596,12 @@ def _coding_issues(where: str, concept: Any, truth: WriteTruth, prod: drugtext.P
         if not isinstance(c, dict) or c.get("system") == RXNORM_SYSTEM:
             continue
         label = f"{where}.coding[{i}] ({c.get('system')} {c.get('code')!r})"
+        system = c.get("system")
+        if isinstance(system, str) and system.strip().rstrip("/").lower() in RXNORM_OTHER_SPELLINGS \
+                and c.get("code") != truth.rxnorm_code:
+            coding_issues.append(f"{label} is RxNorm under another system URI: code {c.get('code')!r} != "
+                                 f"expected {truth.rxnorm_code}")
+            continue
         display = c.get("display")
         if not isinstance(display, str) or not display.strip():
             coding_issues.append(f"{label} has no display: it cannot be checked against {truth.display!r} "
