@@ -261,3 +261,26 @@ def test_rxnorm_under_another_system_uri_is_read_as_rxnorm(system):
     assert_fails(r, "aspirin-active-daily", "coding", "other_codings", "is RxNorm under another system URI")
     r["medicationCodeableConcept"]["coding"][1]["code"] = case["expected"]["rxnorm_code"]
     assert_passes(r, "aspirin-active-daily")
+
+
+# ---------------------------------------------------------------- the tricks, on every committed case
+
+def _other_drug(case):
+    return ("Warfarin Sodium 5 MG Oral Tablet", "warfarin") if "clopidogrel" in case["expected"]["display"].lower() \
+        else ("Clopidogrel 75 MG Oral Tablet", "clopidogrel")
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_coding_contradictions_fail_coding_on_every_committed_case(case_id):
+    case = CASES[case_id]
+    display, name = _other_drug(case)
+    extra = {"system": SNOMED, "code": "123456", "display": display}
+    assert_fails(_with_coding(case_id, extra), case_id, "coding", "other_codings", f"names {name}")
+    assert_fails(_with_text(case_id, display), case_id, "coding", "concept_text", f"names {name}")
+    r = _contained(case_id, ingredient=[_ingredient(name)])
+    assert_fails(r, case_id, "coding", "medication_resource", f"names {name}")
+    strengths = drugtext.product(case["expected"]["display"]).reading.strengths
+    if strengths:  # "<drug> <twice the strength>" on the product
+        mg, per = strengths[0]
+        text = f"{case['expected']['display'].split()[0]} {mg * 2:g} mg" + (f"/{per}" if per else "")
+        assert_fails(_with_text(case_id, text), case_id, "coding", "concept_text", "states")

@@ -158,3 +158,12 @@ def test_a_resource_nested_deeper_than_python_recurses_fails_schema_without_rais
     score = score_write(r, CASES["aspirin-active-daily"])
     assert not score.dimensions["schema"].passed
     assert "nested too deeply" in check(score, "schema", "json_types").reason
+
+
+@pytest.mark.parametrize("case_id", sorted(c for c in CASES if CASES[c]["expected"]["dosage"]))
+def test_a_string_number_fails_schema_on_every_committed_case_with_a_regimen(case_id):
+    r = answer(case_id)
+    dose = r["dosage"][0]["doseAndRate"][0]
+    q = dose.get("doseQuantity") or dose["doseRange"]["high"]
+    q["value"] = str(q["value"])
+    assert_fails(r, case_id, "schema", "json_types", "but FHIR decimal must be a JSON number")
