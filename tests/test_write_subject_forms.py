@@ -90,3 +90,9 @@ def test_identifier_only_subject_fails_constraints():
 def test_every_committed_case_passes_with_an_absolute_subject(case_id):
     subject = CASES[case_id]["subject"]
     assert_passes(_subject(case_id, {"reference": f"https://ehr.example.org/fhir/{subject}"}), case_id)
+
+
+def test_a_reference_longer_than_any_url_is_read_quickly_and_fails():
+    ref = "https://h/" + "a/" * 200_000 + "Patient/pat-001"
+    assert_fails(_subject(CASE, {"reference": ref}), CASE, "constraints", "subject", "not the case's patient",
+                 dims={"constraints"})
