@@ -284,3 +284,23 @@ def test_coding_contradictions_fail_coding_on_every_committed_case(case_id):
         mg, per = strengths[0]
         text = f"{case['expected']['display'].split()[0]} {mg * 2:g} mg" + (f"/{per}" if per else "")
         assert_fails(_with_text(case_id, text), case_id, "coding", "concept_text", "states")
+
+
+@pytest.fixture
+def catalog_with_coumadin():
+    from pytest_groundeval import hc_tools
+
+    entries = [*hc_tools.get_catalog().entries,
+               {"code": "855334", "display": "Warfarin Sodium 5 MG Oral Tablet [Coumadin]", "system": RXNORM}]
+    hc_tools.set_catalog(entries)
+    yield
+    hc_tools.set_catalog(None)
+
+
+def test_a_brand_the_site_catalog_knows_is_read_as_its_ingredient(catalog_with_coumadin):
+    prod = drugtext.product("Warfarin Sodium 5 MG Oral Tablet", "warfarin")
+    assert drugtext.conflicts("Coumadin 5 mg", prod) == []
+    assert drugtext.names_product("Coumadin 5 mg", prod)
+    # and on a committed case of another drug, that brand is another drug
+    r = _with_coding("clopidogrel-on-hold-surgery", {"system": SNOMED, "code": "1", "display": "Coumadin 5 mg tablet"})
+    assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "names coumadin, not clopidogrel")
