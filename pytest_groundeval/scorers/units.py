@@ -222,11 +222,16 @@ def read_quantity(q: Any) -> Amount:
 
 @dataclass(frozen=True)
 class PerDay:
-    """Administrations per day as a range (``low == high`` for a fixed schedule)."""
+    """Administrations per day as a range (``low == high`` for a fixed schedule), averaged over
+    the schedule's cycle (what a documented ``frequency_per_day`` states), and ``peak``: the
+    most administrations the schedule allows on any one day, or in any 24 h for periods shorter
+    than a day (see :func:`peak_from_repeat`); ``peak_source`` says how it was read."""
 
     low: float
     high: float
     source: str
+    peak: float = 0.0
+    peak_source: str = ""
 
     def __str__(self) -> str:
         if math.isclose(self.low, self.high, rel_tol=1e-9):
@@ -301,10 +306,11 @@ def per_day_from_repeat(repeat: Any) -> PerDay | None:
     high = max(lo_count, hi_count) / min(p_days, pmax_days)
 
     days = repeat.get("dayOfWeek") or []
-    if isinstance(days, list) and days and max(p_days, pmax_days) <= 1:
-        scale = len(set(map(str, days))) / 7
+    n_days = len(set(map(str, days))) if isinstance(days, list) else 0
+    if n_days and max(p_days, pmax_days) <= 1:
+        scale = n_days / 7
         low, high = low * scale, high * scale
-        desc += f" on {len(set(map(str, days)))} days/wk"
+        desc += f" on {n_days} days/wk"
 
     parts = []
     if freq is not None:
@@ -312,7 +318,52 @@ def per_day_from_repeat(repeat: Any) -> PerDay | None:
     parts.append(f"per {desc}")
     if events:
         parts.append(f"events {events}")
-    return PerDay(low, high, "repeat " + ", ".join(parts))
+    peak, peak_source = peak_from_repeat(repeat, max(lo_count, hi_count), min(p_days, pmax_days),
+                                         max(p_days, pmax_days), n_days, n if not generic_meal else 0)
+    return PerDay(low, high, "repeat " + ", ".join(parts), peak, peak_source)
+
+
+_EPS = 1e-9
+
+
+def _ceil(x: float) -> int:
+    """ceil, forgiving float noise (24 / (4 / 24) is 6, not 7)."""
+    return math.ceil(x * (1 - _EPS) - _EPS)
+
+
+def peak_from_repeat(repeat: dict[str, Any], count: float, p_min: float, p_max: float, n_days: int,
+                     n_events: int) -> tuple[float, str]:
+    """The most administrations a ``Timing.repeat`` allows on one day (in any 24 h when the
+    period is shorter than a day): ``count`` administrations per period (the frequencyMax end),
+    periods of ``p_min``..``p_max`` days (the shortest is the worst), ``n_days`` listed
+    ``dayOfWeek`` values, ``n_events`` distinct named times of day (``when`` / ``timeOfDay``).
+
+    * period < 1 day: ``count x ceil(24 h / period)`` in any 24 h (q4h: 6; q5h: 5; q7h: 4);
+    * period <= 1 day on listed weekdays: every administration of the day falls on each listed
+      day: ``frequency 7, period 1 d, dayOfWeek [mon]`` is 7 on Monday (its average is 1/day);
+    * a period of a week or more on listed weekdays: the period's administrations shared by the
+      listed days of that period (``ceil(count / (days x weeks))``); a period between a day and
+      a week on listed weekdays: all of them on one day (nothing says otherwise);
+    * otherwise a period of a day or more: spread over the period (``ceil(count / days)``; 3 a
+      week is 1 a day), but named times of day put up to ``min(count, events)`` on one day;
+    * ``count`` / ``countMax`` (total administrations of the course) caps the peak.
+    """
+    if p_min < 1 - _EPS:
+        peak, how = count * _ceil(1 / p_min), f"{fmt(count)} per {fmt(p_min * 24)} h, in 24 h"
+    elif n_days and p_max <= 1 + _EPS:
+        peak, how = count, f"{fmt(count)} on each of the {n_days} listed weekday(s)"
+    elif n_days and p_min >= 7 - _EPS:
+        peak, how = float(_ceil(count / (n_days * p_min / 7))), \
+            f"{fmt(count)} per {fmt(p_min)} d shared by {n_days} listed weekday(s)"
+    elif n_days:
+        peak, how = count, f"{fmt(count)} per {fmt(p_min)} d, all on one listed weekday"
+    else:
+        peak = float(max(_ceil(count / p_min), min(count, n_events)))
+        how = f"{fmt(count)} per {fmt(p_min)} d" + (f", {n_events} times of day" if n_events else "")
+    cap = _positive(repeat.get("countMax"), "countMax") or _positive(repeat.get("count"), "count")
+    if cap is not None and cap < peak:
+        peak, how = cap, how + f", capped by count {fmt(cap)}"
+    return peak, f"peak {fmt(peak)}/day ({how})"
 
 
 def per_day_from_code(code: Any) -> tuple[PerDay | None, str]:
@@ -338,7 +389,8 @@ def per_day_from_code(code: Any) -> tuple[PerDay | None, str]:
     if len(rates) > 1:
         raise UnverifiableError(f"timing.code codings disagree: {sorted(found)}")
     rate = rates.pop()
-    return PerDay(rate, rate, f"code {'/'.join(sorted(found))}"), ""
+    peak = max(1.0, rate)  # BID 2, Q4H 6; QOD, WK, MO: one on the day it falls
+    return PerDay(rate, rate, f"code {'/'.join(sorted(found))}", peak, f"peak {fmt(peak)}/day (code)"), ""
 
 
 def per_day(timing: Any) -> PerDay:
@@ -359,6 +411,8 @@ def per_day(timing: Any) -> PerDay:
             raise UnverifiableError(
                 f"timing.{from_code.source} ({from_code}) contradicts {from_repeat.source} ({from_repeat})"
             )
+        if from_code.peak > from_repeat.peak:  # the worse of two readings that agree on average
+            return PerDay(from_repeat.low, from_repeat.high, from_repeat.source, from_code.peak, from_code.peak_source)
         return from_repeat
     if from_repeat is not None:
         return from_repeat

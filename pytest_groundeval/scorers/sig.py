@@ -1,0 +1,212 @@
+"""How often, whether as needed, and for how long a free-text sig says a dose is taken.
+
+:func:`parse_sig` reads ``dosage.text``, ``patientInstruction`` and
+``additionalInstruction[].text`` for the write scorer, which compares what the text states with
+the structured dosage (the doses a text states are read by :func:`units.text_doses`). It reads
+only what it is sure of; text with nothing it can read gives an empty :class:`Sig` and is
+ignored. Deterministic, no dependencies.
+
+Frequencies (administrations per day, a range when the text gives one), each with the words
+that say it:
+
+* intervals: ``q6h``, ``q4-6h``, ``Q 8 H``, ``every 8 hours``, ``every 4 to 6 hours``,
+  ``every hour`` / ``hourly``, ``every 30 minutes``, ``every 2 days``, ``every other day`` /
+  ``alternate days`` / ``QOD``, ``every week`` / ``weekly``, ``every 2 weeks``, ``monthly``;
+* counts per day or week: ``once daily``, ``twice a day``, ``three times daily``, ``3 times a
+  day``, ``1-2 times daily``, ``3x/day``, ``twice weekly``, ``once a week``; ``daily``, ``every
+  day``, ``nightly``, ``every morning``;
+* Latin abbreviations: ``QD``, ``BID``, ``TID``, ``QID``, ``QHS``, ``QAM``, ``QPM`` (with or
+  without dots);
+* a maximum (``no more than 6 times a day``, ``up to 4 times daily``, ``max 3 times a day``)
+  is a frequency with ``at_most`` set: it only bounds the structured maximum;
+* when the text states no frequency at all, the named times of day it lists (``in the morning
+  and at night``, ``with breakfast and with dinner``, ``at bedtime``, ``at 7 am and at noon``) are
+  that many administrations a day.
+
+Not frequencies: amounts per day (``4000 mg per day``, ``max 8 tablets in 24 hours``), ``in 48
+hours``, ``day 3 of 7``, ``a 10-day course``. ``as needed`` / ``prn`` / ``when needed`` / ``if
+needed`` / ``as required`` mark the text as needed (there is no reliable way to say "scheduled",
+so its absence states nothing). Durations: ``for 7 days``, ``x 10 days``, ``for 2 weeks``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .units import fmt
+
+_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "once": 1, "twice": 2, "thrice": 3}
+_N = r"(?:\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_SEP = r"\s*(?:-|–|—|to|or)\s*"
+_B = r"(?<![\w.])"
+DAYS_PER = {"minute": 1 / 1440, "hour": 1 / 24, "day": 1.0, "week": 7.0, "month": 30.4375}
+
+
+def _num(token: str) -> float:
+    t = token.casefold()
+    return float(_WORDS[t]) if t in _WORDS else float(t)
+
+
+def _unit(token: str) -> str:
+    t = token.casefold()
+    if t.startswith(("min", "m")) and not t.startswith("mo"):
+        return "minute"
+    if t.startswith("h"):
+        return "hour"
+    if t.startswith(("w", "wk")):
+        return "week"
+    if t.startswith("mo"):
+        return "month"
+    return "day"
+
+
+_MIN, _HOUR = r"(?:minutes?|mins?)", r"(?:hours?|hrs?|h)"
+_TIME_UNIT = rf"(?:{_MIN}|{_HOUR}|days?|d|weeks?|wks?|w|months?)"
+_AT_MOST = r"(?:(?:no|not)\s+more\s+(?:often\s+)?than|not\s+to\s+exceed|up\s+to|at\s+most|max(?:imum)?(?:\s+of)?)\s*"
+_COUNT_WORD = rf"(?:{_N}(?:{_SEP}{_N})?\s*(?:x|times?)|once|twice|thrice)"
+_PERIOD_WORD = r"(?:(?:a|an|per|each|every|/)\s*(?P<per>day|d|week|wk|month)\b|(?P<ly>daily|weekly|monthly))"
+
+# (pattern, kind): the order matters (a matched span is blanked before the next pattern runs)
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    # "q4-6h", "q 6 h", "q8hr", "Q12H"; "q2d"; "every 4 to 6 hours", "every 8 hours"
+    (re.compile(rf"{_B}(?P<max>{_AT_MOST})?(?:q\.?\s*|every\s+)(?P<a>{_N})(?:{_SEP}(?P<b>{_N}))?\s*"
+                rf"(?P<u>{_TIME_UNIT})(?![a-z])\.?", re.I), "interval"),
+    (re.compile(rf"{_B}(?P<max>{_AT_MOST})?(?:every\s+(?:single\s+)?(?P<u>hour|minute|day|week|month)|(?P<ly>hourly))\b",
+                re.I), "every"),
+    (re.compile(rf"{_B}(?:every\s+other\s+day|alternate\s+days|on\s+alternate\s+days|q\.?\s*o\.?\s*d\.?)(?![a-z])",
+                re.I), "qod"),
+    # "three times a day", "1-2 times daily", "3x/day", "twice weekly", "once a week"
+    (re.compile(rf"{_B}(?P<max>{_AT_MOST})?(?P<c>{_COUNT_WORD})\s*{_PERIOD_WORD}", re.I), "count"),
+    (re.compile(r"(?<![\w.])(?P<abbr>q\.?\s*d|b\.?\s*i\.?\s*d|t\.?\s*i\.?\s*d|q\.?\s*i\.?\s*d|q\.?\s*h\.?\s*s|"
+                r"q\.?\s*a\.?\s*m|q\.?\s*p\.?\s*m)\.?(?![a-z])", re.I), "abbr"),
+    (re.compile(r"(?<![\w.])(?:daily|every\s+(?:morning|evening|night|day)|each\s+(?:morning|evening|night|day)|"
+                r"nightly|once\s+nightly)(?![a-z])", re.I), "daily"),
+]
+_ABBR = {"qd": 1, "bid": 2, "tid": 3, "qid": 4, "qhs": 1, "qam": 1, "qpm": 1}
+
+# named times of day (when the text gives no frequency): each slot is one administration
+_SLOTS = [
+    ("morning", r"\b(?:morning|breakfast|a\.?m\.?(?![a-z])|on\s+waking|\d{1,2}\s*(?::\d\d)?\s*a\.?m\.?(?![a-z]))"),
+    ("noon", r"\b(?:noon|midday|lunch)\b"),
+    ("afternoon", r"\bafternoon\b"),
+    ("evening", r"\b(?:evening|dinner|supper)\b"),
+    ("night", r"\b(?:night|bedtime|hs)\b"),
+]
+_PRN = re.compile(r"(?<![\w.])(?:as\s+needed|p\.?\s*r\.?\s*n\.?|when\s+needed|if\s+needed|as\s+required|"
+                  r"when\s+required|as\s+necessary)(?![a-z])", re.I)
+_DURATION = re.compile(rf"(?<![\w.])(?:for|x|×)\s*(?:a\s+further\s+|another\s+|the\s+next\s+)?(?P<a>{_N})"
+                       rf"(?:{_SEP}(?P<b>{_N}))?\s*(?P<u>days?|weeks?|months?)(?![a-z])", re.I)
+
+
+@dataclass(frozen=True)
+class SigFrequency:
+    """Administrations per day ``low``..``high`` a text states (averaged over the cycle: weekly is
+    1/7); ``peak``: on the day they fall (``once weekly`` is one on that day); ``at_most``: a
+    stated maximum (``no more than 4 times a day``) that only bounds the structured maximum."""
+
+    low: float
+    high: float
+    peak: float
+    snippet: str
+    at_most: bool = False
+
+    def __str__(self) -> str:
+        rate = fmt(self.low) if math.isclose(self.low, self.high, rel_tol=1e-9) else f"{fmt(self.low)}-{fmt(self.high)}"
+        return ("at most " if self.at_most else "") + f"{rate}/day ({self.snippet!r})"
+
+
+@dataclass(frozen=True)
+class Sig:
+    frequencies: tuple[SigFrequency, ...] = ()
+    as_needed: str | None = None  # the words that say "as needed", if any
+    duration_days: tuple[float, float, str] | None = None  # low, high, words
+
+    def __bool__(self) -> bool:
+        return bool(self.frequencies or self.as_needed or self.duration_days)
+
+
+def _blank(text: str, m: re.Match[str]) -> str:
+    return text[: m.start()] + " " * (m.end() - m.start()) + text[m.end():]
+
+
+def _per_day(count_lo: float, count_hi: float, days: float) -> tuple[float, float, float]:
+    """(low, high, peak) for count administrations per ``days``."""
+    peak = count_hi * math.ceil(1 / days - 1e-9) if days < 1 else max(1.0, math.ceil(count_hi / days - 1e-9))
+    return count_lo / days, count_hi / days, float(peak)
+
+
+def _frequency(m: re.Match[str], kind: str) -> tuple[float, float, float] | None:
+    g = m.groupdict()
+    if kind == "interval":
+        a = _num(g["a"])
+        b = _num(g["b"]) if g.get("b") else a
+        if a <= 0 or b <= 0:
+            return None
+        unit = DAYS_PER[_unit(g["u"])]
+        lo_days, hi_days = min(a, b) * unit, max(a, b) * unit  # every 4-6 h: 4 to 6 a day
+        _, high, peak = _per_day(1, 1, lo_days)
+        return 1 / hi_days, high, peak
+    if kind == "every":
+        unit = "hour" if g.get("ly") else g["u"].casefold()
+        return _per_day(1, 1, DAYS_PER[unit])
+    if kind == "qod":
+        return _per_day(1, 1, 2.0)
+    if kind == "count":
+        c = re.fullmatch(rf"(?P<a>{_N})(?:{_SEP}(?P<b>{_N}))?\s*(?:x|times?)|(?P<w>once|twice|thrice)", g["c"].strip(),
+                         re.I)
+        if c is None:
+            return None
+        lo = _num(c.group("w") or c.group("a"))
+        hi = _num(c.group("b")) if c.group("b") else lo
+        per = (g.get("per") or g.get("ly") or "day").casefold()
+        days = 7.0 if per.startswith("w") else 30.4375 if per.startswith("mo") else 1.0
+        if lo <= 0 or hi < lo:
+            return None
+        return _per_day(lo, hi, days)
+    if kind == "abbr":
+        n = _ABBR[re.sub(r"[\s.]", "", g["abbr"]).casefold()]
+        return float(n), float(n), float(n)
+    return 1.0, 1.0, 1.0  # daily
+
+
+def parse_sig(text: object) -> Sig:
+    """What a free-text sig states about frequency, as-needed use and duration (see module doc)."""
+    if not isinstance(text, str) or not text.strip():
+        return Sig()
+    work = text
+    durations = []
+    for m in list(_DURATION.finditer(work)):
+        a = _num(m.group("a"))
+        b = _num(m.group("b")) if m.group("b") else a
+        unit = DAYS_PER[_unit(m.group("u"))]
+        durations.append((min(a, b) * unit, max(a, b) * unit, " ".join(m.group(0).split())))
+        work = _blank(work, m)
+    found: list[tuple[int, SigFrequency]] = []
+    for pattern, kind in _PATTERNS:
+        for m in list(pattern.finditer(work)):
+            work = _blank(work, m)
+            freq = _frequency(m, kind)
+            if freq is None:
+                continue
+            lo, hi, peak = freq
+            found.append((m.start(), SigFrequency(lo, hi, peak, " ".join(m.group(0).split()),
+                                                  at_most=bool(m.groupdict().get("max")))))
+    if not found:
+        slots = [name for name, pattern in _SLOTS if re.search(pattern, work, re.I)]
+        if slots:
+            n = float(len(slots))
+            found.append((0, SigFrequency(n, n, n, " and ".join(slots))))
+    prn = _PRN.search(text)
+    duration = None
+    if durations:
+        lo = min(d[0] for d in durations)
+        hi = max(d[1] for d in durations)
+        duration = (lo, hi, "; ".join(d[2] for d in durations))
+    return Sig(tuple(f for _, f in sorted(found, key=lambda x: x[0])),
+               " ".join(prn.group(0).split()) if prn else None, duration)
+
+
+__all__ = ["Sig", "SigFrequency", "parse_sig"]
