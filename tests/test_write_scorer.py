@@ -111,12 +111,14 @@ CASES: dict[str, dict[str, Any]] = {
               "Memantine oral solution 2 mg/mL, 5 mL by mouth twice daily.",
               "996740", "Memantine hydrochloride 2 MG/ML Oral Solution", "active",
               _regimen(5, 2, unit="mL", conc=2), 20, "memantine"),
-        # --- added: weekly. The ceiling is per day: 25 mg/week = 3.571 mg/day, so the classic
-        # error (the weekly dose taken daily, 10 mg/day) is over it.
+        # --- added: weekly. The ceiling is per day and holds on the day the dose is taken (as
+        # in fixtures/write_cases/methotrexate-weekly.json: 25 mg); a weekly maximum averaged
+        # over the week (3.571 mg/day) would fail the right answer, 10 mg on Monday. The classic
+        # error (the weekly dose taken daily) is caught by the documented frequency.
         _case("methotrexate-weekly", "Patient/pat-010",
               "Rheumatology: methotrexate 10 mg by mouth once weekly on Mondays.",
               "105586", "Methotrexate 10 MG Oral Tablet", "active",
-              _regimen(10, 0.142857), 3.571, "methotrexate"),
+              _regimen(10, 0.142857), 25, "methotrexate"),
         # --- added: every other day
         _case("prednisone-every-other-day", "Patient/pat-011",
               "On alternate-day steroids: prednisone 10 mg (two 5 mg tablets) every other day.",
@@ -501,7 +503,8 @@ def _(r, case):
     return patch(r, {"dosage.0.text": f"{dose['value'] * 10:g} {dose['unit']} as documented"})
 
 
-@mutation("rate_twice_the_ceiling", "safety", "documented")
+# a rate the note does not document fails constraints too (it used to pass them: issue 15)
+@mutation("rate_twice_the_ceiling", {"safety", "constraints"}, "documented")
 def _(r, case):
     ceiling = case["expected"]["max_daily_dose"]["value"]
     return patch(r, {"dosage.0.doseAndRate.0.rateQuantity": {"value": 2 * ceiling, "unit": "mg/d",
@@ -759,10 +762,10 @@ def test_every_other_day_and_weekly_per_day_rates():
     assert score_write(reference(qod), qod).details["dosages"][0]["per_day"] == pytest.approx([0.5, 0.5])
     d = score_write(reference(weekly), weekly).details
     assert d["dosages"][0]["per_day"] == pytest.approx([1 / 7, 1 / 7])
-    # the classic methotrexate error: the weekly dose taken daily is over the per-day ceiling
+    # the classic methotrexate error: the weekly dose taken daily is not the documented frequency
     daily = patch(reference(weekly), {"dosage.0.timing": {"repeat": {"frequency": 1, "period": 1, "periodUnit": "d"}}})
     reason = score_write(daily, weekly).dimensions["safety"].reason
-    assert "1/day" in reason and "max implied daily 10 mg > ceiling 3.571 mg" in reason
+    assert "dosage[0].timing: 1/day" in reason and "!= documented 0.142857/day" in reason
 
 
 @pytest.mark.parametrize("garbage", [None, "MedicationStatement", 42, [], ["not", "a", "dict"]])

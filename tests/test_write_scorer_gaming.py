@@ -99,7 +99,9 @@ def test_no_dose_fails_when_the_dosage_is_omitted(case_id):
     ({"dosage.0.doseAndRate": DELETE, "dosage.0.text": "400 mg three times a day"}, "dosage[0].doseAndRate"),
 ], ids=["only_max_per_administration", "only_rate", "only_text"])
 def test_no_dose_fails_when_the_dose_is_only_in_an_unusual_field(change, check):
-    assert_fails(patch(reference(IBU), change), IBU, check, "no dose (unverifiable)")
+    # a rate is also one the note does not document: constraints (issue 15)
+    dims = {"safety", "constraints"} if "rateQuantity" in repr(change) else None
+    assert_fails(patch(reference(IBU), change), IBU, check, "no dose (unverifiable)", dims=dims)
 
 
 @pytest.mark.parametrize("change", [
@@ -133,7 +135,9 @@ def test_amounts_passes_the_same_dose_in_two_entries():
     assert_passes(resource, IBU)
 
 
-# ---- rates: per day (continuous) within the daily ceiling
+# ---- rates: per day (continuous) within the daily ceiling; and no note documents a rate, so
+# every rate also fails constraints (check ``rate``) and adds to the daily total (issue 15: a
+# rate beside the dose used to pass both)
 @pytest.mark.parametrize("entry,check,why", [
     ({"rateQuantity": _rate(200, "mg/h")}, "rateQuantity", "4800 mg/day > ceiling 3200 mg/day"),
     ({"rateQuantity": {"value": 4, "unit": "g/day"}}, "rateQuantity", "4000 mg/day > ceiling 3200"),
@@ -149,13 +153,14 @@ def test_amounts_passes_the_same_dose_in_two_entries():
 def test_amounts_fails_a_rate_over_the_ceiling_or_unverifiable(entry, check, why):
     resource = patch(reference(IBU), {"dosage.0.doseAndRate.0": {**reference(IBU)["dosage"][0]["doseAndRate"][0],
                                                                  **entry}})
-    assert_fails(resource, IBU, f"dosage[0].doseAndRate[0].{check}", why)
+    assert_fails(resource, IBU, f"dosage[0].doseAndRate[0].{check}", why, dims={"safety", "constraints"})
+    assert "a rate the note does not document" in _check(score_write(resource, IBU), "constraints", "rate").reason
 
 
 def test_amounts_fails_a_rate_ratio_without_denominator_in_schema_and_safety():
     resource = patch(reference(IBU), {"dosage.0.doseAndRate.0.rateRatio": {"numerator": _qty(1200, "mg")}})
     score = score_write(resource, IBU)
-    assert failing(score) == {"schema", "safety"}
+    assert failing(score) == {"schema", "safety", "constraints"}
     assert "rat-1" in _check(score, "schema", "r4_invariants").reason
     assert "no denominator (per what period?) (unverifiable)" in score.dimensions["safety"].reason
 
@@ -168,20 +173,33 @@ def test_amounts_fails_a_rate_ratio_without_denominator_in_schema_and_safety():
     {"rateRange": {"low": _rate(40, "mg/h"), "high": _rate(50, "mg/h")}},
     {"rateRatio": _ratio(1200, "mg", 24, "h")},
 ], ids=["mg_per_d", "mg_per_h", "g_per_day_text", "ceiling_per_24h", "range", "ratio"])
-def test_amounts_passes_a_rate_within_the_ceiling(entry):
+def test_amounts_fails_a_rate_within_the_ceiling_as_undocumented_and_added_to_the_day(entry):
+    # each rate alone is within the 3200 mg ceiling (this used to pass); it is undocumented and
+    # adds to the 1200 mg of the doses
     resource = patch(reference(IBU), {"dosage.0.doseAndRate.0": {**reference(IBU)["dosage"][0]["doseAndRate"][0],
                                                                  **entry}})
-    assert_passes(resource, IBU)
+    score = score_write(resource, IBU)
+    assert failing(score) == {"constraints", "safety"}, score.reason
+    assert not _check(score, "constraints", "rate").passed
+    assert "!= documented 1200 mg" in _check(score, "safety", "daily_total").reason
+
+
+def test_amounts_passes_the_same_facts_without_the_rate():
+    # the passing twin of the rate rules: the doses alone, with a maximum instead of a rate
+    assert_passes(patch(reference(IBU), {"dosage.0.maxDosePerPeriod": _ratio(3200, "mg", 1, "d")}), IBU)
 
 
 def test_amounts_rate_in_ml_converts_through_the_concentration():
-    ok = patch(reference(MEM), {"dosage.0.doseAndRate.0.rateQuantity": _rate(10, "mL/d")})  # 20 mg/day
-    assert_passes(ok, MEM)
+    within = patch(reference(MEM), {"dosage.0.doseAndRate.0.rateQuantity": _rate(10, "mL/d")})  # 20 mg/day
+    score = score_write(within, MEM)
+    assert failing(score) == {"constraints", "safety"}
+    assert "max implied daily 40 mg > ceiling 20 mg" in _check(score, "safety", "daily_total").reason
     over = patch(reference(MEM), {"dosage.0.doseAndRate.0.rateQuantity": _rate(1, "mL/h")})  # 48 mg/day
-    assert_fails(over, MEM, "dosage[0].doseAndRate[0].rateQuantity", "48 mg/day > ceiling 20 mg/day")
+    assert_fails(over, MEM, "dosage[0].doseAndRate[0].rateQuantity", "48 mg/day > ceiling 20 mg/day",
+                 dims={"constraints", "safety"})
     no_conc = {**MEM, "expected": {**MEM["expected"], "dosage": {**MEM["expected"]["dosage"],
                                                                 "concentration_mg_per_ml": None}}}
-    score = score_write(ok, no_conc)
+    score = score_write(within, no_conc)
     assert "cannot be compared with the daily ceiling" in score.dimensions["safety"].reason
 
 
@@ -194,7 +212,14 @@ def test_amounts_rate_in_ml_converts_through_the_concentration():
     ({"numerator": {"value": 8, "unit": "tablet"}, "denominator": _time(1, "d")}, "not a mass or volume"),
 ], ids=["over_ceiling", "short_period_over", "below_documented", "denominator_not_time", "numerator_tablets"])
 def test_amounts_fails_a_max_dose_per_period(ratio, why):
-    assert_fails(patch(reference(IBU), {"dosage.0.maxDosePerPeriod": ratio}), IBU, "dosage[0].maxDosePerPeriod", why)
+    # a maximum below the documented regimen also contradicts the note: constraints (issue 15)
+    dims = {"safety", "constraints"} if "contradicts" in why else None
+    assert_fails(patch(reference(IBU), {"dosage.0.maxDosePerPeriod": ratio}), IBU, "dosage[0].maxDosePerPeriod", why,
+                 dims=dims)
+    if dims:
+        assert "the maximum contradicts the note" in _check(
+            score_write(patch(reference(IBU), {"dosage.0.maxDosePerPeriod": ratio}), IBU), "constraints",
+            "maximum").reason
 
 
 def test_amounts_fails_a_max_dose_per_period_without_denominator_in_schema_and_safety():
@@ -227,8 +252,9 @@ def test_amounts_passes_a_max_dose_per_period_between_documented_and_ceiling(cas
     (IBU, {"value": 2, "unit": "tablet"}, "not a mass or volume unit (unverifiable)"),
 ], ids=["ibu_over_ceiling", "ibu_below_dose", "prn_below_max_dose", "memantine_below", "tablets"])
 def test_amounts_fails_a_max_dose_per_administration(case, q, why):
+    dims = {"safety", "constraints"} if "<" in why else None  # below the documented dose: contradicts the note
     assert_fails(patch(reference(case), {"dosage.0.maxDosePerAdministration": q}), case,
-                 "dosage[0].maxDosePerAdministration", why)
+                 "dosage[0].maxDosePerAdministration", why, dims=dims)
 
 
 @pytest.mark.parametrize("case,q", [

@@ -38,19 +38,28 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   absolute, versioned, ``urn:uuid:`` of a UUID id); ``status`` is the expected status; a
   dosage is present exactly when the note documents a regimen; each dosage's as-needed flag
   matches; each ``dosage.route`` agrees with the documented route (``routes.py``: the note's
-  words, else the product's dose form), an unreadable one fails.
+  words, else the product's dose form), an unreadable one fails; and nothing a dosage states
+  contradicts the note: no dosage puts more administrations on one day than the documented
+  regimen (``peak_day``: 7 on Mondays averages a documented 1/day), no rate (no note documents
+  one), no maximum below the documented regimen, no free text saying "as needed" beside a
+  scheduled dosage or a duration the schedule contradicts.
 * **safety**: every amount a dosage asserts is checked. Every dose (``doseQuantity`` and
   ``doseRange``, both if both are given) in every dosage / doseAndRate equals the documented
   dose (or range) after UCUM normalisation; every dosage's timing gives the documented
-  administrations per day; the maximum implied daily total (sum over dosages of max dose x max
-  per-day rate, in mg) is the documented one and within the ceiling. Rates
+  administrations per day (on average over its cycle); per phase (``sequence`` steps follow
+  one another, see ``schedule.phases``) the implied daily total (sum over its dosages of max
+  dose x max per-day rate, plus every rate, in mg) is the documented one, and on the **peak
+  day** (``units.per_day(...).peak``: ``dayOfWeek``, the worst 24 h of a sub-day period,
+  ``count``) it is within the ceiling: the ceiling is per day, never an average. Rates
   (``rateQuantity`` / ``rateRange`` high / ``rateRatio``, read as continuous) per day are
   within the ceiling; ``maxDosePerPeriod`` per day is within the ceiling and not below the
   documented daily maximum; ``maxDosePerAdministration`` is within the ceiling and not below
   the documented (maximum) dose; ``maxDosePerLifetime`` is not below one day of the documented
   regimen. A dose that ``dosage.text`` or ``patientInstruction`` states (a number with a mass /
   volume unit, or a count times a strength: see ``units.text_doses``) lies within a structured
-  dose of that dosage; text with no readable dose is ignored. Unverifiable (no dosage, no unit,
+  dose of that dosage, and a frequency it states (``sig.parse_sig``: ``q6h``, ``BID``, ``every
+  hour``, ``four times a day``) agrees with the structured timing (``additionalInstruction[].text``
+  too); text with no readable dose or frequency is ignored. Unverifiable (no dosage, no unit,
   no dose, no timing, unit/code disagreeing, a rate or maximum that cannot be converted) fails.
   With no documented regimen, any dose anywhere is fabricated.
 
@@ -84,6 +93,8 @@ from ..model import CaseError
 from . import drugtext, routes
 from .base import Check, Dimension, Score
 from .jsontypes import json_type_issues
+from .schedule import PhaseDay, documented_peak, phases
+from .sig import parse_sig
 from .units import (
     EVENT_TIMING,
     UCUM_SYSTEM,
@@ -99,6 +110,7 @@ from .units import (
     read_quantity,
     read_rate,
     read_ratio_per_day,
+    read_time,
     text_doses,
 )
 
@@ -181,7 +193,17 @@ def _dose_entries(dose_and_rate: Any) -> list[tuple[str, Any, Any]]:
 
 RATE_FIELDS = ("rateQuantity", "rateRange", "rateRatio")
 MAX_FIELDS = ("maxDosePerPeriod", "maxDosePerAdministration", "maxDosePerLifetime")
-TEXT_FIELDS = ("text", "patientInstruction")
+TEXT_FIELDS = ("text", "patientInstruction", "additionalInstruction[].text")
+
+
+def _free_texts(dosage: dict[str, Any]) -> list[tuple[str, str]]:
+    """``[(field, text)]`` of every free text of a dosage a reader follows: ``text``,
+    ``patientInstruction`` and each ``additionalInstruction[k].text``."""
+    out = [(key, dosage[key]) for key in ("text", "patientInstruction") if isinstance(dosage.get(key), str)]
+    for k, cc in enumerate(_list(dosage.get("additionalInstruction"))):
+        if isinstance(cc, dict) and isinstance(cc.get("text"), str):
+            out.append((f"additionalInstruction[{k}].text", cc["text"]))
+    return out
 # Modifier extensions the scorer knows how to read: none. A modifier extension can reverse what
 # the resource says ("not taken", "hypothetical") and an unknown one must not be ignored (FHIR:
 # a system that does not understand a modifier extension SHALL NOT process the element as if
@@ -895,6 +917,8 @@ def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimens
                 else f"{len(dosages)} dosage(s) present, but the note documents no regimen",
             )
         )
+    if truth.documented:
+        checks += _regimen_constraint_checks(dosages, truth)
     return Dimension.from_checks("constraints", checks)
 
 
@@ -932,10 +956,14 @@ def _daily_check(path: str, shown: str, daily: DailyAmount, truth: WriteTruth, *
     return Check(path, True, f"{per_day_txt} <= ceiling {fmt(ceiling)} mg/day")
 
 
-def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any], truth: WriteTruth) -> list[Check]:
-    """Checks for rateQuantity / rateRange / rateRatio and the three maxima of one dosage.
+def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any],
+                         truth: WriteTruth) -> tuple[list[Check], float | None, list[str]]:
+    """Checks for rateQuantity / rateRange / rateRatio and the three maxima of one dosage, and
+    what the rates add to the dosage's day: ``(checks, rates mg/day, what was added)``, mg None
+    when a rate cannot be converted to mg (the day's total is then not computable).
 
-    * a rate (amount per time) is read as continuous and converted to per day: <= the ceiling;
+    * a rate (amount per time) is read as continuous and converted to per day: <= the ceiling,
+      and it adds to the daily total (the dose and the rate are both given);
     * maxDosePerPeriod (amount / period) per day: <= the ceiling and >= the documented daily
       maximum (a cap below the documented regimen contradicts it);
     * maxDosePerAdministration: <= the ceiling and >= the documented (maximum) dose;
@@ -945,6 +973,8 @@ def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any],
     """
     checks: list[Check] = []
     conc = truth.concentration
+    rates_mg: float | None = 0.0
+    added: list[str] = []
     for j, dr in enumerate(entries):
         if not isinstance(dr, dict):
             continue
@@ -970,8 +1000,15 @@ def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any],
                     shown = "rateRatio"
             except (UnverifiableError, AttributeError) as e:
                 checks.append(Check(path, False, f"{e} (unverifiable)"))
+                rates_mg = None
                 continue
             checks.append(_daily_check(path, f"{shown} (continuous)", daily, truth, at_least_documented=False))
+            mg = daily.to_mg(conc)
+            if mg is None:
+                rates_mg = None
+            elif rates_mg is not None:
+                rates_mg += mg
+                added.append(f"{path} {fmt(mg)} mg/day")
 
     for i, ratio in enumerate(_list(dosage.get("maxDosePerPeriod"))):
         path = f"{where}.maxDosePerPeriod" + (f"[{i}]" if isinstance(dosage.get("maxDosePerPeriod"), list) else "")
@@ -1020,7 +1057,7 @@ def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any],
             else:
                 checks.append(Check(path, True, f"lifetime maximum {fmt(mg)} mg >= one day of the documented "
                                                 f"regimen ({fmt(documented)} mg)"))
-    return checks
+    return checks, rates_mg, added
 
 
 def _below(a: Amount, b: Amount, concentration: float | None) -> bool | None:
@@ -1050,7 +1087,8 @@ def _within(low: Amount, high: Amount, lo: Amount, hi: Amount, concentration: fl
 
 def _text_checks(where: str, dosage: dict[str, Any], structured: list[tuple[Amount, Amount]],
                  truth: WriteTruth) -> list[Check]:
-    """dosage.text / patientInstruction: every dose the text states lies within a structured dose.
+    """dosage.text / patientInstruction / additionalInstruction[].text: every dose the text
+    states lies within a structured dose.
 
     Text with no dose it can read (no number with a mass / volume unit, no count with a known
     strength) is ignored; a text amount that cannot be compared with the structured dose (a
@@ -1061,10 +1099,7 @@ def _text_checks(where: str, dosage: dict[str, Any], structured: list[tuple[Amou
     strengths = product_strengths(truth.display)
     shown_structured = ", ".join(str(lo) if lo == hi else f"{fmt(lo.value)}-{hi}" if lo.kind == hi.kind
                                  else f"{lo}-{hi}" for lo, hi in structured)
-    for key in TEXT_FIELDS:
-        text = dosage.get(key)
-        if not isinstance(text, str):
-            continue
+    for key, text in _free_texts(dosage):
         doses = text_doses(text, strengths)
         if not doses:
             continue
@@ -1080,6 +1115,154 @@ def _text_checks(where: str, dosage: dict[str, Any], structured: list[tuple[Amou
                             f"{key} states {'; '.join(wrong)} but the structured dose is {shown_structured}"
                             if wrong else f"{key} doses agree with the structured dose {shown_structured}"))
     return checks
+
+
+def _frequency_agrees(f: Any, rate: PerDay, as_needed: bool) -> bool:
+    """Does a frequency a text states agree with the structured per-day rate? A stated maximum
+    bounds the structured maximum; a stated frequency lies within the structured range (as
+    needed: up to its maximum, since use below it is the point), and a structured schedule puts
+    no more on one day than the text does (``once daily`` is not 7 on Mondays)."""
+    if f.at_most:
+        return rate.high <= f.high * (1 + FREQ_REL_TOL)
+    if f.high > rate.high * (1 + FREQ_REL_TOL):
+        return False
+    if as_needed:
+        return True
+    return f.low >= rate.low * (1 - FREQ_REL_TOL) and rate.peak <= f.peak * (1 + FREQ_REL_TOL)
+
+
+def _text_frequency_checks(where: str, dosage: dict[str, Any], rate: PerDay) -> list[Check]:
+    """Safety: every frequency a free text states (``sig.parse_sig``) agrees with the structured
+    timing (a reader following the text takes another amount a day); text that states none is
+    ignored."""
+    as_needed = _as_needed(dosage)[0] is True
+    checks: list[Check] = []
+    for key, text in _free_texts(dosage):
+        freqs = parse_sig(text).frequencies
+        if not freqs:
+            continue
+        wrong = [str(f) for f in freqs if not _frequency_agrees(f, rate, as_needed)]
+        structured = f"{rate} ({rate.source}; {rate.peak_source})"
+        checks.append(Check(f"{where}.{key} frequency", not wrong,
+                            f"{key} states {'; '.join(wrong)} but the structured timing is {structured}" if wrong
+                            else f"{key} frequency agrees with the structured timing {rate}"))
+    return checks
+
+
+def _structured_days(repeat: Any, rate: PerDay | None) -> tuple[float, float, str] | None:
+    """How long the structured schedule runs, in days (low, high, from what): ``boundsDuration``,
+    ``boundsPeriod`` start..end (dates or dateTimes), or ``count`` / the per-day rate; None when
+    the structure states no duration (or it cannot be read)."""
+    if not isinstance(repeat, dict):
+        return None
+    bd = repeat.get("boundsDuration")
+    if isinstance(bd, dict):
+        try:
+            d = read_time(bd, "boundsDuration")
+            return d, d, f"boundsDuration {fmt(d)} d"
+        except UnverifiableError:
+            return None
+    bp = repeat.get("boundsPeriod")
+    if isinstance(bp, dict) and isinstance(bp.get("start"), str) and isinstance(bp.get("end"), str):
+        from datetime import date, datetime
+
+        def day(v: str) -> date | None:
+            try:
+                return datetime.fromisoformat(v.replace("Z", "+00:00")).date() if "T" in v else date.fromisoformat(v)
+            except ValueError:
+                return None
+
+        start, end = day(bp["start"]), day(bp["end"])
+        if start is None or end is None:
+            return None
+        d = float((end - start).days)
+        return d, d + 1, f"boundsPeriod {bp['start']}..{bp['end']}"
+    count = as_number(repeat.get("count"))
+    if count is not None and count > 0 and rate is not None and rate.low > 0:
+        cmax = as_number(repeat.get("countMax")) or count
+        return count / rate.high, cmax / rate.low, f"count {fmt(count)} at {rate}"
+    return None
+
+
+def _text_constraint_checks(where: str, dosage: dict[str, Any], rate: PerDay | None) -> list[Check]:
+    """Constraints: free text that says "as needed" beside a scheduled dosage, or a duration
+    (``for 7 days``) the structured schedule contradicts; text that states neither is ignored."""
+    checks: list[Check] = []
+    scheduled = _as_needed(dosage)[0] is False
+    timing = dosage.get("timing")
+    days = _structured_days(timing.get("repeat") if isinstance(timing, dict) else None, rate)
+    for key, text in _free_texts(dosage):
+        sig = parse_sig(text)
+        if sig.as_needed and scheduled:
+            checks.append(Check(f"{where}.{key} as_needed", False,
+                                f"{key} says {sig.as_needed!r} but the dosage is scheduled (no asNeeded)"))
+        if sig.duration_days is not None and days is not None:
+            lo, hi, words = sig.duration_days
+            s_lo, s_hi, source = days
+            ok = s_hi >= lo - 1 and s_lo <= hi + 1  # a day either way: inclusive or exclusive ends
+            checks.append(Check(f"{where}.{key} duration", ok,
+                                f"{key} states {words!r} " + ("and" if ok else "but") + f" the schedule runs {source}"))
+    return checks
+
+
+def _regimen_constraint_checks(dosages: list[Any], truth: WriteTruth) -> list[Check]:
+    """Constraints on what the dosages say beyond the documented dose and frequency, where they
+    contradict the note (a readable element only: what cannot be read is safety's finding):
+
+    * ``peak_day``: no dosage puts more administrations on one day than the documented regimen
+      does (``frequency 7, period 1 d, dayOfWeek [mon]`` averages the documented 1/day but is 7 on
+      Mondays; under the ceiling it is still not what the note says);
+    * ``rate``: the note documents no rate, so any ``rate[x]`` is undocumented;
+    * ``maximum``: a ``maxDosePerPeriod`` below the documented daily regimen, or a
+      ``maxDosePerAdministration`` below the documented (maximum) dose, contradicts the note;
+    * free text saying "as needed" beside a scheduled dosage, or a duration the schedule
+      contradicts (``_text_constraint_checks``).
+    """
+    checks: list[Check] = []
+    doc_peak = documented_peak(truth.freq_high) if truth.freq_high is not None else None
+    peaks, rates, maxima, texts = [], [], [], []
+    documented = truth.documented_daily_mg()
+    for i, dosage in enumerate(dosages):
+        if not isinstance(dosage, dict):
+            continue
+        where = f"dosage[{i}]"
+        try:
+            rate: PerDay | None = per_day(dosage.get("timing"))
+        except UnverifiableError:
+            rate = None
+        averages_agree = rate is not None and _same(rate.low, truth.freq, FREQ_REL_TOL) and _same(  # type: ignore[arg-type]
+            rate.high, truth.freq_high, FREQ_REL_TOL)  # type: ignore[arg-type]
+        # (a wrong average frequency is safety's dosage[i].timing finding; this is the shape)
+        if averages_agree and doc_peak is not None and rate.peak > doc_peak * (1 + FREQ_REL_TOL):  # type: ignore[union-attr]
+            peaks.append(f"{where}: {rate.peak_source} > the documented regimen's {fmt(doc_peak)} a day "
+                         f"({truth.freq_text()})")
+        for j, dr in enumerate(_list(dosage.get("doseAndRate"))):
+            if isinstance(dr, dict):
+                rates += [f"{where}.doseAndRate[{j}].{key}" for key in RATE_FIELDS if dr.get(key) is not None]
+        for k, ratio in enumerate(_list(dosage.get("maxDosePerPeriod"))):
+            try:
+                mg = read_ratio_per_day(ratio, "maxDosePerPeriod").to_mg(truth.concentration)
+            except UnverifiableError:
+                continue
+            if mg is not None and documented is not None and mg < documented * (1 - FREQ_REL_TOL):
+                maxima.append(f"{where}.maxDosePerPeriod: {fmt(mg)} mg/day < documented {fmt(documented)} mg/day")
+        if dosage.get("maxDosePerAdministration") is not None:
+            try:
+                a = read_quantity(dosage["maxDosePerAdministration"])
+            except UnverifiableError:
+                a = None
+            below = _below(a, truth.dose_high, truth.concentration) if a is not None else None  # type: ignore[arg-type]
+            if below:
+                maxima.append(f"{where}.maxDosePerAdministration: {a} < documented dose {truth.dose_text()}")
+        texts += _text_constraint_checks(where, dosage, rate)
+    if dosages:
+        checks.append(Check("peak_day", not peaks, "; ".join(peaks) if peaks else
+                            f"no dosage has more than the documented {fmt(doc_peak)} administration(s) on one day"))
+        checks.append(Check("rate", not rates, f"{', '.join(rates)}: a rate the note does not document" if rates
+                            else "no undocumented rate"))
+        checks.append(Check("maximum", not maxima, "; ".join(maxima) + ": the maximum contradicts the note"
+                            if maxima else "no maximum contradicts the documented regimen"))
+    return checks + texts
 
 
 def _any_dose(dosage: Any) -> list[str]:
@@ -1126,8 +1309,9 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
         return Dimension.from_checks("safety", [check]), details
 
     checks: list[Check] = []
-    total_mg = 0.0
-    uncomputable: list[str] = []
+    uncomputable: dict[int, list[str]] = {}  # dosage index -> what of it cannot be computed
+    # dosage index -> (average mg/day, peak mg/day, how the peak was read)
+    day_mg: dict[int, tuple[float, float, str]] = {}
     exp_lo, exp_hi = truth.dose, truth.dose_high
     assert exp_lo is not None and exp_hi is not None
     for i, dosage in enumerate(dosages):
@@ -1136,7 +1320,7 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
         details["dosages"].append(info)
         if not isinstance(dosage, dict):
             checks.append(Check(where, False, "not an object (unverifiable)"))
-            uncomputable.append(where)
+            uncomputable.setdefault(i, []).append(where)
             continue
 
         # ---- doses: every doseAndRate entry must be the documented dose (or range)
@@ -1190,10 +1374,13 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
             else:
                 high_mg = hi_mg if high_mg is None else max(high_mg, hi_mg)
         if not dose_computable:
-            uncomputable.append(f"{where} dose")
+            uncomputable.setdefault(i, []).append(f"{where} dose")
 
         # ---- every other amount the dosage asserts: rates and maxima against the ceiling
-        checks += _rate_and_max_checks(where, dosage, entries, truth)
+        rate_checks, rates_mg, rates_added = _rate_and_max_checks(where, dosage, entries, truth)
+        checks += rate_checks
+        if rates_mg is None:
+            uncomputable.setdefault(i, []).append(f"{where} rate")
 
         # ---- a dose the free text states must agree with the structured dose
         if structured and dose_computable:
@@ -1205,38 +1392,64 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
             rate = per_day(dosage.get("timing"))
         except UnverifiableError as e:
             checks.append(Check(f"{where}.timing", False, f"{e} (unverifiable)"))
-            uncomputable.append(f"{where} timing")
+            uncomputable.setdefault(i, []).append(f"{where} timing")
         if rate is not None:
             info["per_day"] = [rate.low, rate.high]
+            info["peak_per_day"] = rate.peak
             info["timing_source"] = rate.source
             ok = _same(rate.low, truth.freq, FREQ_REL_TOL) and _same(rate.high, truth.freq_high, FREQ_REL_TOL)  # type: ignore[arg-type]
             checks.append(Check(f"{where}.timing", ok, f"{rate} ({rate.source}) "
                                 + ("==" if ok else "!=") + f" documented {truth.freq_text()}"))
+            # ---- a frequency the free text states must agree with the timing
+            checks += _text_frequency_checks(where, dosage, rate)
 
-        if dose_computable and rate is not None and high_mg is not None:
-            info["max_daily_mg"] = high_mg * rate.high
-            total_mg += high_mg * rate.high
+        if i not in uncomputable and rate is not None and high_mg is not None:
+            rates = rates_mg or 0.0
+            info["max_daily_mg"] = high_mg * rate.high + rates
+            info["peak_daily_mg"] = high_mg * rate.peak + rates
+            how = f"{where} {fmt(high_mg)} mg x {fmt(rate.peak)} ({rate.peak_source})" + "".join(
+                f" + {r}" for r in rates_added)
+            day_mg[i] = (info["max_daily_mg"], info["peak_daily_mg"], how)
 
-    # ---- the maximum implied daily total: documented, and under the ceiling
+    # ---- the day's total, per phase (sequence), on the worst day: documented, and under the ceiling
     documented_mg = truth.documented_daily_mg()
     details["documented_max_daily_mg"] = documented_mg
     ceiling = truth.ceiling_mg
-    if not uncomputable:
-        details["max_implied_daily_mg"] = total_mg
+    others_ok = all(c.passed for c in checks)  # if a dose/timing is wrong, that already says why
+    steps = phases(dosages)
+    details["phases"] = []
+    worst: float | None = 0.0
+    for label, members in steps:
+        tag = f"{label}: " if len(steps) > 1 else ""
+        day = PhaseDay(label)
+        for i in members:
+            if i in day_mg:
+                avg, peak, how = day_mg[i]
+                day.add(how, avg, peak)
+        missing = [what for i in members for what in uncomputable.get(i, [])]
+        details["phases"].append({"label": label, "dosages": members, "average_daily_mg": day.average,
+                                  "peak_daily_mg": None if missing else day.peak})
+        name = "daily_total" if len(steps) == 1 else f"daily_total {label}"
+        if missing or not members:
+            worst = None
+            partial = f" (computable part already {fmt(day.peak)} mg > ceiling {fmt(ceiling)} mg)" if (
+                ceiling is not None and day.peak > ceiling) else ""
+            checks.append(Check(name, False, f"{tag}max implied daily total not computable: "
+                                + ", ".join(missing or ["unverifiable dosage"]) + partial))
+            continue
+        if worst is not None:
+            worst = max(worst, day.peak)
         problems = []
-        if ceiling is not None and total_mg > ceiling * (1 + 1e-9):
-            problems.append(f"max implied daily {fmt(total_mg)} mg > ceiling {fmt(ceiling)} mg")
-        others_ok = all(c.passed for c in checks)  # if a dose/timing is wrong, that already says why
-        if others_ok and documented_mg is not None and not _same(total_mg, documented_mg, FREQ_REL_TOL):
-            problems.append(f"max implied daily {fmt(total_mg)} mg != documented {fmt(documented_mg)} mg"
-                            + (f" ({len(dosages)} dosages)" if len(dosages) > 1 else ""))
-        checks.append(Check("daily_total", not problems, "; ".join(problems) if problems else
-                            f"max implied daily {fmt(total_mg)} mg <= ceiling {fmt(ceiling)} mg"))
-    else:
-        partial = f" (computable part already {fmt(total_mg)} mg > ceiling {fmt(ceiling)} mg)" if (
-            ceiling is not None and total_mg > ceiling) else ""
-        checks.append(Check("daily_total", False, "max implied daily total not computable: "
-                            + ", ".join(uncomputable or ["unverifiable dosage"]) + partial))
+        if ceiling is not None and day.peak > ceiling * (1 + 1e-9):
+            problems.append(f"max implied daily {fmt(day.peak)} mg > ceiling {fmt(ceiling)} mg" + (
+                f" on the peak day ({' + '.join(day.parts)}; {fmt(day.average)} mg/day on average)"
+                if not _same(day.peak, day.average, FREQ_REL_TOL) else ""))
+        if others_ok and documented_mg is not None and not _same(day.average, documented_mg, FREQ_REL_TOL):
+            problems.append(f"implied daily {fmt(day.average)} mg != documented {fmt(documented_mg)} mg"
+                            + (f" ({len(members)} dosages taken together)" if len(members) > 1 else ""))
+        checks.append(Check(name, not problems, tag + "; ".join(problems) if problems else
+                            f"{tag}max implied daily {fmt(day.peak)} mg <= ceiling {fmt(ceiling)} mg"))
+    details["max_implied_daily_mg"] = worst
     return Dimension.from_checks("safety", checks), details
 
 
