@@ -145,6 +145,23 @@ def test_weekday_passes_the_documented_schedule_written_another_way(case_id, rep
     assert score.passed, score.reason
 
 
+def test_weekday_fails_constraints_when_a_count_ends_the_course_on_day_one():
+    # 7 on Mondays, count 1: one dose ever, so no day is over the ceiling, but it is not "daily"
+    case = CASES["loratadine-spelled-out"]
+    r = monday(reference(case))
+    r["dosage"][0]["timing"]["repeat"]["count"] = 1
+    score = score_write(r, case)
+    assert failing(score) == {"constraints"}, score.reason
+    assert "(7 before the count)" in check(score, "constraints", "peak_day").reason
+
+
+def test_weekday_passes_a_count_on_the_documented_schedule():
+    case = CASES["penicillin-vk-completed"]  # 500 mg twice a day for 10 days
+    r = reference(case)
+    r["dosage"][0]["timing"]["repeat"]["count"] = 20
+    assert score_write(r, case).passed
+
+
 # ---- 24h: a sub-day period is read in the worst 24 h
 def test_24h_fails_a_sub_day_period_packed_into_one_weekday():
     case = CASES["tylenol-brand-name"]  # 325 mg every 6 hours (4/day), ceiling 4000 mg

@@ -225,13 +225,16 @@ class PerDay:
     """Administrations per day as a range (``low == high`` for a fixed schedule), averaged over
     the schedule's cycle (what a documented ``frequency_per_day`` states), and ``peak``: the
     most administrations the schedule allows on any one day, or in any 24 h for periods shorter
-    than a day (see :func:`peak_from_repeat`); ``peak_source`` says how it was read."""
+    than a day (see :func:`peak_from_repeat`); ``peak_source`` says how it was read;
+    ``pattern_peak``: the same before a ``count`` caps it (the schedule's shape: 7 on Mondays is
+    not once daily, however short the course)."""
 
     low: float
     high: float
     source: str
     peak: float = 0.0
     peak_source: str = ""
+    pattern_peak: float = 0.0
 
     def __str__(self) -> str:
         if math.isclose(self.low, self.high, rel_tol=1e-9):
@@ -318,9 +321,9 @@ def per_day_from_repeat(repeat: Any) -> PerDay | None:
     parts.append(f"per {desc}")
     if events:
         parts.append(f"events {events}")
-    peak, peak_source = peak_from_repeat(repeat, max(lo_count, hi_count), min(p_days, pmax_days),
-                                         max(p_days, pmax_days), n_days, n if not generic_meal else 0)
-    return PerDay(low, high, "repeat " + ", ".join(parts), peak, peak_source)
+    peak, peak_source, pattern = peak_from_repeat(repeat, max(lo_count, hi_count), min(p_days, pmax_days),
+                                                  max(p_days, pmax_days), n_days, n if not generic_meal else 0)
+    return PerDay(low, high, "repeat " + ", ".join(parts), peak, peak_source, pattern)
 
 
 _EPS = 1e-9
@@ -332,7 +335,7 @@ def _ceil(x: float) -> int:
 
 
 def peak_from_repeat(repeat: dict[str, Any], count: float, p_min: float, p_max: float, n_days: int,
-                     n_events: int) -> tuple[float, str]:
+                     n_events: int) -> tuple[float, str, float]:
     """The most administrations a ``Timing.repeat`` allows on one day (in any 24 h when the
     period is shorter than a day): ``count`` administrations per period (the frequencyMax end),
     periods of ``p_min``..``p_max`` days (the shortest is the worst), ``n_days`` listed
@@ -347,6 +350,8 @@ def peak_from_repeat(repeat: dict[str, Any], count: float, p_min: float, p_max: 
     * otherwise a period of a day or more: spread over the period (``ceil(count / days)``; 3 a
       week is 1 a day), but named times of day put up to ``min(count, events)`` on one day;
     * ``count`` / ``countMax`` (total administrations of the course) caps the peak.
+
+    Returns (peak, how it was read, the peak before the count cap).
     """
     if p_min < 1 - _EPS:
         peak, how = count * _ceil(1 / p_min), f"{fmt(count)} per {fmt(p_min * 24)} h, in 24 h"
@@ -360,10 +365,11 @@ def peak_from_repeat(repeat: dict[str, Any], count: float, p_min: float, p_max: 
     else:
         peak = float(max(_ceil(count / p_min), min(count, n_events)))
         how = f"{fmt(count)} per {fmt(p_min)} d" + (f", {n_events} times of day" if n_events else "")
+    pattern = peak
     cap = _positive(repeat.get("countMax"), "countMax") or _positive(repeat.get("count"), "count")
     if cap is not None and cap < peak:
         peak, how = cap, how + f", capped by count {fmt(cap)}"
-    return peak, f"peak {fmt(peak)}/day ({how})"
+    return peak, f"peak {fmt(peak)}/day ({how})", pattern
 
 
 def per_day_from_code(code: Any) -> tuple[PerDay | None, str]:
@@ -390,7 +396,7 @@ def per_day_from_code(code: Any) -> tuple[PerDay | None, str]:
         raise UnverifiableError(f"timing.code codings disagree: {sorted(found)}")
     rate = rates.pop()
     peak = max(1.0, rate)  # BID 2, Q4H 6; QOD, WK, MO: one on the day it falls
-    return PerDay(rate, rate, f"code {'/'.join(sorted(found))}", peak, f"peak {fmt(peak)}/day (code)"), ""
+    return PerDay(rate, rate, f"code {'/'.join(sorted(found))}", peak, f"peak {fmt(peak)}/day (code)", peak), ""
 
 
 def per_day(timing: Any) -> PerDay:
@@ -412,7 +418,8 @@ def per_day(timing: Any) -> PerDay:
                 f"timing.{from_code.source} ({from_code}) contradicts {from_repeat.source} ({from_repeat})"
             )
         if from_code.peak > from_repeat.peak:  # the worse of two readings that agree on average
-            return PerDay(from_repeat.low, from_repeat.high, from_repeat.source, from_code.peak, from_code.peak_source)
+            return PerDay(from_repeat.low, from_repeat.high, from_repeat.source, from_code.peak, from_code.peak_source,
+                          max(from_code.pattern_peak, from_repeat.pattern_peak))
         return from_repeat
     if from_repeat is not None:
         return from_repeat

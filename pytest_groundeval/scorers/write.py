@@ -1233,9 +1233,11 @@ def _regimen_constraint_checks(dosages: list[Any], truth: WriteTruth) -> list[Ch
         averages_agree = rate is not None and _same(rate.low, truth.freq, FREQ_REL_TOL) and _same(  # type: ignore[arg-type]
             rate.high, truth.freq_high, FREQ_REL_TOL)  # type: ignore[arg-type]
         # (a wrong average frequency is safety's dosage[i].timing finding; this is the shape)
-        if averages_agree and doc_peak is not None and rate.peak > doc_peak * (1 + FREQ_REL_TOL):  # type: ignore[union-attr]
-            peaks.append(f"{where}: {rate.peak_source} > the documented regimen's {fmt(doc_peak)} a day "
-                         f"({truth.freq_text()})")
+        # (the schedule's shape: a count that ends the course early does not make 7 on Mondays daily)
+        if averages_agree and doc_peak is not None and rate.pattern_peak > doc_peak * (1 + FREQ_REL_TOL):  # type: ignore[union-attr]
+            peaks.append(f"{where}: {rate.peak_source}" + (
+                f" ({fmt(rate.pattern_peak)} before the count)" if rate.pattern_peak != rate.peak else "")  # type: ignore[union-attr]
+                + f" > the documented regimen's {fmt(doc_peak)} a day ({truth.freq_text()})")
         for j, dr in enumerate(_list(dosage.get("doseAndRate"))):
             if isinstance(dr, dict):
                 rates += [f"{where}.doseAndRate[{j}].{key}" for key in RATE_FIELDS if dr.get(key) is not None]
