@@ -148,6 +148,22 @@ def test_text_fails_safety_when_it_states_another_frequency(case_id, field, text
     assert not c.passed and why in c.reason, c.reason
 
 
+def test_text_fails_safety_in_timing_code_text_beside_the_repeat():
+    case = CASES["aspirin-active-daily"]
+    r = reference(case)
+    r["dosage"][0]["timing"]["code"] = {"text": "every hour"}
+    score = score_write(r, case)
+    assert failing(score) == {"safety"}, score.reason
+    assert "timing.code.text states 24/day" in check(score, "safety", "dosage[0].timing.code.text frequency").reason
+
+
+def test_text_passes_in_timing_code_text_that_agrees():
+    case = CASES["aspirin-active-daily"]
+    r = reference(case)
+    r["dosage"][0]["timing"]["code"] = {"text": "once a day"}
+    assert score_write(r, case).passed
+
+
 def test_text_fails_safety_once_daily_beside_seven_on_mondays():
     r, case = with_text("aspirin-active-daily", "text", "81 mg once daily", frequency=7, dayOfWeek=["mon"])
     score = score_write(r, case)

@@ -277,6 +277,17 @@ def test_sequence_an_unsequenced_dosage_counts_in_every_phase():
     assert "safety" in failing(score)
 
 
+def test_weekday_fails_an_unknown_day_that_would_spread_the_peak():
+    # 7 a week "on" mon plus six made-up days would read as one a day
+    case = CASES["aspirin-active-daily"]
+    r = reference(case)
+    r["dosage"][0]["timing"] = {"repeat": {"frequency": 7, "period": 1, "periodUnit": "wk",
+                                           "dayOfWeek": ["mon", "d1", "d2", "d3", "d4", "d5", "d6"]}}
+    score = score_write(r, case)
+    assert "safety" in failing(score)
+    assert "are not days-of-week codes" in check(score, "safety", "dosage[0].timing").reason
+
+
 # ---- the Timing reader's peak, on its own
 @pytest.mark.parametrize("timing,low,high,peak", [
     ({"repeat": {"frequency": 7, "period": 1, "periodUnit": "d", "dayOfWeek": ["mon"]}}, 1, 1, 7),

@@ -124,6 +124,8 @@ EVENT_TIMING: frozenset[str] = frozenset({
     "HS", "WAKE", "C", "CM", "CD", "CV", "AC", "ACM", "ACD", "ACV", "PC", "PCM", "PCD", "PCV",
     "IC", "ICM", "ICD", "ICV",
 })
+# Timing.repeat.dayOfWeek (R4 required binding days-of-week)
+DAYS_OF_WEEK: frozenset[str] = frozenset({"mon", "tue", "wed", "thu", "fri", "sat", "sun"})
 # "with / before / after / between meals" without saying which meal: count unknown
 GENERIC_MEAL_EVENTS: frozenset[str] = frozenset({"C", "AC", "PC", "IC"})
 
@@ -309,7 +311,11 @@ def per_day_from_repeat(repeat: Any) -> PerDay | None:
     high = max(lo_count, hi_count) / min(p_days, pmax_days)
 
     days = repeat.get("dayOfWeek") or []
-    n_days = len(set(map(str, days))) if isinstance(days, list) else 0
+    days = days if isinstance(days, list) else [days]
+    bad = [d for d in days if d not in DAYS_OF_WEEK]
+    if bad:  # an unknown day must not count as a day (it would spread a peak day thinner)
+        raise UnverifiableError(f"dayOfWeek {bad} are not days-of-week codes ({', '.join(sorted(DAYS_OF_WEEK))})")
+    n_days = len(set(days))
     if n_days and max(p_days, pmax_days) <= 1:
         scale = n_days / 7
         low, high = low * scale, high * scale

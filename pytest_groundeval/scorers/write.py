@@ -193,16 +193,21 @@ def _dose_entries(dose_and_rate: Any) -> list[tuple[str, Any, Any]]:
 
 RATE_FIELDS = ("rateQuantity", "rateRange", "rateRatio")
 MAX_FIELDS = ("maxDosePerPeriod", "maxDosePerAdministration", "maxDosePerLifetime")
-TEXT_FIELDS = ("text", "patientInstruction", "additionalInstruction[].text")
+TEXT_FIELDS = ("text", "patientInstruction", "additionalInstruction[].text", "timing.code.text")
 
 
 def _free_texts(dosage: dict[str, Any]) -> list[tuple[str, str]]:
     """``[(field, text)]`` of every free text of a dosage a reader follows: ``text``,
-    ``patientInstruction`` and each ``additionalInstruction[k].text``."""
+    ``patientInstruction``, each ``additionalInstruction[k].text`` and ``timing.code.text``
+    (a schedule in words beside the structured one)."""
     out = [(key, dosage[key]) for key in ("text", "patientInstruction") if isinstance(dosage.get(key), str)]
     for k, cc in enumerate(_list(dosage.get("additionalInstruction"))):
         if isinstance(cc, dict) and isinstance(cc.get("text"), str):
             out.append((f"additionalInstruction[{k}].text", cc["text"]))
+    timing = dosage.get("timing")
+    code = timing.get("code") if isinstance(timing, dict) else None
+    if isinstance(code, dict) and isinstance(code.get("text"), str):
+        out.append(("timing.code.text", code["text"]))
     return out
 # Modifier extensions the scorer knows how to read: none. A modifier extension can reverse what
 # the resource says ("not taken", "hypothetical") and an unknown one must not be ignored (FHIR:
