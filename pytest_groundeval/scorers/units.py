@@ -312,7 +312,7 @@ def per_day_from_repeat(repeat: Any) -> PerDay | None:
 
     days = repeat.get("dayOfWeek") or []
     days = days if isinstance(days, list) else [days]
-    bad = [d for d in days if d not in DAYS_OF_WEEK]
+    bad = [d for d in days if not isinstance(d, str) or d not in DAYS_OF_WEEK]
     if bad:  # an unknown day must not count as a day (it would spread a peak day thinner)
         raise UnverifiableError(f"dayOfWeek {bad} are not days-of-week codes ({', '.join(sorted(DAYS_OF_WEEK))})")
     n_days = len(set(days))
