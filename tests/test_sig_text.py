@@ -59,6 +59,13 @@ from pytest_groundeval.scorers.write import score_write
     ("four times a day for 7 days", [(4, 4)], False, (7, 7)),
     ("BID x 10 days", [(2, 2)], False, (10, 10)),
     ("daily for 2 weeks", [(1, 1)], False, (14, 14)),
+    ("at 7 am and at noon", [(2, 2)], False, None),
+    ("at 08:00 and 20:00", [(2, 2)], False, None),
+    ("in the morning at 8 am", [(1, 1)], False, None),  # one time of day, said twice
+    ("every Monday", [(1 / 7, 1 / 7)], False, None),
+    ("on Mon and Thurs", [(2 / 7, 2 / 7)], False, None),
+    ("twice daily on Mondays and Thursdays", [(4 / 7, 4 / 7)], False, None),
+    ("once weekly on Sundays", [(1 / 7, 1 / 7)], False, None),
     ("as needed for sleep", [], True, None),
     ("when needed", [], True, None),
     # nothing parsable: ignored
@@ -68,6 +75,7 @@ from pytest_groundeval.scorers.write import score_write
     ("max 8 tablets in 24 hours", [], False, None),
     ("restart in 48 hours", [], False, None),
     ("day 3 of 7", [], False, None),
+    ("I am not sure; she sat down in the sun", [], False, None),  # not a clock time, not weekdays
     ("a 10-day course", [], False, None),
     ("", [], False, None),
 ])
@@ -187,13 +195,29 @@ def test_text_fails_safety_once_daily_beside_seven_on_mondays():
     ("methotrexate-weekly", "patientInstruction", "10 mg once weekly on Sundays"),
     ("fexofenadine-morning-and-night", "text", "2 tabs in the morning and 2 at night"),
     ("metoprolol-tartrate-ir-bid", "text", "25 mg PO BID"),
+    ("ritalin-brand-bid", "patientInstruction", "20 mg at 7 am and at noon"),
     ("aspirin-active-daily", "text", "as directed"),  # nothing parsable: ignored
 ], ids=["once_daily", "q24h", "every_morning", "additional_tid", "q8h", "prn_range", "prn_with_max", "syrup_q6h_prn",
-        "prn_used_less", "bedtime_prn", "qod", "weekly", "morning_and_night", "bid", "nothing_parsable"])
+        "prn_used_less", "bedtime_prn", "qod", "weekly", "morning_and_night", "bid", "clock_times", "nothing_parsable"])
 def test_text_passes_when_it_states_the_structured_frequency(case_id, field, text):
     r, case = with_text(case_id, field, text)
     score = score_write(r, case)
     assert score.passed, score.reason
+
+
+def test_text_passes_a_daily_frequency_on_listed_weekdays():
+    # 2 a day on Mondays and Thursdays, written both ways
+    r, case = with_text("methotrexate-weekly", "text", "5 mg twice daily on Mondays and Thursdays",
+                        frequency=2, period=1, periodUnit="d", dayOfWeek=["mon", "thu"])
+    score = score_write(r, case)
+    assert check(score, "safety", "dosage[0].text frequency").passed, score.reason
+
+
+def test_text_fails_every_monday_beside_a_daily_schedule():
+    r, case = with_text("aspirin-active-daily", "patientInstruction", "Take every Monday.")
+    score = score_write(r, case)
+    assert failing(score) == {"safety"}, score.reason
+    assert "states 0.142857/day" in check(score, "safety", "dosage[0].patientInstruction frequency").reason
 
 
 def test_text_fails_constraints_saying_as_needed_beside_a_schedule():

@@ -20,8 +20,12 @@ that say it:
 * a maximum (``no more than 6 times a day``, ``up to 4 times daily``, ``max 3 times a day``)
   is a frequency with ``at_most`` set: it only bounds the structured maximum;
 * when the text states no frequency at all, the named times of day it lists (``in the morning
-  and at night``, ``with breakfast and with dinner``, ``at bedtime``, ``at 7 am and at noon``) are
-  that many administrations a day.
+  and at night``, ``with breakfast and with dinner``, ``at bedtime``, ``at 7 am and at noon``,
+  ``08:00 and 20:00``: a clock time counts as the part of the day it falls in) are that many
+  administrations a day; failing that, weekday names (``every Monday``, ``on Mondays and
+  Thursdays``) are once on each;
+* weekday names beside a daily (or shorter) frequency restrict it to those days: ``twice daily
+  on Mondays and Thursdays`` is 2 on each of them, 4/7 a day on average.
 
 Not frequencies: amounts per day (``4000 mg per day``, ``max 8 tablets in 24 hours``), ``in 48
 hours``, ``day 3 of 7``, ``a 10-day course``. ``as needed`` / ``prn`` / ``when needed`` / ``if
@@ -89,12 +93,39 @@ _ABBR = {"qd": 1, "bid": 2, "tid": 3, "qid": 4, "qhs": 1, "qam": 1, "qpm": 1}
 
 # named times of day (when the text gives no frequency): each slot is one administration
 _SLOTS = [
-    ("morning", r"\b(?:morning|breakfast|a\.?m\.?(?![a-z])|on\s+waking|\d{1,2}\s*(?::\d\d)?\s*a\.?m\.?(?![a-z]))"),
+    ("morning", r"\b(?:morning|breakfast|on\s+waking)\b"),
     ("noon", r"\b(?:noon|midday|lunch)\b"),
     ("afternoon", r"\bafternoon\b"),
     ("evening", r"\b(?:evening|dinner|supper)\b"),
     ("night", r"\b(?:night|bedtime|hs)\b"),
 ]
+# clock times ("7 am", "8:30 p.m.", "20:00") name a slot by their hour
+_CLOCK = re.compile(r"(?<![\w.:])(?P<h>\d{1,2})(?::(?P<m>\d\d))?\s*(?P<ap>a\.?\s*m\.?|p\.?\s*m\.?)(?![a-z])|"
+                    r"(?<![\w.:])(?P<h24>[01]?\d|2[0-3]):(?P<m24>[0-5]\d)(?![\d:])", re.I)
+# weekday names: a daily frequency "on Mondays and Thursdays" is taken on those days only
+_WEEKDAY_NAMES = {"mon": "mon", "tue": "tue", "wed": "wed", "thu": "thu", "fri": "fri", "sat": "sat", "sun": "sun"}
+# (full names, or the abbreviations that are not also words: "sat", "sun" and "wed" are)
+_WEEKDAY = re.compile(r"\b(?:(?P<d>mon|tues|wednes|thurs|fri|satur|sun)days?|(?P<a>mon|tues?|thu(?:rs?)?|fri))\b", re.I)
+
+
+def _clock_slot(m: re.Match[str]) -> str | None:
+    if m.group("h24") is not None:
+        h = int(m.group("h24"))
+    else:
+        h = int(m.group("h"))
+        if not 1 <= h <= 12:
+            return None
+        pm = m.group("ap").casefold().startswith("p")
+        h = (h % 12) + (12 if pm else 0)
+    if 4 <= h < 11:
+        return "morning"
+    if 11 <= h < 13:
+        return "noon"
+    if 13 <= h < 17:
+        return "afternoon"
+    if 17 <= h < 21:
+        return "evening"
+    return "night"
 _PRN = re.compile(r"(?<![\w.])(?:as\s+needed|p\.?\s*r\.?\s*n\.?|when\s+needed|if\s+needed|as\s+required|"
                   r"when\s+required|as\s+necessary)(?![a-z])", re.I)
 _DURATION = re.compile(rf"(?<![\w.])(?:for|x|×)\s*(?:a\s+further\s+|another\s+|the\s+next\s+)?(?P<a>{_N})"
@@ -136,6 +167,21 @@ def _per_day(count_lo: float, count_hi: float, days: float) -> tuple[float, floa
     """(low, high, peak) for count administrations per ``days``."""
     peak = count_hi * math.ceil(1 / days - 1e-9) if days < 1 else max(1.0, math.ceil(count_hi / days - 1e-9))
     return count_lo / days, count_hi / days, float(peak)
+
+
+def _period_days(m: re.Match[str], kind: str) -> float:
+    """The (shortest) period a matched frequency is stated over, in days."""
+    g = m.groupdict()
+    if kind == "interval":
+        return min(_num(g["a"]), _num(g["b"]) if g.get("b") else _num(g["a"])) * DAYS_PER[_unit(g["u"])]
+    if kind == "every":
+        return DAYS_PER["hour" if g.get("ly") else g["u"].casefold()]
+    if kind == "qod":
+        return 2.0
+    if kind == "count":
+        per = (g.get("per") or g.get("ly") or "day").casefold()
+        return 7.0 if per.startswith("w") else 30.4375 if per.startswith("mo") else 1.0
+    return 1.0
 
 
 def _frequency(m: re.Match[str], kind: str) -> tuple[float, float, float] | None:
@@ -184,6 +230,8 @@ def parse_sig(text: object) -> Sig:
         unit = DAYS_PER[_unit(m.group("u"))]
         durations.append((min(a, b) * unit, max(a, b) * unit, " ".join(m.group(0).split())))
         work = _blank(work, m)
+    days = {_WEEKDAY_NAMES[(m.group("d") or m.group("a")).casefold()[:3]] for m in _WEEKDAY.finditer(text)}
+    on_days = len(days) / 7 if days else 1.0  # a daily or shorter frequency applies on those days
     found: list[tuple[int, SigFrequency]] = []
     for pattern, kind in _PATTERNS:
         for m in list(pattern.finditer(work)):
@@ -192,13 +240,21 @@ def parse_sig(text: object) -> Sig:
             if freq is None:
                 continue
             lo, hi, peak = freq
+            if _period_days(m, kind) <= 1:
+                lo, hi = lo * on_days, hi * on_days
             found.append((m.start(), SigFrequency(lo, hi, peak, " ".join(m.group(0).split()),
                                                   at_most=bool(m.groupdict().get("max")))))
     if not found:
-        slots = [name for name, pattern in _SLOTS if re.search(pattern, work, re.I)]
+        slots = {name for name, pattern in _SLOTS if re.search(pattern, work, re.I)}
+        slots |= {slot for m in _CLOCK.finditer(work) if (slot := _clock_slot(m)) is not None}
         if slots:
             n = float(len(slots))
-            found.append((0, SigFrequency(n, n, n, " and ".join(slots))))
+            order = [name for name, _ in _SLOTS]
+            words = " and ".join(sorted(slots, key=order.index)) + (f" on {len(days)} weekday(s)" if days else "")
+            found.append((0, SigFrequency(n * on_days, n * on_days, n, words)))
+        elif days and re.search(r"\b(?:every|each|on)\s+(?:mon|tue|wed|thu|fri|satur|sun)", text, re.I):
+            n = len(days) / 7  # "every Monday", "on Mondays and Thursdays": once on each
+            found.append((0, SigFrequency(n, n, 1.0, f"on {len(days)} weekday(s)")))
     prn = _PRN.search(text)
     duration = None
     if durations:
