@@ -172,10 +172,16 @@ def _repeats(steps: list[Step], max_repeats: int) -> Check:
 
 def grounded(transcript: list[dict[str, Any]] | None, values: dict[str, list[str]], *,
              must_validate: str | None = None, answer_tool: str | None = None,
-             max_repeats: int = DEFAULT_MAX_REPEATS) -> GroundingResult:
+             max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None) -> GroundingResult:
     """The ``grounded`` checks of one case (``values``: kind -> the answer's values of that
-    kind; kinds ``code``/``strength`` match as tokens/strengths, any other kind as text)."""
+    kind; kinds ``code``/``strength`` match as tokens/strengths, any other kind as text).
+    ``truncated``: the transcript was cut to groundeval's bounds (``bounds.py``), so the
+    case is not grounded (dropped steps could hold a repeat, a rebuild, the only tool calls)."""
     steps, final = _steps(transcript or [])
+    if truncated:
+        check = Check("complete", False, f"the transcript was cut to groundeval's bounds ({truncated}); "
+                      "grounding is not judged on part of a transcript")
+        return GroundingResult(applicable=True, checks=[check], reason=check.reason)
     if not steps:
         return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
     texts = [_evidence(s) for s in steps if s.has_result and s.index < final

@@ -345,7 +345,8 @@ def case_view(case: Mapping[str, Any], base: Mapping[str, Any] | None) -> dict[s
         "transcript": case.get("transcript") if isinstance(case.get("transcript"), list) else None,
         "attempt_log": [[a.get("attempt"), a.get("error_class") or "", a.get("error") or "",
                          seconds(a.get("duration_s"))] for a in case.get("attempt_log") or [] if isinstance(a, dict)],
-        "warnings": [str(w) for w in case.get("warnings") or []],
+        "warnings": [str(w) for w in case.get("warnings") or []]
+        + [f"truncated (groundeval's output bounds): {t}" for t in case.get("truncated") or []],
     }
     if base is not None:
         view["base_outcome"] = base.get("outcome")

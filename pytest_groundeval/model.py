@@ -215,6 +215,7 @@ class CaseResult(_Model):
     resumed_from: str | None = None
     rescored_from: str | None = None
     warnings: list[str] = Field(default_factory=list)  # e.g. agent-supplied usage that was dropped
+    truncated: list[str] = Field(default_factory=list)  # what bounds.py cut of the agent's output (where, how much)
     repeat: int | None = None  # with --repeat N: which run of the case this result is (1..N)
 
     @model_validator(mode="after")

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .bounds import MAX_DEPTH, TRANSCRIPT_CUT, answer_was_cut, bound_output, too_deep, usage_beyond
 from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy, repeat_of
 from .model import (
     AgentOutput,
@@ -178,7 +179,7 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
 
 def _valid_usage(raw: Any) -> dict[str, Any] | None:
     """Token counts from an agent, or None when they are not token counts."""
-    if raw is None:
+    if raw is None or usage_beyond(raw):
         return None
     try:
         return Usage.model_validate(raw).model_dump()
@@ -211,16 +212,28 @@ def _charge(called: Called, failed_usage: list[dict[str, Any]], agent: Any, budg
 
 
 def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget | None) -> None:
-    """Usage (typed: anything but token counts is an agent error), cost, and the answer.
-    Usage and cost cover every attempt, the failed ones included."""
+    """The output within groundeval's bounds (``bounds.py``: an answer that had to be cut is
+    an ``agent`` error, kept as cut), usage (typed: anything but token counts is dropped with
+    a warning), cost, and the answer. Usage and cost cover every attempt, the failed ones included."""
+    name = getattr(agent, "name", None) or type(agent).__name__
+    kept = bound_output(output)
+    output = kept.output
+    if kept.cuts:
+        called.fields["truncated"] = kept.listed
+    if kept.answer_cut:
+        called.error = ErrorInfo(kind="agent", message=_short(
+            f"agent {name!r} answered beyond groundeval's output bounds ({'; '.join(kept.cuts[:3])}): not scored, "
+            "since a cut answer could score better than the whole one; the record keeps what fits, marked truncated"))
     try:
+        if kept.usage_problem:
+            raise ValueError(kept.usage_problem)
         usage = Usage.model_validate(output.usage) if output.usage is not None else None
-    except ValidationError as exc:  # bookkeeping, not the answer: dropped, with a warning on the case
-        name = getattr(agent, "name", None) or type(agent).__name__
+    except (ValidationError, ValueError) as exc:  # bookkeeping, not the answer: dropped, with a warning on the case
         uncounted = " (its cost is not counted toward --max-cost)" if budget is not None and budget.max_cost else ""
+        why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        shown = repr(output.usage) if not kept.usage_problem else type(output.usage).__name__
         called.fields.setdefault("warnings", []).append(
-            _short(f"usage dropped: agent {name!r} returned usage that is not token counts: {output.usage!r} "
-                   f"({exc.errors()[0]['msg']}){uncounted}"))
+            _short(f"usage dropped: agent {name!r} returned usage that is not token counts: {shown} ({why}){uncounted}"))
         usage = None
         output = dataclasses.replace(output, usage=None)
     model = output.model or getattr(agent, "model", None)
@@ -250,6 +263,9 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
             score = task.unparsed(case, str(exc))
             _add_grounded(score, task, None, output, require_grounded)
             return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score.to_dict())}
+        if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
+            return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
+                f"the answer is nested deeper than {MAX_DEPTH} levels (groundeval's output bounds): not scored"))}
         score = (scorer or task.score)(prediction, case)
         _add_grounded(score, task, prediction, output, require_grounded)
         record = ScoreRecord.model_validate(score.to_dict())
@@ -267,7 +283,7 @@ def _add_grounded(score: Any, task: Task, prediction: Any, output: AgentOutput, 
 
     values = task.grounding_values(prediction) if prediction is not None else {}
     found = grounded(output.transcript, values, must_validate=getattr(task, "validate_tool", None),
-                     answer_tool=getattr(task, "answer_tool", None))
+                     answer_tool=getattr(task, "answer_tool", None), truncated=(output.extra or {}).get(TRANSCRIPT_CUT))
     if not found.applicable:
         score.details[NAME] = found.reason
         return
@@ -331,10 +347,12 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     if error is not None or case is None:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
                           content_hash=case.content_hash if case else None, rescored_from=run_id)
-    if old.raw_output is None and old.structured_output is None:
-        # the stored case never got an answer (API error, budget): keep it as it was
+    if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old):
+        # the stored case never got an answer (API error, budget), or only a cut one: keep it as it was
         return old.model_copy(update={"rescored_from": run_id})
-    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.transcript)
+    cut = next((c for c in old.truncated if c.startswith("transcript")), None)
+    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.transcript,
+                         extra={TRANSCRIPT_CUT: cut} if cut else {})
     fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
                                      "duration_s"})
     fields.update(ground_truth=case.truth, rescored_from=run_id)
