@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from conftest import AGENTS, EVAL_FILE, REFS, SMALL_SET, STOPPED_ACTIVE, SYNTHEA, ZERO, read_record
 
+from pytest_groundeval.bounds import MAX_TEXT
 from pytest_groundeval.record import comparable
 
 MODES = {"serial": (), "concurrency-8": ("--concurrency", "8"), "xdist": ("-n", "2")}
@@ -148,7 +149,7 @@ def test_a_bad_day_hang_huge_500_forever_and_429_once(project, mode):
     faults = {_patient_id(stem): fault for stem, fault in FAULT_OF.items()}
     project.makepyfile(badday=BAD_DAY.replace("__FAULTS__", json.dumps(faults)))
     result, elapsed = _run(project, "--agent=badday:BadDay", *POLICY, *MODES[mode])
-    result.assert_outcomes(passed=2, failed=2)  # the 429 and the huge answer pass; hang and 500 error
+    result.assert_outcomes(passed=1, failed=3)  # the 429 passes; hang, 500 and the huge answer error
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert elapsed < 60, f"a hung agent held the run for {elapsed:.1f} s"  # one hung attempt: 120 s
     rec = read_record(project)
@@ -189,17 +190,20 @@ def test_a_bad_day_hang_huge_500_forever_and_429_once(project, mode):
     assert first["status"] == 429 and first["transient"] and first["retry_in_s"] >= 0.05
     assert second["error_class"] is None
 
-    # 2. fifty megabytes of prose around a right answer: scored, and stored whole
+    # 2. fifty megabytes of prose around a right answer: beyond groundeval's output bounds
+    # (bounds.py, issue 16 item 3), an agent error, not scored, its first MiB kept and marked
     huge = cases[CLARISSA]
-    assert huge["outcome"] == "passed" and huge["score"]["metrics"]["f1"] == 1.0
+    assert huge["outcome"] == "error" and huge["error"]["kind"] == "agent" and huge["score"] is None
+    assert "output bounds" in huge["error"]["message"]
     assert huge["attempts"] == 1 and calls[ids[CLARISSA]] == 1
     raw = huge["raw_output"]
-    assert raw.startswith("lorem ipsum dolor sit amet, " * 1000) and raw.endswith(" consectetur adipiscing elit" * 1000)
-    answer = json.loads(raw[HEAD_LEN:len(raw) - TAIL_LEN])
-    assert len(raw) > 50_000_000 and answer["active_medications"] == huge["ground_truth"]
+    assert raw.startswith("lorem ipsum dolor sit amet, " * 1000) and raw.endswith("more characters]")
+    assert len(raw) < MAX_TEXT + 100 and huge["truncated"] == [
+        f"raw_output: {HEAD_LEN + TAIL_LEN + len(json.dumps({'active_medications': huge['ground_truth']}))} "
+        f"characters, kept {MAX_TEXT}"]
 
     summary = rec["summary"]["extraction"]
-    assert (summary["n_cases"], summary["n_passed"], summary["n_failed"], summary["n_errors"]) == (4, 2, 0, 2)
+    assert (summary["n_cases"], summary["n_passed"], summary["n_failed"], summary["n_errors"]) == (4, 1, 0, 3)
     comp = rec["completeness"]
     assert not comp["cut_short"] and comp["selected"] == comp["recorded"] == 4, comp
 
