@@ -38,7 +38,7 @@ def _infos() -> dict[str, Any]:
     try:
         return task_infos()
     except TaskLoadError as e:
-        raise pytest.UsageError(str(e)) from None
+        raise _redacted(pytest.UsageError(str(e))) from None
 
 
 def _registry() -> dict[str, Any]:
@@ -47,7 +47,7 @@ def _registry() -> dict[str, Any]:
     try:
         return registry()
     except TaskLoadError as e:
-        raise pytest.UsageError(str(e)) from None
+        raise _redacted(pytest.UsageError(str(e))) from None
 
 
 _OPTION_DEFAULTS: dict[str, Any] = {}
@@ -85,13 +85,31 @@ def pytest_configure(config: pytest.Config) -> None:
         _ensure(config)
 
 
+def _redacted(error: pytest.UsageError) -> pytest.UsageError:
+    """A usage error as the terminal may show it: through the redaction step (``redact.py``)."""
+    from .redact import redact_text
+
+    return pytest.UsageError(redact_text(str(error)))
+
+
 def _ensure(config: pytest.Config) -> "Evaluator":
     """Set groundeval up for this session (once): settings, the evaluator, and on the
-    controller the reporter."""
+    controller the reporter. Every usage error on the way (options, the stored run, the
+    preflight) goes through the redaction step."""
     evaluator = config.stash.get(EVALUATOR, None)
     if evaluator is not None:
         return evaluator
     from . import redact
+
+    # the session's secrets, read once (also the credentials of --model-base-url)
+    redact.configure(urls=[config.getoption("groundeval_base_url", None)])
+    try:
+        return _set_up(config)
+    except pytest.UsageError as e:
+        raise _redacted(e) from None
+
+
+def _set_up(config: pytest.Config) -> "Evaluator":
     from .options import Settings
     from .reporter import Reporter
     from .shard import register_sharder
@@ -99,7 +117,6 @@ def _ensure(config: pytest.Config) -> "Evaluator":
 
     classes = _registry()
     settings = Settings.from_config(config, classes)
-    redact.configure()  # the session's secrets, read once
     problem = settings.agent.check(needs_key=settings.mode != "rescore")
     if problem:
         raise pytest.UsageError(f"groundeval: {problem}")
@@ -178,7 +195,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         refs = evaluator.refs(task)
     except (FileNotFoundError, ValueError) as e:
-        raise pytest.UsageError(str(e)) from None
+        raise _redacted(pytest.UsageError(str(e))) from None
     metafunc.parametrize("case", refs, ids=[r.item_id for r in refs])
 
 
@@ -258,6 +275,23 @@ def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "Cas
     return not_run(ref, error=ErrorInfo(kind="internal", message=f"setup failed: {report.longreprtext[-2000:]}"))
 
 
+def _redact_report(item: pytest.Item, report: pytest.TestReport) -> None:
+    """An eval item's captured stdout/stderr/log and its failure report, through the
+    redaction step: made on the process that ran it (an xdist worker too), so the terminal,
+    junitxml and every other reader of the report get the redacted text."""
+    from .redact import redact_text
+    from .worker import case_ref
+
+    if case_ref(item) is None:
+        return
+    report.sections = [(title, redact_text(text)) for title, text in report.sections]
+    if report.failed and report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = str(report.longrepr)
+        red = redact_text(text)
+        if red != text:  # only then: the report keeps its structure (and colours) otherwise
+            report.longrepr = red
+
+
 def _properties(result: "CaseResult") -> list[tuple[str, Any]]:
     """A case's outcome and figures as ``record_property`` pairs (already redacted)."""
     props: list[tuple[str, Any]] = [("groundeval.task", result.task), ("groundeval.case_id", result.case_id),
@@ -280,6 +314,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     if item.config.stash.get(EVALUATOR, None) is None:
         return report  # groundeval was not set up: no eval item in this session
+    if report.sections or report.failed:
+        _redact_report(item, report)
     result = _result_for(item, report, call.when)
     if result is not None:
         from .record import case_json

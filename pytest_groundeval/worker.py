@@ -56,12 +56,18 @@ def load_stored(settings: Settings) -> StoredRun | None:
 
 
 def probe_url(url: str, timeout: float = 3.0) -> str | None:
-    """None when something answers HTTP at ``url`` (any status), else why not."""
+    """None when something answers HTTP at ``url`` (any status: a 401 is a server there),
+    else why not. Credentials in the URL are not sent (nor needed to be answered)."""
     import urllib.error
+    import urllib.parse
     import urllib.request
 
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None or parts.password is not None:  # urllib reads user:pass@ as a host name
+        parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
     try:
-        urllib.request.urlopen(url.rstrip("/") + "/models", timeout=timeout).close()  # noqa: S310
+        urllib.request.urlopen(urllib.parse.urlunsplit(parts).rstrip("/") + "/models",  # noqa: S310
+                               timeout=timeout).close()
     except urllib.error.HTTPError:
         return None  # a server answered (401, 404, ...): it is there
     except (urllib.error.URLError, OSError, ValueError) as e:
