@@ -9,6 +9,8 @@ import json
 import pytest
 from conftest import SMALL_SET, read_record
 
+from pytest_groundeval.bounds import MAX_TEXT
+
 FAULTY = '''
 import json, os
 from pytest_groundeval.tasks.extraction import active_medications
@@ -32,7 +34,8 @@ class Garbage:
         return "\\x00\\x01 {{{ ]]] not json \\ufffd" * 100
 
 class Huge:
-    """Five megabytes of prose around a right answer: a scored answer, stored whole."""
+    """Five megabytes of prose around a right answer: beyond the 1 MiB an answer may be
+    (bounds.py), an agent error, its first MiB kept and marked."""
     name = "huge"
     def run(self, prompt):
         return "x" * 5_000_000 + json.dumps({"active_medications": _truth(prompt)})
@@ -49,7 +52,7 @@ MATRIX = [
     ("ReturnsNone", {"failed": len(SMALL_SET)}, "error", "agent", "TypeError"),
     ("ReturnsBytes", {"failed": len(SMALL_SET)}, "error", "agent", "TypeError"),
     ("Garbage", {"failed": len(SMALL_SET)}, "failed", None, None),
-    ("Huge", {"passed": len(SMALL_SET)}, "passed", None, None),
+    ("Huge", {"failed": len(SMALL_SET)}, "error", "agent", None),
     ("RaisesDeep", {"failed": len(SMALL_SET)}, "error", "agent", "ValueError"),
 ]
 MODES = {"serial": (), "concurrency-8": ("--concurrency", "8"), "xdist": ("-n", "2")}
@@ -73,7 +76,8 @@ def test_fault_matrix(evalproject, mode, agent, outcomes, outcome, kind, error_c
             assert "in _helper" in c["error"]["traceback"] and "faulty.py" in c["error"]["traceback"]
             assert len(c["error"]["message"]) < 2200 and "more characters]" in c["error"]["message"]
         if agent == "Huge":
-            assert len(c["raw_output"]) > 5_000_000
+            assert len(c["raw_output"]) < MAX_TEXT + 100 and c["raw_output"].endswith("more characters]")
+            assert "output bounds" in c["error"]["message"] and c["truncated"][0].startswith("raw_output: 500")
         if agent == "Garbage":
             assert c["score"]["reason"].startswith("parse error")
     assert not rec["completeness"]["cut_short"]
