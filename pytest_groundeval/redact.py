@@ -5,8 +5,8 @@ model-call cache, the HTML report, LangSmith.
 Replaced by ``[redacted]``:
 
 * the values (8 characters or more) of the environment's secret variables: names ending
-  ``_KEY``, ``_TOKEN``, ``_PASSWORD`` / ``_PASSWD``, holding ``_SECRET`` anywhere, or
-  starting ``AWS_``; matched without regard to case;
+  ``_KEY``, ``_TOKEN``, ``_PASSWORD`` / ``_PASSWD`` (or just that word), holding ``_SECRET``
+  anywhere (or starting ``SECRET``), or starting ``AWS_``; matched without regard to case;
 * credentials inside URLs (``https://user:password@host`` → ``https://[redacted]@host``),
   anywhere in the text; and, for the URLs the session knows (``--model-base-url``, any
   environment value), their password (8 characters or more) on its own;
@@ -29,7 +29,7 @@ from urllib.parse import unquote
 import orjson
 
 MARK = "[redacted]"
-SECRET_NAME = re.compile(r"(?:_KEY|_TOKEN|_PASSWORD|_PASSWD)$|_SECRET|^AWS_", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|PASSWORD|PASSWD)$|(?:^|_)SECRET|^AWS_", re.IGNORECASE)
 URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@\"']+:[^/\s@\"']+@")
 URL_USERINFO = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://([^/\s:@\"']+):([^/\s@\"']+)@")
 MIN_SECRET = 8  # shorter values would redact ordinary words ("pass" in "passed")

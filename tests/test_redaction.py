@@ -44,13 +44,15 @@ def test_the_redaction_step():
 
 
 @pytest.mark.parametrize("name", ["AWS_SECRET_ACCESS_KEY", "MY_DB_PASSWORD", "X_SECRET_VALUE", "GITHUB_TOKEN",
-                                  "STRIPE_KEY", "aws_session_token", "AWS_ANYTHING", "DB_PASSWD"])
+                                  "STRIPE_KEY", "aws_session_token", "AWS_ANYTHING", "DB_PASSWD", "PASSWORD",
+                                  "SECRET_SAUCE"])
 def test_each_secret_name_pattern_is_redacted(name):
     env = {name: "s3cr3t-value-0042", "HOME": "/root"}
     assert redact_text("x s3cr3t-value-0042 y", env) == f"x {MARK} y"
 
 
-@pytest.mark.parametrize("name", ["KEYBOARD", "TOKENIZER_PATH", "PASSWORD_HINT_URL", "MY_KEYS", "PATH"])
+@pytest.mark.parametrize("name", ["KEYBOARD", "TOKENIZER_PATH", "PASSWORD_HINT_URL", "MY_KEYS", "PATH",
+                                  "MONKEY", "NOSECRETS"])
 def test_other_names_are_not_secrets(name):
     env = {name: "s3cr3t-value-0042"}
     assert redact_text("x s3cr3t-value-0042 y", env) == "x s3cr3t-value-0042 y"
