@@ -66,9 +66,10 @@ class Journal:
         except OSError:
             pass
 
-    def append_json(self, case: bytes) -> None:
-        """A case result already serialised as a JSON object."""
-        self._write_line(b'{"kind":"case",' + case[1:] + b"\n")
+    def append_json(self, case: bytes, kind: str = "case") -> None:
+        """A case result already serialised as a JSON object (kind ``rerun``: a later execution
+        of a case already journalled, which readers leave out: the first result stands)."""
+        self._write_line(b'{"kind":"' + kind.encode() + b'",' + case[1:] + b"\n")
 
     def close(self) -> None:
         if self._fh.closed:

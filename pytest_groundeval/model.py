@@ -385,6 +385,9 @@ class RunRecord(_Model):
     gate: GateRecord | None = None
     langsmith: LangSmithRecord | None = None  # with LANGSMITH_API_KEY set (tracing.py)
     repeats: dict[str, RepeatRecord] | None = None  # with --repeat N: per task, each case's figures
+    # executions of a case after its first in this session (a plugin re-ran its item: reruns.py),
+    # with their usage (counted in ``usage``), never in ``cases`` or the summary: the first result stands
+    reruns: list[CaseResult] | None = None
 
 
 def record_schema() -> dict[str, Any]:

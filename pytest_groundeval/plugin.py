@@ -145,6 +145,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     LangSmith.register(config, settings, evaluator)  # LANGSMITH_API_KEY set: datasets, experiments, runs; else nothing
     # registered after the reporter: its session-finish (stop the calls) runs before the record
     config.pluginmanager.register(evaluator, "groundeval-evaluator")
+    from .reruns import Reruns
+
+    config.pluginmanager.register(Reruns(config), "groundeval-reruns")  # reruns cannot replace a result
     return evaluator
 
 
@@ -155,7 +158,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if evaluator in _EVALUATORS:
         _EVALUATORS.remove(evaluator)
     froze = False
-    for name in ("groundeval-evaluator", "groundeval-reporter", "groundeval-sharder"):
+    for name in ("groundeval-evaluator", "groundeval-reporter", "groundeval-sharder", "groundeval-reruns"):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             froze = froze or plugin.froze
@@ -226,10 +229,14 @@ def evaluate() -> Any:
 
     from .record import escape_unencodable
     from .redact import redact_text
+    from .reruns import first_result
 
     def run(case: Any, agent: Any, scorer: Any = None) -> "CaseResult":
         item = evaluator.current_item
-        result = evaluator.evaluate(case, agent, scorer)
+        # a plugin re-running this item gets its first result again, not a new call (reruns.py)
+        result = first_result(item)
+        if result is None:
+            result = evaluator.evaluate(case, agent, scorer)
         if item is not None:
             item.stash[RESULT] = result
         if result.outcome == "skipped":

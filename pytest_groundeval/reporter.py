@@ -39,6 +39,7 @@ class Reporter:
         self.results: dict[tuple[str, str], CaseResult] = {}
         self._local: dict[int, tuple[CaseResult, bytes]] = {}
         self.data: dict[tuple[str, str], bytes] = {}  # each result as it was reported (JSON)
+        self.reruns: list[CaseResult] = []  # executions of a case after its first (reruns.py)
         self.journal: Journal | None = None
         self.tracer: Any = None  # LangSmith (tracing.py), set when LANGSMITH_API_KEY is: it sends the cases itself
         self.record: RunRecord | None = None
@@ -112,8 +113,21 @@ class Reporter:
                 self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
                 return
             blob = orjson.dumps(data, default=str)
+        if result.result_key in self.results:
+            self._again(result, blob)
+            return
         self._keep(result, blob)
         self._journal(blob)
+
+    def _again(self, result: CaseResult, blob: bytes) -> None:
+        """A case reported again (a plugin re-ran its item): the first result stands
+        (reruns.py made the report agree with it). The same result again (re-reported, the
+        agent not called) is nothing new; another execution is kept apart with its usage
+        (the record's ``reruns``, the journal's ``rerun`` lines), never as the case's result."""
+        if orjson.loads(blob) == orjson.loads(self.data[result.result_key]):
+            return
+        self.reruns.append(result)
+        self._journal(blob, kind="rerun")
 
     def _keep(self, result: CaseResult, blob: bytes) -> None:
         self.results[result.result_key] = result
@@ -128,7 +142,7 @@ class Reporter:
             gc.freeze()
             self.froze = True
 
-    def _journal(self, blob: bytes) -> None:
+    def _journal(self, blob: bytes, kind: str = "case") -> None:
         if self.journal is None and not self.journal_failed:
             try:
                 self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
@@ -137,7 +151,7 @@ class Reporter:
                 self.problems.append(f"could not open the journal {self.path.with_suffix('.jsonl')}: "
                                      f"{e.strerror or e} (the cases are kept for the record)")
         if self.journal is not None:
-            self.journal.append_json(blob)
+            self.journal.append_json(blob, kind)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -253,16 +267,18 @@ class Reporter:
         # the order results arrived in (xdist workers finish in any order)
         cases = sort_cases(self.results.values())
         summary = summarize(self.tasks, cases)
-        usage = total_usage(cases)
+        usage = total_usage(cases + self.reruns)  # every execution's usage, the first results' figures
         budget = budget_record(self.settings.max_cost, cases, usage)
         completeness = self.completeness(session, exitstatus, cases, budget)
         gate = run_gate(self.settings.thresholds, summary, completeness)
         agent, model = self.attribution(cases)
-        return build_record(
+        record = build_record(
             run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
             requested=self.requested(), options=self.options(), cases=cases, summary=summary,
             completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
         )
+        record.reruns = sort_cases(self.reruns) or None
+        return record
 
     def _write(self, session: pytest.Session) -> dict[str, Any] | None:
         """Write the record (redacted); the payload written, or None when it could not be."""

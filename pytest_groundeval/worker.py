@@ -25,6 +25,7 @@ from .concurrency import Prefetcher
 from .journal import StoredRun, find_run, load_run
 from .model import CaseRef, CaseResult, ErrorInfo
 from .options import Settings
+from .reruns import first_result
 from .runner import Called, call_case, finish_case, not_run, reuse
 from .tasks.base import Task
 from .usage import Budget, unpriced_budget
@@ -192,8 +193,8 @@ class Evaluator:
                 if n > 1:
                     self.prefetcher = Prefetcher(self._call, n, latency=lambda called: called.agent_s)
                     self.concurrency = n
-        if self.prefetcher is None:
-            return
+        if self.prefetcher is None or first_result(item) is not None:
+            return  # (a re-run of an item that has its result: nothing to call, reruns.py)
         if not ours or item.session.shouldfail or item.session.shouldstop:
             self.prefetcher.stop()  # an injected agent, -x / --maxfail: no more calls ahead
             return
