@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from .gate import parse_threshold, run_gate
 from .model import SCHEMA_VERSION, CaseResult, Completeness, RunRecord
-from .record import (build_record, new_run_id, record_bytes, summarize, user_subset, validate_record,
+from .record import (build_record, new_run_id, record_bytes, sort_cases, summarize, user_subset, validate_record,
                      write_json_atomic)
 from .redact import redact_json
 from .shard import selection_digest, shard_of
@@ -238,7 +238,9 @@ def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[dict[
     summary = summarize(tasks, cases)
     gate = run_gate(parsed, summary, completeness)
     price_table = {k: v for k, v in first["usage"].items() if k not in USAGE_COUNTS}  # the shards' (all equal)
-    usage = total_usage(cases).model_copy(update=price_table)
+    # executions after a case's first (a plugin re-ran it, reruns.py): kept, and their usage counted
+    reruns = [CaseResult.model_validate(c) for _, d in ordered for c in d.get("reruns") or []]
+    usage = total_usage(cases + reruns).model_copy(update=price_table)
     budgets = [d["budget"]["max_cost_usd"] for _, d in ordered if d.get("budget")]
     budget = budget_record(sum(budgets) if budgets else None, cases, usage)  # --max-cost is per shard
     answered = next((d for _, d in ordered if d["cases"]), first)
@@ -254,6 +256,7 @@ def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[dict[
         "finished_at": max(d["finished_at"] for _, d in ordered),
         "git_sha": next((d["git_sha"] for _, d in ordered if d["git_sha"]), None),
         "versions": first["versions"],
+        "reruns": sort_cases(reruns) or None,
     })
     head = record.model_dump(mode="json", exclude={"cases"})
     payload = {k: (raw if k == "cases" else head[k]) for k in RunRecord.model_fields}
