@@ -96,35 +96,40 @@ class Reruns:
     froze = False  # (plugin.pytest_unconfigure reads it off every groundeval plugin)
 
     def __init__(self, config: pytest.Config) -> None:
+        from .reporter import REPORT_ATTR
+
         self.config = config
         self.plugins = rerun_plugins(config)
         self.settings = rerun_settings(config) if self.plugins else []
+        self.attr = REPORT_ATTR
+        self.reporter = config.pluginmanager.get_plugin("groundeval-reporter")  # the controller's, else None
         self.again: set[tuple] = set()  # (controller) cases reported more than once
 
     # -- 1. the marker --
     @pytest.hookimpl(tryfirst=True)  # before pytest-retry marks every item flaky(retries=N)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Where a plugin would re-run an eval item (a rerun setting, or a ``flaky`` marker of
+        the test's own), the item gets the opt-out; elsewhere the plugins leave it alone as it is
+        (a marked item takes pytest-rerunfailures' own protocol, a status-DB round trip per item
+        under xdist)."""
         if not self.plugins:
             return
         from .worker import case_ref
 
         mark = pytest.mark.flaky(**EXEMPT)
         for item in items:
-            if case_ref(item) is not None:
+            if case_ref(item) is not None and (self.settings or item.get_closest_marker("flaky") is not None):
                 item.add_marker(mark, append=False)  # before any flaky marker of the test's own
 
     # -- 3. a later report of a case agrees with its first result --
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Any:
-        reporter = self.config.pluginmanager.get_plugin("groundeval-reporter")
-        if reporter is not None:
-            self._agree(report, reporter.results)
+        if self.reporter is not None:
+            self._agree(report, self.reporter.results)
         return (yield)
 
     def _agree(self, report: pytest.TestReport, results: dict[tuple, "CaseResult"]) -> None:
-        from .reporter import REPORT_ATTR
-
-        data = getattr(report, REPORT_ATTR, None)
+        data = getattr(report, self.attr, None)
         if data is not None:
             key = _key(data)
             first = results.get(key) if key is not None else None
@@ -144,7 +149,7 @@ class Reruns:
 
     # -- the one terminal line --
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        reporter = self.config.pluginmanager.get_plugin("groundeval-reporter")
+        reporter = self.reporter
         if reporter is None or reporter.record is None:
             return  # no eval case ran
         if self.again:

@@ -201,6 +201,43 @@ def test_extraction(case, agent, scorer, evaluate):
     result.stdout.fnmatch_lines(["*not re-run by pytest-rerunfailures / pytest-retry*--force-reruns 2*"])
 
 
+def test_the_test_s_own_flaky_marker_alone_is_refused(project):
+    project.makepyfile(test_evals='''
+import pytest
+
+@pytest.mark.flaky(reruns=2, retries=2)
+@pytest.mark.extraction
+def test_extraction(case, agent, scorer, evaluate):
+    evaluate(case, agent, scorer)
+''')
+    result = _run(project, "--agent=fail_first:FailFirst")
+    _assert_first_try_stands(project, result)
+    assert "not re-run by" not in result.stdout.str()  # no rerun setting to speak of
+
+
+SHOW_MARKS = '''
+def pytest_collection_finish(session):
+    for item in session.items:
+        mark = item.get_closest_marker("flaky")
+        print("MARK", item.name, None if mark is None else sorted(mark.kwargs.items()))
+'''
+
+
+@pytest.mark.parametrize("args", [(), ("--reruns", "1")], ids=["no-rerun-setting", "reruns"])
+def test_eval_items_are_marked_only_where_a_plugin_would_rerun_them(evalproject, args):
+    """No rerun setting and no flaky marker: the items are left as they are (a flaky-marked item
+    takes pytest-rerunfailures' own protocol); with one, each eval item has the opt-out first."""
+    evalproject.makeconftest(SHOW_MARKS)
+    evalproject.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = evalproject.runpytest("--data-dir", "data", "--collect-only", "-s", "-p", "no:cacheprovider", *args)
+    marks = [line.split(" ", 2)[1:] for line in result.stdout.lines if line.startswith("MARK ")]
+    assert len(marks) == len(SMALL_SET) + 1
+    exempt = str(sorted({"reruns": 0, "retries": 0, "condition": False}.items()))
+    for name, mark in marks:
+        expected = exempt if args and name.startswith("test_extraction[") else "None"
+        assert mark == expected, (name, mark)
+
+
 def test_without_a_rerun_plugin_nothing_is_marked_or_said(project):
     result = _run(project, "--agent=fail_first:FailFirst", "-p", "no:rerunfailures", "-p", "no:pytest-retry")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
