@@ -132,6 +132,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     if chosen and settings.preflight and settings.mode != "rescore" and not settings.is_worker \
             and not config.option.help:
         evaluator.preflight()
+    from .signals import install as handle_sigterm
+
+    handle_sigterm(config)  # SIGTERM as Ctrl-C: the record of what finished
     if not settings.is_worker:  # the controller (or the only process) records
         reporter = Reporter(settings, tasks, stored)
         reporter.local_concurrency = lambda: evaluator.concurrency

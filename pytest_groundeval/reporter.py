@@ -22,6 +22,7 @@ from .record import (build_record, case_json, new_run_id, now_iso, record_bytes,
                      write_json_atomic)
 from .redact import redact_json, redact_obj
 from .runner import not_run
+from .signals import terminated
 from .tasks.base import Task
 from .usage import budget_record, total_usage
 
@@ -204,7 +205,9 @@ class Reporter:
         sel["last_failed"] = bool(session.config.getoption("lf", False))
         subset = user_subset(sel, deselected)  # a shard is a subset too: the other shards' cases are deselected
         reasons = []
-        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop and not session.shouldfail:
+        if terminated(session.config):  # SIGTERM (signals.py)
+            reasons.append(terminated(session.config))
+        elif exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop and not session.shouldfail:
             reasons.append(f"interrupted ({session.shouldstop or 'KeyboardInterrupt'})")
         if session.shouldfail:
             reasons.append(f"-x / --maxfail: {session.shouldfail}")

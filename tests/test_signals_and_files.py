@@ -1,0 +1,142 @@
+"""Signals and files (issue 16 item 5): SIGTERM (a CI cancel) writes the record of what
+finished; a journal that cannot be written mid-run stops the run cleanly (exit 3, the paths
+named); two runs on one ``--run-record`` path are refused; a pytest-timeout kill is a
+``timeout``; a crashed xdist worker's neighbours are not called crashed.
+
+Every run that is signalled or killed is a fresh process in its own process group (as a CI
+runner starts it). The tests wait on events (a file the agent writes when it is where the
+test wants it, lines of the journal), never on wall-clock margins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import AGENTS, EVAL_FILE, SMALL_SET, SYNTHEA
+
+FAST_INI = "[pytest]\naddopts = -p no:langsmith_plugin -p no:anyio -p no:hypothesispytest -p no:randomly\n"
+ORDER = sorted(SMALL_SET)  # the run order (collection order: file names)
+ARGS = ("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider")
+MODES = {"serial": (), "xdist": ("-n", "2")}
+
+# An agent that answers right, except for the patient BLOCK_PATIENT: there it waits until the
+# journal holds WAIT_FOR cases (bounded: under xdist its own worker may hold cases after it),
+# writes READY (the test's event) and then blocks until it is interrupted.
+SLOW = '''
+import json, os, time
+from pytest_groundeval.tasks.extraction import active_medications
+
+def _journaled():
+    try:
+        with open(os.environ["JOURNAL"]) as fh:
+            return sum('"kind":"case"' in line for line in fh)
+    except FileNotFoundError:
+        return 0
+
+class Blocks:
+    name = "blocks"
+    def run(self, prompt):
+        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+        if pid == os.environ.get("BLOCK_PATIENT"):
+            deadline = time.monotonic() + 10
+            while _journaled() < int(os.environ.get("WAIT_FOR", "0")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            with open(os.environ["READY"], "w") as fh:
+                fh.write(str(os.getpid()))
+            while True:
+                time.sleep(3600)
+        return json.dumps({"active_medications": active_medications(bundle, "prompt")})
+'''
+
+
+def _patient_id(stem: str) -> str:
+    bundle = json.loads((SYNTHEA / f"{stem}.json").read_text())
+    return next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+
+
+def _project(path: Path, **files: str) -> Path:
+    (path / "test_evals.py").write_text(EVAL_FILE)
+    (path / "agents_under_test.py").write_text(AGENTS)
+    (path / "pytest.ini").write_text(FAST_INI)
+    for name, text in files.items():
+        (path / f"{name}.py").write_text(text)
+    (path / "data").mkdir()
+    for stem in SMALL_SET:
+        shutil.copy(SYNTHEA / f"{stem}.json", path / "data" / f"{stem}.json")
+    return path
+
+
+def _cases(journal: Path) -> list[dict]:
+    out = []
+    for line in journal.read_text().splitlines():
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if obj.get("kind") == "case":
+            out.append(obj)
+    return out
+
+
+def _start(path: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pytest", *ARGS, *args], cwd=path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+
+
+def _wait_for(proc: subprocess.Popen, path: Path, what: str = "the agent's ready file") -> None:
+    deadline = time.monotonic() + 90  # a hang guard only: the event comes long before
+    while not path.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended (rc {proc.returncode}) before {what}: {proc.stdout.read()[-3000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"no {what} within 90 s")
+        time.sleep(0.01)
+
+
+def _run(path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", *ARGS, *args], cwd=path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+
+
+# ---------------------------------------------------------------- SIGTERM
+@pytest.mark.parametrize("mode", list(MODES))
+def test_sigterm_to_the_process_group_writes_the_record_of_what_finished(tmp_path, mode):
+    path = _project(tmp_path, slow=SLOW)
+    blocked = ORDER[2]  # serial: two cases finish before it, one after
+    ready = path / "ready"
+    env = {"BLOCK_PATIENT": _patient_id(blocked), "READY": str(ready), "JOURNAL": str(path / "record.jsonl"),
+           "WAIT_FOR": "2" if mode == "serial" else "3"}
+    proc = _start(path, "--agent=slow:Blocks", "--threshold", "extraction.f1=0.0", *MODES[mode], env=env)
+    try:
+        _wait_for(proc, ready)
+        journaled = [c["case_id"] for c in _cases(path / "record.jsonl")]
+        os.killpg(proc.pid, signal.SIGTERM)  # what a CI cancel sends: the controller and the workers
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    rec = json.loads((path / "record.json").read_text())
+    recorded = [c["case_id"] for c in rec["cases"]]
+    assert set(journaled) <= set(recorded) and blocked not in recorded, (journaled, recorded)
+    if mode == "serial":
+        assert recorded == ORDER[:2]
+    assert all(c["outcome"] == "passed" for c in rec["cases"])
+    comp = rec["completeness"]
+    assert comp["cut_short"] and "terminated (SIGTERM)" in comp["reason"], comp
+    assert "crash" not in comp["reason"] and comp["recorded"] == len(recorded)
+    assert rec["gate"]["passed"] is False  # a cut-short run never passes a gate
+    assert (path / "record.jsonl").exists()  # cut short: the journal is kept beside the record
+    assert "groundeval: the run was cut short: terminated (SIGTERM)" in out
