@@ -136,6 +136,12 @@ def _set_up(config: pytest.Config) -> "Evaluator":
 
     handle_sigterm(config)  # SIGTERM as Ctrl-C: the record of what finished
     if not settings.is_worker:  # the controller (or the only process) records
+        if settings.run_record is not None:  # one run per --run-record path (runlock.py)
+            from .runlock import acquire
+
+            lock = acquire(settings.run_record)
+            if lock is not None:
+                config.add_cleanup(lock.release)
         reporter = Reporter(settings, tasks, stored)
         reporter.local_concurrency = lambda: evaluator.concurrency
         reporter.local_selection = lambda: (evaluator.selected, evaluator.deselected)

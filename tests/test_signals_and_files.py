@@ -140,3 +140,72 @@ def test_sigterm_to_the_process_group_writes_the_record_of_what_finished(tmp_pat
     assert rec["gate"]["passed"] is False  # a cut-short run never passes a gate
     assert (path / "record.jsonl").exists()  # cut short: the journal is kept beside the record
     assert "groundeval: the run was cut short: terminated (SIGTERM)" in out
+
+
+# ---------------------------------------------------------------- one run per --run-record path
+def test_a_second_run_on_the_same_record_path_is_a_usage_error_until_the_first_ends(tmp_path):
+    path = _project(tmp_path, slow=SLOW)
+    ready = path / "ready"
+    env = {"BLOCK_PATIENT": _patient_id(ORDER[1]), "READY": str(ready), "JOURNAL": str(path / "record.jsonl"),
+           "WAIT_FOR": "1"}
+    first = _start(path, "--agent=slow:Blocks", env=env)
+    try:
+        _wait_for(first, ready)  # the first run is running (one case journaled, the next in its call)
+        before = (path / "record.jsonl").read_bytes()
+        second = _run(path, "--agent=agents_under_test:Correct")
+        assert second.returncode == pytest.ExitCode.USAGE_ERROR, second.stdout[-3000:] + second.stderr[-3000:]
+        assert "--run-record record.json: another groundeval run" in second.stderr, second.stderr
+        assert f"pid {first.pid}" in second.stderr, second.stderr
+        # and it touched nothing of the first run's
+        assert (path / "record.jsonl").read_bytes() == before and not (path / "record.json").exists()
+        # another path is fine meanwhile
+        other = subprocess.run([sys.executable, "-m", "pytest", "--data-dir", "data", "--run-record", "other.json",
+                                "-p", "no:cacheprovider", "--agent=agents_under_test:Correct"], cwd=path,
+                               capture_output=True, text=True, timeout=120)
+        assert other.returncode == pytest.ExitCode.OK, other.stdout[-3000:]
+        os.killpg(first.pid, signal.SIGTERM)
+        first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    assert first.returncode == pytest.ExitCode.INTERRUPTED
+    assert not (path / "record.jsonl.lock").exists()  # released and removed at the end
+    again = _run(path, "--agent=agents_under_test:Correct")
+    assert again.returncode == pytest.ExitCode.OK, again.stdout[-3000:] + again.stderr[-3000:]
+    assert len(json.loads((path / "record.json").read_text())["cases"]) == len(ORDER)
+
+
+def test_a_lock_left_by_a_killed_run_is_not_an_error(tmp_path):
+    path = _project(tmp_path, slow=SLOW)
+    ready = path / "ready"
+    env = {"BLOCK_PATIENT": _patient_id(ORDER[0]), "READY": str(ready), "JOURNAL": str(path / "record.jsonl")}
+    first = _start(path, "--agent=slow:Blocks", "-n", "2", env=env)
+    try:
+        _wait_for(first, ready)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # no clean-up runs: the lock file stays, its flock goes
+        first.wait()
+    assert (path / "record.jsonl.lock").read_text().strip() == str(first.pid)
+    again = _run(path, "--agent=agents_under_test:Correct")
+    assert again.returncode == pytest.ExitCode.OK, again.stdout[-3000:] + again.stderr[-3000:]
+    assert not (path / "record.jsonl.lock").exists()
+
+
+def test_record_paths_that_share_a_journal_share_the_lock(tmp_path):
+    from pytest_groundeval.runlock import acquire
+
+    held = acquire(tmp_path / "x.json")
+    assert held is not None
+    try:
+        for other in ("x.json", "x.txt", "x.jsonl"):
+            with pytest.raises(pytest.UsageError, match=f"pid {os.getpid()}"):
+                acquire(tmp_path / other)
+        distinct = acquire(tmp_path / "y.json")
+        assert distinct is not None
+        distinct.release()
+    finally:
+        held.release()
+    freed = acquire(tmp_path / "x.txt")  # released: free again
+    assert freed is not None
+    freed.release()
