@@ -25,16 +25,36 @@ from .record import open_private
 SYNC_INTERVAL_S = 0.2
 
 
+class JournalWriteError(OSError):
+    """A line could not be written (disk full, I/O error): the journal takes no more lines and
+    the message names the path and why."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.path = path
+        self.message = f"could not write the journal {path}: {cause.strerror or cause}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class Journal:
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        # each run owns its journal: a reused path starts afresh (mode FILE_MODE)
-        self._fh = os.fdopen(open_private(path), "wb")
+        # each run owns its journal: a reused path starts afresh (mode FILE_MODE); written with
+        # os.write (no user-space buffer: a line is with the kernel when append returns, and a
+        # failed write leaves nothing behind to fail again at close)
+        self._fd: int | None = open_private(path)
+        self.error: JournalWriteError | None = None  # the first write that failed
         self._dirty = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
-        self._write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+        try:
+            self._write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+        except OSError:
+            self._close_fd()
+            raise
         self._syncer = threading.Thread(target=self._sync_loop, daemon=True, name="groundeval-journal")
         self._syncer.start()
 
@@ -43,8 +63,18 @@ class Journal:
 
     def _write_line(self, line: bytes) -> None:
         with self._lock:
-            self._fh.write(line)
-            self._fh.flush()
+            if self.error is not None:
+                raise self.error
+            if self._fd is None:
+                raise ValueError(f"the journal {self.path} is closed")
+            view = memoryview(line)
+            try:
+                while view:
+                    view = view[os.write(self._fd, view):]
+            except OSError as e:  # disk full, I/O error, file size limit
+                # a part of the line may be on disk: a torn last line, as after a kill (readers skip it)
+                self.error = JournalWriteError(self.path, e)
+                raise self.error from None
         self._dirty.set()
 
     def _sync_loop(self) -> None:
@@ -58,29 +88,39 @@ class Journal:
 
     def _sync(self) -> None:
         with self._lock:
-            if self._fh.closed:
+            if self._fd is None:
                 return
-            fd = self._fh.fileno()
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                pass
 
     def append_json(self, case: bytes, kind: str = "case") -> None:
         """A case result already serialised as a JSON object (kind ``rerun``: a later execution
-        of a case already journalled, which readers leave out: the first result stands)."""
+        of a case already journalled, which readers leave out: the first result stands).
+        Raises :class:`JournalWriteError` when it cannot be written (and for every line after
+        that)."""
         self._write_line(b'{"kind":"' + kind.encode() + b'",' + case[1:] + b"\n")
 
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
     def close(self) -> None:
-        if self._fh.closed:
+        if self._fd is None:
             return
         self._closed.set()
         self._dirty.set()
         self._syncer.join(timeout=5)
         with self._lock:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+            try:
+                os.fsync(self._fd)  # type: ignore[arg-type]
+            except OSError as e:
+                if self.error is None:
+                    self.error = JournalWriteError(self.path, e)
+            finally:
+                self._close_fd()
 
 
 @dataclass

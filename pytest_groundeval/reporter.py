@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from .gate import run_gate
-from .journal import Journal, StoredRun
+from .journal import Journal, JournalWriteError, StoredRun
 from .model import CaseResult, Completeness, ErrorInfo, RunRecord
 from .options import Settings
 from .record import (build_record, case_json, new_run_id, now_iso, record_bytes, sort_cases, summarize, user_subset,
@@ -152,7 +152,13 @@ class Reporter:
                 self.problems.append(f"could not open the journal {self.path.with_suffix('.jsonl')}: "
                                      f"{e.strerror or e} (the cases are kept for the record)")
         if self.journal is not None:
-            self.journal.append_json(blob, kind)
+            try:
+                self.journal.append_json(blob, kind)
+            except JournalWriteError as e:  # disk full mid-run: stop cleanly, the record keeps what finished
+                self.problems.append(f"{e}; the run was stopped (the cases that finished are kept for the record)")
+                # as an interrupt (pytest prints no terminal summary for INTERNAL_ERROR); the
+                # problem makes the exit status 3 once the record is written
+                pytest.exit(f"groundeval: {e}", returncode=pytest.ExitCode.INTERRUPTED)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -207,6 +213,8 @@ class Reporter:
         reasons = []
         if terminated(session.config):  # SIGTERM (signals.py)
             reasons.append(terminated(session.config))
+        elif self.journal is not None and self.journal.error is not None:  # disk full: the run was stopped
+            reasons.append(f"stopped: {self.journal.error}")
         elif exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop and not session.shouldfail:
             reasons.append(f"interrupted ({session.shouldstop or 'KeyboardInterrupt'})")
         if session.shouldfail:
@@ -294,7 +302,11 @@ class Reporter:
             write_json_atomic(self.path, redact_json(record_bytes(payload)))
         except OSError as e:  # disk full, no permission, a file where a folder should be
             self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
-            kept = f"; its cases are in the journal {self.journal.path}" if self.journal is not None else ""
+            if self.journal is not None and self.journal.error is not None:
+                kept = (f"; the journal {self.journal.path} holds only the cases before that failed "
+                        f"({self.journal.error.strerror}): re-run, or --resume {self.journal.path}")
+            else:
+                kept = f"; its cases are in the journal {self.journal.path}" if self.journal is not None else ""
             self.problems.append(self.write_error + kept)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             return None

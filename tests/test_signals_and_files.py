@@ -209,3 +209,90 @@ def test_record_paths_that_share_a_journal_share_the_lock(tmp_path):
     freed = acquire(tmp_path / "x.txt")  # released: free again
     assert freed is not None
     freed.release()
+
+
+# ---------------------------------------------------------------- the journal cannot be written mid-run
+# The agent, called for the third case, caps the size of any file this process may write at the
+# journal's current size (RLIMIT_FSIZE; Python ignores SIGXFSZ, so the write fails with EFBIG):
+# the third case's journal line fails for real, in the middle of the run, and so does the record.
+FILLS = '''
+import json, os, resource
+from pytest_groundeval.tasks.extraction import active_medications
+
+class FillsTheDisk:
+    name = "fills-the-disk"
+    def run(self, prompt):
+        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+        if pid == os.environ["FULL_ON"]:
+            size = os.path.getsize(os.environ["JOURNAL"])
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, resource.RLIM_INFINITY))
+        return json.dumps({"active_medications": active_medications(bundle, "prompt")})
+'''
+
+
+def test_a_journal_write_failure_mid_run_stops_with_exit_3_and_names_both_paths(tmp_path):
+    path = _project(tmp_path, fills=FILLS)
+    env = {"FULL_ON": _patient_id(ORDER[2]), "JOURNAL": str(path / "record.jsonl")}
+    done = _run(path, "--agent=fills:FillsTheDisk", env=env)
+    out = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.INTERNAL_ERROR, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
+    journal, record = Path("record.jsonl"), Path("record.json")  # as given
+    assert f"could not write the journal {journal}: File too large" in out, out[-3000:]
+    assert f"could not write the run record {record}: File too large" in out, out[-3000:]
+    assert f"the journal {journal} holds only the cases before that failed" in out, out[-3000:]
+    journal, record = path / journal, path / record
+    assert not record.exists()
+    assert [c["case_id"] for c in _cases(journal)] == ORDER[:2]  # whole lines; the torn one is skipped
+    # space again: --resume runs the two cases that have no whole line
+    resumed = _run(path, "--agent=fills:FillsTheDisk", "--resume", "record.jsonl", env={**env, "FULL_ON": ""})
+    assert resumed.returncode == pytest.ExitCode.OK, resumed.stdout[-3000:]
+    rec = json.loads(record.read_text())
+    assert [c["case_id"] for c in rec["cases"]] == ORDER and not rec["completeness"]["cut_short"]
+    assert sum(c["resumed_from"] is not None for c in rec["cases"]) == 2
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_full_disk_under_the_journal_stops_the_run_and_the_record_keeps_what_finished(evalproject, monkeypatch,
+                                                                                        mode):
+    """ENOSPC on the journal's third case line (every write of journal.py's after it fails too), in
+    an in-process run: the run stops at once (exit 3), the record holds the cases that finished
+    (the one whose line failed too: it was reported) and says why it was cut short."""
+    import errno
+
+    import pytest_groundeval.journal as journal_mod
+
+    writes = []
+
+    class FullDisk:
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def write(fd, data):
+            writes.append(len(data))
+            if len(writes) >= 4:  # the header, two cases, then the disk is full
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return os.write(fd, data)
+
+    monkeypatch.setattr(journal_mod, "os", FullDisk())
+    evalproject.makefile(".ini", pytest=FAST_INI)
+    result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                                   "--agent=agents_under_test:Correct", "--threshold", "extraction.f1=0.0",
+                                   *MODES[mode])
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    journal = Path("record.jsonl")
+    rec = json.loads((evalproject.path / "record.json").read_text())
+    assert len(rec["cases"]) == 3 and all(c["outcome"] == "passed" for c in rec["cases"])
+    comp = rec["completeness"]
+    assert comp["cut_short"] and comp["recorded"] == 3, comp
+    assert f"stopped: could not write the journal {journal}: No space left on device" in comp["reason"], comp
+    if mode == "serial":
+        assert "1 selected case(s) have no result" in comp["reason"], comp
+        assert [c["case_id"] for c in rec["cases"]] == ORDER[:3]
+    assert rec["gate"]["passed"] is False
+    on_disk = _cases(evalproject.path / journal)  # the kept cut-short journal: what reached the disk
+    assert len(on_disk) == 2 and {c["case_id"] for c in on_disk} < {c["case_id"] for c in rec["cases"]}
+    result.stdout.fnmatch_lines([f"*could not write the journal {journal}: No space left on device*"])
+    assert "INTERNALERROR" not in result.stdout.str()
