@@ -13,8 +13,10 @@ Outcomes and error kinds each have one meaning, everywhere:
   ``case`` (the case file is unusable), ``agent`` (the agent or its API failed after
   retries), ``timeout`` (the agent did not answer within ``--agent-timeout``, after
   retries), ``budget`` (not run: ``--max-cost`` was reached), ``crash`` (the pytest-xdist
-  worker running it died: segfault, ``os._exit``), ``internal`` (a groundeval bug;
-  ``error.traceback`` is set).
+  worker running it died in this case's own call, test or scoring: segfault, ``os._exit``),
+  ``interrupted`` (not run to the end through no fault of its own: another case's call crashed
+  the xdist worker it was in flight on), ``internal`` (a groundeval bug; ``error.traceback``
+  is set).
 * outcome ``skipped``: pytest skipped the item (``skip_reason``); not in any denominator.
 """
 
@@ -29,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 SCHEMA_VERSION = "2.0"
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
-ErrorKind = Literal["case", "agent", "timeout", "budget", "crash", "internal"]
+ErrorKind = Literal["case", "agent", "timeout", "budget", "crash", "interrupted", "internal"]
 #: kinds a --resume runs again (the infrastructure may do better next time)
-RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget", "crash"})
+RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget", "crash", "interrupted"})
 
 
 class CaseError(Exception):

@@ -149,6 +149,13 @@ def _set_up(config: pytest.Config) -> "Evaluator":
         reporter.local_stop = lambda: evaluator.stop_reason
         reporter.shard = sharder.record if sharder is not None else None
         config.pluginmanager.register(reporter, "groundeval-reporter")
+    from .crashes import register as crash_ledgers
+
+    crash_ledgers(config, evaluator, config.pluginmanager.get_plugin("groundeval-reporter"))  # xdist only
+    from .timeouts import register as timeout_kinds
+    from .worker import case_ref
+
+    timeout_kinds(config, case_ref)  # pytest-timeout's kills are kind timeout
     from .tracing import LangSmith
 
     LangSmith.register(config, settings, evaluator)  # LANGSMITH_API_KEY set: datasets, experiments, runs; else nothing
@@ -281,7 +288,11 @@ def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "Cas
             return result
     from .model import ErrorInfo
     from .runner import not_run
+    from .timeouts import timeout_error
 
+    timed_out = timeout_error(item, report)  # pytest-timeout (signal method) failed it
+    if timed_out is not None:
+        return not_run(ref, error=timed_out)
     if report.skipped:
         return not_run(ref, skip_reason=_skip_reason(report))
     if when == "call":

@@ -63,6 +63,7 @@ class Reporter:
         self.own_failure_lines = False
         self.local_concurrency: Any = None  # () -> int, the in-process evaluator's, when there is one
         self.shard: Any = None  # () -> ShardRecord | None, the sharder's under --groundeval-shard (shard.py)
+        self.crashes: Any = None  # crashes.CrashLedgers under xdist: what a dead worker was doing
 
     @property
     def path(self) -> Path:
@@ -180,8 +181,12 @@ class Reporter:
             if refs or case_id is not None:
                 self.unresolved_crashes.append(crashitem)
             return  # not an eval item (or an id several tasks share): pytest reports it as always
-        message = f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"
-        result, data, blob = case_json(not_run(refs[0], error=ErrorInfo(kind="crash", message=message)))
+        if self.crashes is not None:  # which call crashed it, from the worker's ledger (crashes.py)
+            error = self.crashes.diagnose(getattr(report, "node", None), refs[0], crashitem)
+        else:
+            error = ErrorInfo(kind="crash", message=(
+                f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"))
+        result, data, blob = case_json(not_run(refs[0], error=error))
         setattr(report, REPORT_ATTR, data)
         self.hand_over(report, result, blob)
 
@@ -203,6 +208,8 @@ class Reporter:
         before every selected case had a result."""
         if self.worker_selection is not None:
             selected, deselected = self.worker_selection
+        elif self.crashes is not None and self.crashes.selected is not None:  # every worker died
+            selected, deselected = self.crashes.selected, 0
         elif self.local_selection is not None:
             selected, deselected = self.local_selection()
         else:
@@ -226,6 +233,9 @@ class Reporter:
         crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
         if crashed:
             reasons.append(f"a worker crashed ({crashed} case(s))")
+        interrupted = sum(c.error_kind == "interrupted" for c in cases)
+        if interrupted:
+            reasons.append(f"{interrupted} case(s) interrupted by another case's crash")
         missing = (selected - len(cases)) if selected is not None else 0
         if missing > 0:
             reasons.append(f"{missing} selected case(s) have no result")

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from .bounds import MAX_DEPTH, TRANSCRIPT_CUT, answer_was_cut, bound_output, too_deep, usage_beyond
 from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy, repeat_of
+from .ledger import agent_thread
 from .model import (
     AgentOutput,
     Case,
@@ -75,6 +76,7 @@ def call_agent(agent: Any, task: Task, case: Case) -> AgentOutput:
     """Built-in agents implement ``run_case(task, prompt, inputs)`` (the task supplies their
     strategy, system prompt and tools); any other agent gets ``run(prompt)``. With
     ``--repeat``, the repeat is known to the model-call cache while the agent runs."""
+    agent_thread(case.ref)  # an xdist worker notes which thread calls the agent (ledger.py)
     with repeat_of(case.ref.repeat):
         if hasattr(agent, "run_case"):
             return AgentOutput.coerce(agent.run_case(task, case.prompt, case.inputs))

@@ -98,6 +98,7 @@ class Evaluator:
         self._streak: tuple[Any, int] = (None, 0)
         self.selected: int | None = None  # eval items selected to run in this process's collection
         self.deselected = 0
+        self.ledger: Any = None  # crashes.WorkerLedger in an xdist worker: the calls in flight
 
     # -- collection --
     def refs(self, task: str) -> list[CaseRef]:
@@ -221,7 +222,13 @@ class Evaluator:
 
     def _call(self, key: tuple[str, str]) -> Called:
         ref = self._by_key[key]
-        return call_case(self.tasks[ref.task], ref, self.get_agent(), self.settings.policy, self.budget)
+        return self._calling(ref, lambda: call_case(self.tasks[ref.task], ref, self.get_agent(), self.settings.policy,
+                                                    self.budget))
+
+    def _calling(self, ref: CaseRef, call: Any) -> Called:
+        """An agent call, in the crash ledger of an xdist worker (crashes.py): which call was in
+        flight on which thread if the process dies."""
+        return call() if self.ledger is None else self.ledger.call(ref, call)
 
     # -- one item --
     def score(self, prediction: Any, case: Any) -> Any:
@@ -242,7 +249,7 @@ class Evaluator:
         if self.prefetcher is not None and agent is self._agent and not self.prefetcher.stopped:
             called = self.prefetcher.take(ref.key)
         else:
-            called = call_case(task, ref, agent, self.settings.policy, self.budget)
+            called = self._calling(ref, lambda: call_case(task, ref, agent, self.settings.policy, self.budget))
         result = finish_case(task, called, scorer, require_grounded=self.settings.require_grounded)
         self._watch_errors(result)
         return result

@@ -296,3 +296,155 @@ def test_a_full_disk_under_the_journal_stops_the_run_and_the_record_keeps_what_f
     assert len(on_disk) == 2 and {c["case_id"] for c in on_disk} < {c["case_id"] for c in rec["cases"]}
     result.stdout.fnmatch_lines([f"*could not write the journal {journal}: No space left on device*"])
     assert "INTERNALERROR" not in result.stdout.str()
+
+
+# ---------------------------------------------------------------- a crashed worker's neighbours
+# Two calls in flight on one worker (--concurrency 8 -n 2 keeps a worker's current and next item's
+# calls running; xdist's load scheduling sends 4 cases to 2 workers as two runs of 2 consecutive
+# cases). The first case's call is still running when the second case's call segfaults the process
+# (the first time only).
+BESIDE = '''
+import ctypes, json, os, time
+from pytest_groundeval.tasks.extraction import active_medications
+
+def _wait(path):
+    deadline = time.monotonic() + 20
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+class CrashBeside:
+    name = "crash-beside"
+    def run(self, prompt):
+        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+        marks = os.environ["MARKS"]
+        with open(os.path.join(marks, "calls.log"), "a") as fh:
+            fh.write(pid + "\\n")
+        if pid == os.environ["CRASH_PATIENT"] and not os.path.exists(os.path.join(marks, "crashed")):
+            open(os.path.join(marks, "crashed"), "w").close()
+            _wait(os.path.join(marks, "beside-running"))
+            ctypes.string_at(0)  # SIGSEGV, on this call's thread
+        if pid == os.environ["BESIDE_PATIENT"] and not os.path.exists(os.path.join(marks, "beside-running")):
+            _wait(os.path.join(marks, "crashed"))
+            open(os.path.join(marks, "beside-running"), "w").close()
+            time.sleep(30)  # still in flight when the process dies
+        return json.dumps({"active_medications": active_medications(bundle, "prompt")})
+'''
+
+
+def test_only_the_case_whose_call_crashed_the_worker_is_a_crash(tmp_path):
+    path = _project(tmp_path, beside=BESIDE)
+    beside, crasher = ORDER[0], ORDER[1]  # the worker's current item, and its next one
+    env = {"MARKS": str(path), "CRASH_PATIENT": _patient_id(crasher), "BESIDE_PATIENT": _patient_id(beside)}
+    done = _run(path, "--agent=beside:CrashBeside", "--concurrency", "8", "-n", "2", env=env)
+    out = done.stdout + done.stderr
+    assert (path / "crashed").exists() and (path / "beside-running").exists(), out[-3000:]
+    rec = json.loads((path / "record.json").read_text())
+    cases = {c["case_id"]: c for c in rec["cases"]}
+    assert sorted(cases) == ORDER, out[-3000:]
+    # the case beside the crash was in flight, not at fault: interrupted, to be run again
+    assert cases[beside]["outcome"] == "error" and cases[beside]["error"]["kind"] == "interrupted", cases[beside]
+    assert f"crashed (Fatal Python error: Segmentation fault) in the agent call for extraction:{crasher}" \
+        in cases[beside]["error"]["message"]
+    # the crashing case was handed to a replacement worker by xdist and ran there (it crashes once)
+    assert cases[crasher]["outcome"] == "passed", cases[crasher]
+    assert all(cases[c]["outcome"] == "passed" for c in ORDER[2:])
+    assert not any(c["error"] and c["error"]["kind"] == "crash" for c in rec["cases"])
+    comp = rec["completeness"]
+    assert comp["cut_short"] and "1 case(s) interrupted by another case's crash" in comp["reason"], comp
+    assert comp["selected"] == comp["recorded"] == len(ORDER)
+    assert "Segmentation fault" in done.stderr  # the worker's fault dump still reaches the terminal
+    # --resume runs only the interrupted case
+    (path / "calls.log").unlink()
+    resumed = _run(path, "--agent=beside:CrashBeside", "--resume", "record.json", env=env)
+    assert resumed.returncode == pytest.ExitCode.OK, resumed.stdout[-3000:]
+    assert (path / "calls.log").read_text().split() == [_patient_id(beside)]
+
+
+ALWAYS_CRASHES = '''
+import ctypes
+
+class AlwaysCrashes:
+    name = "always-crashes"
+    def run(self, prompt):
+        ctypes.string_at(0)
+'''
+
+
+def test_when_every_case_crashes_the_record_still_knows_what_was_selected(tmp_path):
+    path = _project(tmp_path, always=ALWAYS_CRASHES)
+    done = _run(path, "--agent=always:AlwaysCrashes", "--concurrency", "8", "-n", "2", "--max-worker-restart", "2")
+    out = done.stdout + done.stderr
+    rec = json.loads((path / "record.json").read_text())
+    comp = rec["completeness"]
+    assert comp["selected"] == len(ORDER), comp  # not "unknown"
+    assert comp["cut_short"] and "a worker crashed" in comp["reason"], comp
+    missing = len(ORDER) - comp["recorded"]
+    assert (f"{missing} selected case(s) have no result" in comp["reason"]) == (missing > 0), comp
+    crashed = [c for c in rec["cases"] if c["error"]["kind"] == "crash"]
+    assert crashed and all("Segmentation fault" in c["error"]["message"] for c in crashed), out[-3000:]
+    assert done.returncode != pytest.ExitCode.OK
+
+
+# ---------------------------------------------------------------- pytest-timeout
+HANGS_ON = '''
+import json, os, time
+from pytest_groundeval.tasks.extraction import active_medications
+
+class HangsOn:
+    """Right answers, except that the call for HANG_ON never returns (until the process ends)."""
+    name = "hangs-on"
+    def run(self, prompt):
+        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+        with open(os.environ["CALLS"], "a") as fh:
+            fh.write(pid + "\\n")
+        if pid == os.environ.get("HANG_ON"):
+            while True:
+                time.sleep(3600)
+        return json.dumps({"active_medications": active_medications(bundle, "prompt")})
+'''
+# generous: every other case must finish well inside it on a busy machine; the hang never ends
+TIMEOUT = "10"
+
+
+@pytest.mark.parametrize("method", ["signal", "thread"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_pytest_timeout_kill_is_a_timeout_of_one_line_and_resume_runs_it_again(tmp_path, method, mode):
+    path = _project(tmp_path, hangs=HANGS_ON)
+    hung = ORDER[1]
+    env = {"HANG_ON": _patient_id(hung), "CALLS": str(path / "calls.log")}
+    done = _run(path, "--agent=hangs:HangsOn", "--timeout", TIMEOUT, "--timeout-method", method, *MODES[mode],
+                env=env)
+    out = done.stdout + done.stderr
+    message = f"pytest-timeout: the test ran longer than its timeout of {TIMEOUT} s ({method} method)"
+    if method == "thread" and mode == "serial":
+        # pytest-timeout ends the only process (os._exit): no record; the journal holds the cases
+        # before it and the timed-out case, written as the timer fired
+        assert done.returncode == 1 and not (path / "record.json").exists(), out[-3000:]
+        cases = _cases(path / "record.jsonl")
+        assert [c["case_id"] for c in cases] == ORDER[:2], out[-3000:]
+        timed_out = cases[1]
+        source = "record.jsonl"
+    else:
+        assert done.returncode == pytest.ExitCode.TESTS_FAILED, out[-3000:]
+        rec = json.loads((path / "record.json").read_text())
+        cases = {c["case_id"]: c for c in rec["cases"]}
+        assert sorted(cases) == ORDER, out[-3000:]
+        assert all(cases[c]["outcome"] == "passed" for c in ORDER if c != hung)
+        timed_out = cases[hung]
+        assert "timeout" in rec["completeness"]["reason"] if rec["completeness"]["cut_short"] else True
+        source = "record.json"
+    assert timed_out["case_id"] == hung and timed_out["outcome"] == "error", timed_out
+    assert timed_out["error"]["kind"] == "timeout", timed_out["error"]
+    assert timed_out["error"]["message"].startswith(message) and "\n" not in timed_out["error"]["message"]
+    assert timed_out["error"]["traceback"] is None
+    # --resume runs the timed-out case again (and what never ran), nothing else
+    (path / "calls.log").unlink()
+    resumed = _run(path, "--agent=hangs:HangsOn", "--resume", source, env={**env, "HANG_ON": ""})
+    assert resumed.returncode == pytest.ExitCode.OK, resumed.stdout[-3000:]
+    rec = json.loads((path / "record.json").read_text())
+    assert all(c["outcome"] == "passed" for c in rec["cases"]) and len(rec["cases"]) == len(ORDER)
+    again = set((path / "calls.log").read_text().split())
+    expected = {_patient_id(c) for c in (ORDER[1:] if source == "record.jsonl" else [hung])}
+    assert again == expected
