@@ -21,9 +21,10 @@ import pytest
 
 
 class RunLock:
-    def __init__(self, path: Path, fd: int) -> None:
+    def __init__(self, path: Path, fd: int, made: list[Path]) -> None:
         self.path = path
         self._fd: int | None = fd
+        self._made = made  # folders made for the lock (removed again when still empty)
 
     def release(self) -> None:
         if self._fd is None:
@@ -33,6 +34,11 @@ class RunLock:
             self.path.unlink(missing_ok=True)  # while still held: no one can be holding this file
         finally:
             os.close(fd)  # releases the lock
+        for folder in self._made:  # deepest first; a run that wrote its record there keeps it
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
 
 def lock_path(record: Path) -> Path:
@@ -45,6 +51,7 @@ def acquire(record: Path) -> RunLock | None:
     when the lock file cannot be made (the folder is not writable: the record and journal
     writes then say so themselves)."""
     path = lock_path(record).absolute()
+    made = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -75,7 +82,7 @@ def acquire(record: Path) -> RunLock | None:
         os.close(fd)
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
-    return RunLock(path, fd)
+    return RunLock(path, fd, made)
 
 
 def _read_pid(fd: int) -> int | None:

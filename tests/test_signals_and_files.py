@@ -448,3 +448,28 @@ def test_a_pytest_timeout_kill_is_a_timeout_of_one_line_and_resume_runs_it_again
     again = set((path / "calls.log").read_text().split())
     expected = {_patient_id(c) for c in (ORDER[1:] if source == "record.jsonl" else [hung])}
     assert again == expected
+
+
+def test_the_lock_leaves_no_folder_behind_where_nothing_was_written(tmp_path):
+    from pytest_groundeval.runlock import acquire
+
+    lock = acquire(tmp_path / "new" / "deeper" / "record.json")
+    assert lock is not None and (tmp_path / "new" / "deeper" / "record.jsonl.lock").exists()
+    lock.release()
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_sigterm_while_the_session_finishes_does_not_stop_the_record(tmp_path):
+    """Every case ran; the SIGTERM comes as the session finishes (a conftest sends it to its own
+    process from sessionfinish, before the record is written): the record is written whole."""
+    path = _project(tmp_path)
+    (path / "conftest.py").write_text(
+        "import os, signal, pytest\n\n"
+        "@pytest.hookimpl(wrapper=True)\n"
+        "def pytest_sessionfinish(session):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return (yield)\n")
+    done = _run(path, "--agent=agents_under_test:Correct")
+    assert done.returncode == pytest.ExitCode.OK, done.stdout[-3000:] + done.stderr[-3000:]
+    rec = json.loads((path / "record.json").read_text())
+    assert len(rec["cases"]) == len(ORDER) and not rec["completeness"]["cut_short"]
