@@ -11,12 +11,13 @@ worker's own would have gone).
 When the controller hears of the crash it reads them (:meth:`CrashLedgers.diagnose`):
 
 * the item ran past a pytest-timeout (thread method): kind ``timeout``, one line;
-* the item's own call crashed (the faulting thread was its call's, or its call was the only one
-  in flight, or no call was in flight: the crash was in its test or scoring): kind ``crash``;
-* another call crashed the worker (the faulting thread was that call's, or the item's own
-  call had finished): the item is ``interrupted`` (not run to the end, through no fault of its
-  own; ``--resume`` runs it again), and the case whose call crashed, which xdist hands to a
-  replacement worker, is recorded by its own run there.
+* another case's agent call crashed the worker (faulthandler's faulting thread was that call's):
+  the item is ``interrupted`` (not run to the end, through no fault of its own; ``--resume``
+  runs it again), and the case whose call crashed, which xdist hands to a replacement worker,
+  is recorded by its own run there;
+* else the item is the ``crash``: its own call's thread faulted, or the main thread (its test,
+  its scoring), or the process ended without a dump (``os._exit``, a kill: no evidence against
+  another call); a call in flight beside it is named in the message.
 
 The controller also counts the eval items each worker collected
 (``pytest_xdist_node_collection_finished``), so a run whose workers all died still knows how
@@ -114,8 +115,7 @@ class CrashLedgers:
         fatal = next((line for line in dump.splitlines() if line.startswith("Fatal Python error")), "")
         what = f" ({fatal})" if fatal else ""
         others = [k for k in in_flight if k != me]
-        if culprit is None and me not in in_flight and others:
-            culprit = others[0] if len(others) == 1 else None
+        # no dump (os._exit, SIGKILL): no evidence against another call; the item keeps the crash
         if culprit is not None and culprit != me:
             return ErrorInfo(kind="interrupted", message=(
                 f"not run to the end: the pytest-xdist worker {worker} crashed{what} in the agent call for "
