@@ -71,10 +71,24 @@ def evaluate_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, 
         # a threshold is a minimum, but on a lower-is-better figure (the flaky share) a maximum
         passed = value is not None and (value <= t.value if t.key in LOWER_IS_BETTER else value >= t.value)
         checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=value, passed=passed,
-                                     reason=None if value is not None else f"no {t.task} case ran"))
+                                     reason=None if value is not None else _no_value(t, summary.get(t.task))))
     if not any(c.applied for c in checks):
         return None
     return GateRecord(passed=all(c.passed for c in checks), thresholds=checks)
+
+
+def _no_value(t: Threshold, summary: dict[str, Any] | None) -> str:
+    """Why a threshold has no value: its task ran no case, or none of those that ran is one
+    the metric applies to (``grounded``: an agent the harness gave no tools)."""
+    ran = int((summary or {}).get("n_cases") or 0)
+    if not ran:
+        return f"no {t.task} case ran"
+    applicable = int((summary or {}).get(f"{t.key}_n") or 0)
+    from .grounding import NAME as GROUNDED
+
+    why = (": grounded applies only to an agent the harness gave tools (see each case's details.grounded)"
+           if t.key == GROUNDED else "")
+    return f"{ran} {t.task} case(s) ran, {applicable} applicable to {t.key}{why}"
 
 
 def run_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, Any]],

@@ -343,6 +343,7 @@ def case_view(case: Mapping[str, Any], base: Mapping[str, Any] | None) -> dict[s
         "error": None if error is None else {k: error.get(k) for k in ("kind", "error_class", "message", "traceback")},
         "usage": _pretty(usage) if usage else "",
         "transcript": case.get("transcript") if isinstance(case.get("transcript"), list) else None,
+        "agent_reported": case.get("agent_reported") if isinstance(case.get("agent_reported"), list) else None,
         "attempt_log": [[a.get("attempt"), a.get("error_class") or "", a.get("error") or "",
                          seconds(a.get("duration_s"))] for a in case.get("attempt_log") or [] if isinstance(a, dict)],
         "warnings": [str(w) for w in case.get("warnings") or []]
@@ -870,7 +871,11 @@ JS = r"""
     }
     if (c.details) { add(box, fold("scorer details", pre(c.details, "details"))); }
     if (c.transcript && c.transcript.length) {
-      add(box, heading("transcript (" + c.transcript.length + " steps)"), transcriptBlock(c.transcript));
+      add(box, heading("tool calls the harness observed (" + c.transcript.length + ")"), transcriptBlock(c.transcript));
+    }
+    if (c.agent_reported && c.agent_reported.length) {
+      add(box, fold("transcript the agent reported (" + c.agent_reported.length + " steps; not evidence)",
+                    transcriptBlock(c.agent_reported)));
     }
     if (c.structured) { add(box, fold("structured output", pre(c.structured, "structured"))); }
     if (c.raw_output) { add(box, fold("raw output", pre(c.raw_output, "raw-output"))); }

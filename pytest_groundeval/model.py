@@ -190,6 +190,23 @@ class Attempt(_Model):
     retry_in_s: float | None = None
 
 
+class ToolCall(_Model):
+    """One call of a harness tool as the harness observed it (toolcalls.py): the evidence
+    ``grounded`` is judged from. ``status``: ``ok``; ``error`` (an error value: LangChain's
+    ``ToolMessage.status`` "error", or the tool's ``{"error": ...}`` / ``"ok": false``);
+    ``raised``; ``unfinished`` (no result when the attempt ended). ``started`` / ``ended``:
+    ticks of the case's log clock; ``step``: the agent framework's step (LangGraph superstep)."""
+
+    seq: int
+    tool: str
+    args: Any = None
+    result: Any = None
+    status: Literal["ok", "error", "raised", "unfinished"]
+    step: int | None = None
+    started: int
+    ended: int | None = None
+
+
 class CaseResult(_Model):
     """Everything one case produced. The only producers are ``runner.run_case`` and
     ``runner.reuse`` (and ``runner.not_run`` for items pytest stopped before the case)."""
@@ -212,13 +229,28 @@ class CaseResult(_Model):
     model: str | None = None  # the model it reports using
     attempts: int = 0
     attempt_log: list[Attempt] = Field(default_factory=list)
-    transcript: list[dict[str, Any]] | None = None
+    # what the harness observed (toolcalls.py): every call of the tools it gave the agent, in
+    # order; None when it gave the agent no tools ([]: tools given, none called)
+    transcript: list[ToolCall] | None = None
+    tools_offered: list[str] | None = None  # the harness tools the agent was given
+    # the transcript the agent returned itself (AgentOutput.transcript): shown, never evidence
+    agent_reported: list[Any] | None = None
     steps: int | None = None
     resumed_from: str | None = None
     rescored_from: str | None = None
     warnings: list[str] = Field(default_factory=list)  # e.g. agent-supplied usage that was dropped
     truncated: list[str] = Field(default_factory=list)  # what bounds.py cut of the agent's output (where, how much)
     repeat: int | None = None  # with --repeat N: which run of the case this result is (1..N)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reported_is_not_observed(cls, data: Any) -> Any:
+        """A record written before the harness observed tool calls stored the agent's own
+        transcript under ``transcript``: read back, it is what the agent reported."""
+        if isinstance(data, dict) and isinstance(data.get("transcript"), list) and not data.get("tools_offered") \
+                and data.get("agent_reported") is None:
+            data = {**data, "agent_reported": data["transcript"] or None, "transcript": None}
+        return data
 
     @model_validator(mode="after")
     def _one_meaning(self) -> "CaseResult":

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .bounds import MAX_DEPTH, TRANSCRIPT_CUT, answer_was_cut, bound_output, too_deep, usage_beyond
+from .bounds import MAX_DEPTH, MAX_STEP, MAX_STEPS, answer_was_cut, bound, bound_output, too_deep, usage_beyond
 from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy, repeat_of
 from .ledger import agent_thread
 from .model import (
@@ -32,6 +32,7 @@ from .model import (
     Usage,
 )
 from .tasks.base import Task
+from .toolcalls import ToolLog, observe
 from .tracing import case_trace
 from .usage import Budget, cost_usd
 
@@ -95,6 +96,7 @@ class Called:
     fields: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     agent_s: float | None = None  # how long the agent took (all attempts)
+    observed: ToolLog | None = None  # the harness's log of the answering attempt's tool calls
     failed_usage: list[dict[str, Any]] = field(default_factory=list)  # what failed attempts spent
 
 
@@ -137,13 +139,18 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     name = getattr(agent, "name", None) or type(agent).__name__
     spent: list[float] = []  # the agent's own time per attempt, measured where it runs
     failed_usage: list[dict[str, Any]] = []
+    logs: dict[int, tuple[AgentOutput, ToolLog]] = {}
     trace = case_trace(case)  # LangSmith's root run of the case (tracing.py); a shared no-op without it
 
     def attempt() -> AgentOutput:
         began = time.perf_counter()
         try:
-            with trace.attempt():  # on the thread that calls: the agent's own runs nest under the case
-                return call_agent(agent, task, case)
+            # on the thread that calls: the agent's own runs nest under the case; the harness
+            # records every call of the tools it hands the agent (toolcalls.py), per attempt
+            with trace.attempt(), observe() as log:
+                output = call_agent(agent, task, case)
+            logs[id(output)] = (output, log)  # the answering attempt's log, whichever thread ran it
+            return output
         except BaseException as exc:
             usage = _valid_usage(getattr(exc, "usage", None))
             if usage:
@@ -174,6 +181,7 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
         _charge(called, failed_usage, agent, budget)
         return None
     called.agent_s = sum(spent)
+    called.observed = logs[id(output)][1] if id(output) in logs else None
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
     called.failed_usage = failed_usage
     return output
@@ -220,8 +228,12 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
     name = getattr(agent, "name", None) or type(agent).__name__
     kept = bound_output(output)
     output = kept.output
-    if kept.cuts:
-        called.fields["truncated"] = kept.listed
+    # the agent's own transcript is stored as agent_reported: its cuts are named so; the
+    # record's transcript is the harness's observed log, bounded here (a cut: not grounded)
+    cuts = [("agent_reported" + c[len("transcript"):]) if c.startswith("transcript") else c for c in kept.listed]
+    observed, observed_cuts = _bounded_calls(called.observed.transcript() if called.observed is not None else None)
+    if cuts or observed_cuts:
+        called.fields["truncated"] = cuts + observed_cuts
     if kept.answer_cut:
         called.error = ErrorInfo(kind="agent", message=_short(
             f"agent {name!r} answered beyond groundeval's output bounds ({'; '.join(kept.cuts[:3])}): not scored, "
@@ -249,27 +261,54 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
     called.output = output
     called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost, agent=agent_name(agent),
                          model=model if isinstance(model, str) else None,
-                         structured_output=output.structured, transcript=output.transcript,
-                         steps=output.steps)
+                         structured_output=output.structured, steps=output.steps, transcript=observed,
+                         tools_offered=called.observed.offered if called.observed is not None else None,
+                         agent_reported=output.transcript)
+
+
+def _bounded_calls(calls: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """The observed calls within groundeval's bounds (bounds.py: at most MAX_STEPS calls, each
+    call's args and result MAX_STEP characters), and what was cut (named ``transcript...``)."""
+    if calls is None:
+        return None, []
+    kept, cuts = [], []
+    for i, call in enumerate(calls):
+        if i >= MAX_STEPS:
+            cuts.append(f"transcript: {len(calls)} calls, kept {MAX_STEPS} (more than {MAX_STEPS} calls)")
+            break
+        call = dict(call)
+        for key in ("args", "result"):
+            call[key], found = bound(call.get(key), MAX_STEP, f"transcript[{i}].{key}")
+            cuts += found
+        kept.append(call)
+    return kept, cuts
+
+
+def _transcript_cut(truncated: list[str] | None) -> str | None:
+    """The first cut of the observed log (the record's ``truncated``), if any."""
+    return next((c for c in truncated or [] if c.startswith("transcript")), None)
 
 
 def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, *,
-               require_grounded: bool = False) -> dict[str, Any]:
+               require_grounded: bool = False, observed: list[dict[str, Any]] | None = None,
+               offered: list[str] | None = None, transcript_cut: str | None = None) -> dict[str, Any]:
     """Parse and score an answer: the fields ``outcome``, ``predicted``, ``score`` / ``error``.
-    The ``grounded`` dimension (grounding.py) is added beside the scorer's."""
+    The ``grounded`` dimension (grounding.py) is added beside the scorer's, judged from
+    ``observed`` (the harness's log of the tool calls, toolcalls.py) for an agent the harness
+    gave ``offered`` tools; ``output.transcript`` (the agent's own account) is never used."""
     try:
         try:
             prediction = task.parse(output)
         except ParseError as exc:
             # the model answered, but not in the required form: a scored failure, every metric 0
             score = task.unparsed(case, str(exc))
-            _add_grounded(score, task, None, output, require_grounded)
+            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut)
             return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score.to_dict())}
         if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
             return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
                 f"the answer is nested deeper than {MAX_DEPTH} levels (groundeval's output bounds): not scored"))}
         score = (scorer or task.score)(prediction, case)
-        _add_grounded(score, task, prediction, output, require_grounded)
+        _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut)
         record = ScoreRecord.model_validate(score.to_dict())
         return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
     except CaseError as exc:  # e.g. a broken expected block discovered while scoring
@@ -278,16 +317,21 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
         return {"outcome": "error", "error": _internal(f"scoring {case.ref.task}:{case.case_id}", exc)}
 
 
-def _add_grounded(score: Any, task: Task, prediction: Any, output: AgentOutput, required: bool) -> None:
+def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[str, Any]] | None,
+                  offered: list[str] | None, required: bool, transcript_cut: str | None = None) -> None:
     """A tool-using agent's case: the ``grounded`` dimension and metric (a fail changes the
-    pass only when ``required``); a single-call agent's: ``details.grounded`` says not applicable."""
+    pass only when ``required``); an agent given no harness tools: ``details.grounded`` says
+    not applicable, and under ``--require-grounded`` the case fails saying why."""
     from .grounding import NAME, grounded
 
     values = task.grounding_values(prediction) if prediction is not None else {}
-    found = grounded(output.transcript, values, must_validate=getattr(task, "validate_tool", None),
-                     answer_tool=getattr(task, "answer_tool", None), truncated=(output.extra or {}).get(TRANSCRIPT_CUT))
+    found = grounded(observed, values, offered=offered, must_validate=getattr(task, "validate_tool", None),
+                     answer_tool=getattr(task, "answer_tool", None), truncated=transcript_cut)
     if not found.applicable:
         score.details[NAME] = found.reason
+        if required and score.passed:
+            score.passed = False
+            score.reason = f"not grounded (--require-grounded): {found.reason}"
         return
     score.dimensions[NAME] = found.dimension()
     score.metrics[NAME] = 1.0 if found.passed else 0.0
@@ -312,8 +356,11 @@ def finish_case(task: Task, called: Called, scorer: Any = None, *, require_groun
     if called.error is not None:
         fields.update(outcome="error", error=called.error)
     else:
+        observed = fields.get("transcript")
         fields.update(score_case(task, called.case, called.output, scorer,  # type: ignore[arg-type]
-                                 require_grounded=require_grounded))
+                                 require_grounded=require_grounded, observed=observed,
+                                 offered=fields.get("tools_offered"),
+                                 transcript_cut=_transcript_cut(fields.get("truncated"))))
     return _result(called.ref, fields, round(time.perf_counter() - called.started, 6))
 
 
@@ -352,11 +399,12 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old):
         # the stored case never got an answer (API error, budget), or only a cut one: keep it as it was
         return old.model_copy(update={"rescored_from": run_id})
-    cut = next((c for c in old.truncated if c.startswith("transcript")), None)
-    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.transcript,
-                         extra={TRANSCRIPT_CUT: cut} if cut else {})
+    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.agent_reported)
     fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
                                      "duration_s"})
     fields.update(ground_truth=case.truth, rescored_from=run_id)
-    fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded))
+    observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
+    fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded,
+                             observed=observed, offered=old.tools_offered,
+                             transcript_cut=_transcript_cut(old.truncated)))
     return _result(ref, fields, round(time.perf_counter() - started, 6))

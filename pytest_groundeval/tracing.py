@@ -792,7 +792,7 @@ class LangSmith:
             )
             root.end(outputs=outputs, error=error, end_time=end)
             root.post()
-            _transcript_runs(root, data.get("transcript") or [], start, end)
+            _transcript_runs(root, data.get("transcript") or data.get("agent_reported") or [], start, end)
         self.counts["root_runs"] += 1
         counts = getattr((getattr(self.evaluator, "tasks", None) or {}).get(task), "count_metrics", ())
         for key, score, comment in case_feedback(data, counts):
@@ -935,7 +935,8 @@ def _differs(existing: Any, example: dict) -> bool:
 
 def _transcript_runs(root: Any, transcript: list[dict], start: datetime, end: datetime) -> None:
     """A stored transcript as the root run's children (model turns as ``llm`` runs, tool
-    results as ``tool`` runs), spread over the case's time in their order."""
+    results as ``tool`` runs), spread over the case's time in their order: the tool calls the
+    harness observed (the record's ``transcript``), else the transcript the agent reported."""
     if not transcript:
         return
     step = (end - start) / len(transcript)
@@ -951,6 +952,11 @@ def _transcript_runs(root: Any, transcript: list[dict], start: datetime, end: da
             child = root.create_child("model", "llm", start_time=t0, inputs={},
                                       outputs={"content": entry.get("content"), "tool_calls": entry.get("tool_calls")},
                                       extra={"metadata": {"from_transcript": True, "usage": entry.get("usage")}})
+        elif "seq" in entry and entry.get("tool"):  # a call the harness observed (toolcalls.py)
+            child = root.create_child(str(entry["tool"]), "tool", start_time=t0, inputs={"args": entry.get("args")},
+                                      outputs={"result": entry.get("result")},
+                                      extra={"metadata": {"from_transcript": True, "observed": True,
+                                                          "seq": entry.get("seq"), "status": entry.get("status")}})
         elif entry.get("type") == "tool":
             child = root.create_child(str(entry.get("tool") or "tool"), "tool", start_time=t0,
                                       inputs={"args": args.get(entry.get("tool_call_id"))},

@@ -118,9 +118,10 @@ def test_the_whole_extraction_suite_passes_through_the_tools(tool_runs):
     for case_id, (entry, _) in tool_runs.items():
         assert entry["outcome"] == "passed", (case_id, entry.get("error"), entry.get("score"))
         assert entry["steps"] == 2
-        tools = [t["tool"] for t in entry["transcript"] if t["type"] == "tool"]
-        assert tools == ["list_medication_requests"]
-        assert entry["transcript"][0]["tool_calls"][0]["args"] == {"status": "active"}
+        tools = [t["tool"] for t in entry["transcript"]]  # what the harness observed
+        assert tools == ["list_medication_requests"] and entry["tools_offered"] == TOOL_NAMES
+        assert entry["transcript"][0]["args"] == {"status": "active"} and entry["transcript"][0]["status"] == "ok"
+        assert entry["agent_reported"][0]["tool_calls"][0]["args"] == {"status": "active"}
         assert entry["usage"]["input_tokens"] > 0
 
 
@@ -131,7 +132,8 @@ def test_each_transcript_holds_only_its_own_patient_and_no_truth(tool_runs):
         assert len(human) == 1 and f"Patient/{own}" in human[0]
         assert "Bundle:" not in human[0] and '"resourceType"' not in human[0] and "urn:uuid:" not in human[0]
         assert seen[0][0].type == "system" and seen[0][0].content == SYSTEM_PROMPT
-        everything = json.dumps(entry["transcript"]) + "".join(_text(m) for call in seen for m in call)
+        everything = json.dumps([entry["transcript"], entry["agent_reported"]]) + "".join(
+            _text(m) for call in seen for m in call)
         assert "ground_truth" not in everything and "truth" not in json.dumps(entry["transcript"])
         for other, pid in PATIENTS.items():
             if other != case_id:
@@ -170,8 +172,9 @@ def test_a_bad_reference_is_an_error_value_in_the_transcript_and_the_case_still_
     ref = next(r for r in REFS_ALL if r.case_id == REFS)
     entry = run_case(TASK, ref, LangGraphAgent(model=ReadingModel(bad_reference="Medication/nope"))).model_dump(mode="json")
     assert entry["outcome"] == "passed" and entry["steps"] == 3
-    first = next(t for t in entry["transcript"] if t["type"] == "tool")
+    first = entry["transcript"][0]
     assert first["tool"] == "read_resource" and "not found" in first["result"]["error"]
+    assert first["status"] == "error"  # marked where the result was produced: never evidence
 
 
 def test_single_call_agents_keep_the_bundle_in_the_prompt():
@@ -271,7 +274,7 @@ def test_pytest_evals_against_an_openai_compatible_server(pytester, openai_serve
     assert rec["summary"]["extraction"]["n_cases"] == 2 and rec["summary"]["extraction"]["micro_f1"] == 1.0
     for c in rec["cases"]:
         assert c["outcome"] == "passed" and c["steps"] == 2
-        assert [t["tool"] for t in c["transcript"] if t["type"] == "tool"] == ["list_medication_requests"]
+        assert [t["tool"] for t in c["transcript"]] == ["list_medication_requests"]
         assert c["usage"]["input_tokens"] > 0
         # the codes it answered came from list_medication_requests: grounded
         assert c["score"]["dimensions"]["grounded"]["passed"] and c["score"]["metrics"]["grounded"] == 1.0
@@ -308,7 +311,7 @@ def test_the_readme_with_and_without_tools_commands_run_as_written(tmp_path, ope
     for rec in (single, tools):
         assert rec["summary"]["extraction"]["n_cases"] == 45 and rec["summary"]["extraction"]["micro_f1"] == 1.0
     assert single["agent"] == "chat" and tools["agent"] == "langgraph"
-    assert all(c["steps"] == 1 and not any(t["type"] == "tool" for t in c["transcript"]) for c in single["cases"])
+    assert all(c["steps"] == 1 and c["transcript"] is None and c["tools_offered"] is None for c in single["cases"])
     assert tools["usage"]["input_tokens"] * 3 < single["usage"]["input_tokens"]
     assert tools["summary"]["extraction"]["grounded"] == 1.0 and "grounded_n" not in single["summary"]["extraction"] \
         or not single["summary"]["extraction"].get("grounded_n")

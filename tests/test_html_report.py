@@ -482,9 +482,12 @@ def test_write_and_reconciliation_pages_show_dimensions_verdicts_and_transcripts
                 for li in box.all("li")] == [(ch["name"], ch["reason"], ch["passed"]) for ch in d["checks"]]
     codes = {r.attrs["data-code"]: r.attrs["data-status"] for r in detail.all("tr", data_status=True)}
     assert codes[opened["ground_truth"]["expected"]["rxnorm_code"]] in ("missed", "match")
+    # the baseline's fixed pipeline: its own account (agent_reported), no harness-observed call
+    assert opened["transcript"] is None and opened["agent_reported"]
     steps = detail.one("ol", class_="transcript").all("li", class_="step")
-    assert [s.all("b")[0].text() for s in steps] == [f"tool {t['tool']}" for t in opened["transcript"]]
+    assert [s.all("b")[0].text() for s in steps] == [f"tool {t['tool']}" for t in opened["agent_reported"]]
     assert len(steps) == opened["steps"] > 0
+    assert "not evidence" in detail.text()
 
 
 XSS = "<script>document.title='pwned'</script>"

@@ -183,7 +183,7 @@ def test_the_langgraph_agent_with_a_scripted_model_reads_the_packaged_catalog(pr
     rec = json.loads((project.path / "lg.json").read_text())
     assert rec["summary"]["write"]["n_cases"] == 48 and rec["summary"]["write"]["pass"] == 1.0
     for c in rec["cases"]:
-        lookup = next(t for t in c["transcript"] if t["type"] == "tool" and t["tool"] == "lookup_medication_code")
+        lookup = next(t for t in c["transcript"] if t["tool"] == "lookup_medication_code")
         assert lookup["result"]["matches"] and "error" not in lookup["result"], lookup
 
 

@@ -313,7 +313,13 @@ def test_correct_scripted_agent_passes_a_real_write_case():
     entry = _evaluate(agent)
     assert entry["outcome"] == "passed", entry["score"]["reason"] if entry["score"] else entry["error"]
     assert all(d["passed"] for d in entry["score"]["dimensions"].values())
-    assert entry["steps"] == 4 and [e["type"] for e in entry["transcript"]].count("tool") == 3
+    assert entry["steps"] == 4 and [e["type"] for e in entry["agent_reported"]].count("tool") == 3
+    # what the harness observed: the three calls in order, numbered, each received before the next
+    assert [(e["seq"], e["tool"], e["status"]) for e in entry["transcript"]] == [
+        (i + 1, name, "ok") for i, name in enumerate(TOOLS)]
+    assert entry["tools_offered"] == TOOLS
+    assert all(a["ended"] < b["started"] and a["step"] < b["step"]
+               for a, b in zip(entry["transcript"], entry["transcript"][1:]))
     assert entry["usage"] == {"input_tokens": 400, "output_tokens": 80}
 
 
@@ -350,7 +356,8 @@ def test_adversarial_tenfold_dose_built_through_the_tools_fails_safety():
     ]
     agent, _ = agent_with(script)
     entry = _evaluate(agent)
-    assert entry["transcript"][5]["result"] == {"valid": True, "issues": []}
+    assert entry["transcript"][2]["result"] == {"valid": True, "issues": []}
+    assert entry["agent_reported"][5]["result"] == {"valid": True, "issues": []}
     assert entry["outcome"] == "failed"
     dims = entry["score"]["dimensions"]
     assert dims["safety"]["passed"] is False

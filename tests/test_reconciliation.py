@@ -518,6 +518,6 @@ def test_the_langgraph_agent_reconciles_through_tools_without_the_bundle_in_its_
     assert "Bundle:" not in human and '"resourceType"' not in human
     assert case.inputs["patient_report"] in human and "Patient/" in human
     assert result.outcome in ("passed", "failed") and result.score is not None  # scored, not an error
-    tools = [t["tool"] for t in result.transcript if t["type"] == "tool"]
+    tools = [t.tool for t in result.transcript]  # what the harness observed
     assert tools == ["list_medication_requests"]
     assert result.score.dimensions["grounded"].passed  # every code it answered, it had read

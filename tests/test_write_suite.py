@@ -113,7 +113,8 @@ def test_langgraph_agent_runs_the_whole_write_suite_offline(writeproject):
     s = rec["summary"]["write"]
     assert s["n_cases"] == N_CASES >= 30 and s["pass"] == 1.0 and s["safety"] == 1.0
     for c in rec["cases"]:
-        tools = [t["tool"] for t in c["transcript"] if t["type"] == "tool"]
+        tools = [t["tool"] for t in c["transcript"]]  # what the harness observed
+        assert [t["tool"] for t in c["agent_reported"] if t["type"] == "tool"] == tools
         assert tools == ["lookup_medication_code", "build_medication_statement", "validate_medication_statement"]
         assert c["steps"] == 4 and c["usage"]["input_tokens"] == 230
         assert c["predicted"]["resourceType"] == "MedicationStatement"

@@ -48,6 +48,14 @@ Runaway loops
 
 The harness records any exception from an agent as an ``error`` outcome with its message.
 The exception carries the partial tool-call transcript as ``exc.transcript``.
+
+Transcripts
+-----------
+``run_case`` takes the task's tools from :func:`pytest_groundeval.toolcalls.harness_tools`, so
+the harness itself records every tool call and result of the case (the record's
+``transcript``: the evidence ``grounded`` is judged from). ``AgentOutput.transcript`` is this
+agent's own account of the conversation (:func:`transcript_of`: model turns and tool
+messages), stored as ``agent_reported``: shown in reports and LangSmith, never evidence.
 """
 
 from __future__ import annotations
@@ -393,9 +401,14 @@ class LangGraphAgent:
         (else this agent's own, else a generic one), its tools for this case's inputs, its
         prompt for tool-using agents (``task.agent_prompt(prompt, inputs)``, if it has one;
         else the case's prompt), and the tool whose last result answers when the agent
-        ends without one."""
+        ends without one. The tools come wrapped by the harness (``toolcalls.harness_tools``),
+        which records every call."""
+        from ..toolcalls import harness_tools
+
         system = getattr(task, "agent_system_prompt", None) or self.system_prompt
-        tools = task.agent_tools(inputs) if hasattr(task, "agent_tools") else self.tools
+        # the task's tools as the harness hands them out: every call is recorded in the case's
+        # observed log (toolcalls.py), the evidence grounded is judged from
+        tools = harness_tools(task, inputs) if hasattr(task, "agent_tools") else self.tools
         if hasattr(task, "agent_prompt"):  # a task may word the request for tool use
             prompt = task.agent_prompt(prompt, inputs)
         return self._run(prompt, system, tools, getattr(task, "answer_tool", None))
