@@ -164,14 +164,15 @@ def _outcome(output: Any) -> tuple[Any, str]:
     return value, "error" if is_error_value(value) else "ok"
 
 
-@functools.lru_cache(maxsize=None)
-def _observed_class() -> type:
-    from langchain_core.tools import BaseTool
+@functools.lru_cache(maxsize=4)
+def _observed_class(BaseTool: type) -> type:
+    """The wrapper class over this ``BaseTool`` (one per import of langchain_core: a process
+    that imports it again, as pytester's in-process runs do, gets a class of the new one)."""
 
-    class ObservedTool(BaseTool):
+    class ObservedTool(BaseTool):  # type: ignore[misc,valid-type]
         """A harness tool: each call and its result go into the case's observed log."""
 
-        inner: BaseTool
+        inner: Any  # the task's BaseTool (not type-checked: a tool of any LangChain import serves)
         log: Any = None
 
         def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
@@ -204,9 +205,11 @@ def observed_tool(tool: Any, log: ToolLog) -> Any:
     """``tool`` (a LangChain ``BaseTool``) as one that records each call into ``log``: the
     same name, description and argument schema (what the model sees does not change), and
     the original tool's own validation, error handling and callbacks run as before."""
-    return _observed_class()(name=tool.name, description=tool.description, args_schema=tool.args_schema,
-                             return_direct=tool.return_direct, response_format=tool.response_format,
-                             inner=tool, log=log)
+    from langchain_core.tools import BaseTool
+
+    return _observed_class(BaseTool)(name=tool.name, description=tool.description, args_schema=tool.args_schema,
+                                     return_direct=tool.return_direct, response_format=tool.response_format,
+                                     inner=tool, log=log)
 
 
 def harness_tools(task: Any, inputs: dict[str, Any]) -> list[Any]:

@@ -519,3 +519,8 @@ def test_an_agent_that_never_looks_up_passes_but_is_ungrounded_and_fails_when_re
         assert c["transcript"] == old["transcript"] and c["agent_reported"] == old["agent_reported"]
         assert c["tools_offered"] == old["tools_offered"] and all("seq" in t for t in c["transcript"])
         assert all("seq" not in t for t in c["agent_reported"])
+    resumed, rec = _run(writeproject, "--resume", "plain.json")  # nothing to run again: kept as stored
+    resumed.assert_outcomes(passed=N_CASES)
+    for c in rec["cases"]:
+        old = plain[c["case_id"]]
+        assert c["resumed_from"] and c["transcript"] == old["transcript"] and c["agent_reported"] == old["agent_reported"]
