@@ -84,8 +84,10 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, An
         help="run shard K of N of the eval cases (split by a stable hash of task and case id), for CI jobs "
         "on several machines; `groundeval merge` makes one record of the N shard records")
     add("--require-grounded", dest="groundeval_require_grounded", action="store_true", default=False,
-        help="a tool-using agent's case fails when it is not grounded (its answer's codes not from a tool "
-        "result, no validation, repeated calls); by default the grounded dimension is reported only")
+        help="a case fails when it is not grounded by the tool calls the harness observed (no call, its "
+        "answer's codes not from an earlier successful tool result, no validation, repeated calls), and "
+        "when grounded does not apply (the agent was given no harness tools); by default the grounded "
+        "dimension is reported only")
     parser.addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
     parser.addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():
