@@ -9,7 +9,10 @@ import json
 
 import pytest
 from conftest import REFS, SMALL_SET, STOPPED_ACTIVE, SYNTHEA, ZERO, read_record
-from test_grounding import Conversation, RESOURCE, write_case  # noqa: F401  (a fixture)
+from test_grounding import BUILD, RESOURCE, Log, write_case  # noqa: F401  (a fixture)
+
+from pytest_groundeval.grounding import NOT_APPLICABLE
+from pytest_groundeval.toolcalls import ToolLog
 
 from pytest_groundeval.bounds import (MAX_DEPTH, MAX_ITEMS, MAX_STEP, MAX_STEPS, MAX_STRUCTURED, MAX_TEXT, TAG,
                                       bound, bound_output, too_deep)
@@ -145,27 +148,48 @@ def test_an_answer_nested_past_the_cap_in_its_text_is_an_agent_error(write_case)
     assert shallow.score is not None
 
 
+def _observed(n_padding: int) -> ToolLog:
+    """A harness log: ``n_padding`` distinct lookups, then lookup, build, validate."""
+    log = ToolLog()
+    log.offer(["lookup_medication_code", BUILD, "validate_medication_statement"])
+    for i in range(n_padding):
+        log.end(log.begin("lookup_medication_code", {"query": f"pad {i}"}, None), {"matches": []}, "ok")
+    for e in Log().lookup().build().validate().answer():
+        log.end(log.begin(e["tool"], e["args"], None), e["result"], e["status"])
+    return log
+
+
 def test_a_cut_transcript_keeps_the_answer_scored_but_is_not_grounded(write_case):  # noqa: F811
+    """The observed log past MAX_STEPS calls is cut: the answer is scored, the case not grounded
+    (check ``complete``), also when re-scored; within the bounds it is grounded."""
     task, case = write_case
-    steps = Conversation().lookup().build().validate().answer()
-    padded = [{"type": "ai", "content": "thinking", "tool_calls": []}] * MAX_STEPS + steps
-    whole_output = AgentOutput(text=json.dumps(RESOURCE), structured=RESOURCE, transcript=steps)
-    whole = score_case(task, case, whole_output)
-    assert whole["score"].dimensions["grounded"].passed
-    kept = bound_output(AgentOutput(text=json.dumps(RESOURCE), structured=RESOURCE, transcript=padded))
-    assert kept.transcript_cut and not kept.answer_cut
-    cut = score_case(task, case, kept.output)
-    assert cut["score"] is not None and cut["score"].metrics["pass"] == whole["score"].metrics["pass"]
-    dim = cut["score"].dimensions["grounded"]
+    output = AgentOutput(text=json.dumps(RESOURCE), structured=RESOURCE)
+
+    def finished(n_padding: int, **kw) -> CaseResult:
+        called = Called(ref=case.ref, case=case, fields={"content_hash": case.content_hash},
+                        observed=_observed(n_padding))
+        _take_output(called, output, Named(), None)
+        result = finish_case(task, called, lambda p, c: Score(passed=True), **kw)
+        case_json(result)
+        return result
+
+    whole = finished(0)
+    assert whole.score.dimensions["grounded"].passed and whole.truncated == []
+    cut = finished(MAX_STEPS)
+    assert cut.score is not None and cut.outcome == "passed" and len(cut.transcript) == MAX_STEPS
+    assert cut.truncated[0].startswith("transcript:")
+    dim = cut.score.dimensions["grounded"]
     assert not dim.passed and dim.checks[0].name == "complete" and "cut to groundeval's bounds" in dim.reason
-    passing = lambda p, c: Score(passed=True)  # noqa: E731
-    assert score_case(task, case, whole_output, passing, require_grounded=True)["outcome"] == "passed"
-    strict = score_case(task, case, kept.output, passing, require_grounded=True)
-    assert strict["outcome"] == "failed" and "ungrounded (--require-grounded)" in strict["score"].reason
-    # re-scored from the record: still not grounded (the stored transcript is the cut one)
-    stored = _finished(task, case, AgentOutput(text=json.dumps(RESOURCE), structured=RESOURCE, transcript=padded))
-    again = reuse(task, case.ref, stored, "run-1", rescore=True)
-    assert not again.score.dimensions["grounded"].passed and again.truncated == stored.truncated
+    assert finished(0, require_grounded=True).outcome == "passed"
+    strict = finished(MAX_STEPS, require_grounded=True)
+    assert strict.outcome == "failed" and "ungrounded (--require-grounded)" in strict.score.reason
+    again = reuse(task, case.ref, cut, "run-1", rescore=True)  # the stored log is the cut one
+    assert not again.score.dimensions["grounded"].passed and again.truncated == cut.truncated
+    # the agent's own transcript, cut or not, is never evidence: its cut is named agent_reported
+    padded = [{"type": "ai", "content": "thinking", "tool_calls": []}] * (MAX_STEPS + 1)
+    reported = _finished(task, case, AgentOutput(text=json.dumps(RESOURCE), structured=RESOURCE, transcript=padded))
+    assert reported.truncated[0].startswith("agent_reported") and reported.transcript is None
+    assert reported.score.details["grounded"] == NOT_APPLICABLE
 
 
 def test_a_fifty_megabyte_extraction_answer_is_an_agent_error_and_its_record_small():
@@ -244,12 +268,12 @@ def test_nested_and_huge_output_are_case_errors_and_every_other_case_runs(evalpr
     assert nested["truncated"][0].startswith("structured_output")
     assert depth_of(nested["structured_output"]) <= MAX_DEPTH
 
-    transcript = cases[REFS]  # 300 levels in a tool result: the answer scored, not grounded
+    transcript = cases[REFS]  # 300 levels in a tool result it reports: the answer scored, never evidence
     assert transcript["outcome"] == "passed" and transcript["score"]["metrics"]["f1"] == 1.0
-    assert transcript["truncated"][0].startswith("transcript[0].result")
-    assert TAG in json.dumps(transcript["transcript"]) and transcript["transcript"][1]["type"] == "ai"
-    grounded = transcript["score"]["dimensions"]["grounded"]
-    assert not grounded["passed"] and "cut to groundeval's bounds" in grounded["reason"]
+    assert transcript["truncated"][0].startswith("agent_reported[0].result")
+    assert TAG in json.dumps(transcript["agent_reported"]) and transcript["agent_reported"][1]["type"] == "ai"
+    assert "grounded" not in transcript["score"]["dimensions"]
+    assert transcript["score"]["details"]["grounded"] == NOT_APPLICABLE
 
     huge = cases[CLARISSA]  # 50 MB: an agent error, the first MiB kept and marked
     assert huge["outcome"] == "error" and huge["error"]["kind"] == "agent" and "output bounds" in huge["error"]["message"]
@@ -275,5 +299,5 @@ def test_nested_and_huge_output_are_case_errors_and_every_other_case_runs(evalpr
         assert again.ret == pytest.ExitCode.TESTS_FAILED
         redone = {c["case_id"]: c for c in read_record(evalproject, "rescored.json")["cases"]}
         assert redone[ZERO]["outcome"] == redone[CLARISSA]["outcome"] == "error"
-        assert not redone[REFS]["score"]["dimensions"]["grounded"]["passed"]
+        assert "grounded" not in redone[REFS]["score"]["dimensions"] and redone[REFS]["truncated"]
 
