@@ -51,7 +51,7 @@ def is_error_value(result: Any) -> bool:
     return isinstance(result, dict) and (result.get("error") not in (None, "", False) or result.get("ok") is False)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError):
@@ -69,7 +69,7 @@ def result_value(content: Any) -> Any:
     if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict) \
             and content[0].get("type") == "text":
         return result_value(content[0].get("text", ""))
-    return _jsonable(content)
+    return jsonable(content)
 
 
 class ToolLog:
@@ -98,7 +98,7 @@ class ToolLog:
             if self.closed:
                 return None
             self._tick += 1
-            entry = {"seq": len(self._calls) + 1, "tool": tool, "args": _jsonable(args), "result": None,
+            entry = {"seq": len(self._calls) + 1, "tool": tool, "args": jsonable(args), "result": None,
                      "status": "unfinished", "step": step, "started": self._tick, "ended": None}
             self._calls.append(entry)
             return entry
@@ -108,7 +108,7 @@ class ToolLog:
             if entry is None or self.closed:
                 return
             self._tick += 1
-            entry.update(result=_jsonable(result), status=status, ended=self._tick)
+            entry.update(result=jsonable(result), status=status, ended=self._tick)
 
     def close(self) -> None:
         with self._lock:

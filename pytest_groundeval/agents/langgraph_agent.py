@@ -69,6 +69,7 @@ from typing import Any
 
 from ..calls import CallTimeout, attempt_deadline
 from ..model import AgentOutput
+from ..toolcalls import jsonable, result_value
 from .base import AgentSpec
 
 DEFAULT_MODEL = "anthropic:claude-opus-4-8"
@@ -122,27 +123,6 @@ def _contains_json_object(text: str) -> bool:
     return bool(json_objects(text))
 
 
-def _tool_result(content: Any) -> Any:
-    """A ToolMessage's content as the tool returned it (ToolNode serialises dicts to JSON)."""
-    if isinstance(content, str):
-        try:
-            return json.loads(content)
-        except ValueError:
-            return content
-    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict) \
-            and content[0].get("type") == "text":
-        return _tool_result(content[0].get("text", ""))
-    return _jsonable(content)
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return json.loads(json.dumps(value, default=str))
-
-
 def transcript_of(messages: list[Any]) -> list[dict[str, Any]]:
     """The AI and tool messages of a run as JSON-serialisable dicts (prompts left out)."""
     out: list[dict[str, Any]] = []
@@ -153,7 +133,7 @@ def transcript_of(messages: list[Any]) -> list[dict[str, Any]]:
                 "type": "ai",
                 "content": _text_of(m),
                 "tool_calls": [
-                    {"name": c.get("name"), "args": _jsonable(c.get("args")), "id": c.get("id")}
+                    {"name": c.get("name"), "args": jsonable(c.get("args")), "id": c.get("id")}
                     for c in (getattr(m, "tool_calls", None) or [])
                 ],
             }
@@ -171,7 +151,7 @@ def transcript_of(messages: list[Any]) -> list[dict[str, Any]]:
                 "type": "tool",
                 "tool": getattr(m, "name", None),
                 "tool_call_id": getattr(m, "tool_call_id", None),
-                "result": _tool_result(m.content),
+                "result": result_value(m.content),
             }
             if getattr(m, "status", "success") != "success":
                 entry["status"] = m.status
@@ -219,7 +199,7 @@ def _last_tool_resource(messages: list[Any], tool: str | None) -> dict[str, Any]
         return None
     for m in messages:
         if getattr(m, "type", None) == "tool" and getattr(m, "name", None) == tool:
-            result = _tool_result(m.content)
+            result = result_value(m.content)
             if isinstance(result, dict) and isinstance(result.get("resource"), dict):
                 found = result["resource"]
     return found
