@@ -39,7 +39,8 @@ from .usage import budget_record, total_usage
 # options that may differ between the shards of one run: they say how a shard ran, not what
 VOLATILE_OPTIONS = frozenset({"shard", "concurrency", "numprocesses", "resumed_from", "rescored_from"})
 VOLATILE_SELECTION = frozenset({"numprocesses"})
-USAGE_COUNTS = frozenset({"input_tokens", "output_tokens", "cost_usd", "cases_priced", "cases_unpriced"})
+USAGE_COUNTS = frozenset({"input_tokens", "output_tokens", "cost_usd", "cases_priced", "cases_unpriced",
+                          "cases_unreported"})
 
 
 class MergeError(Exception):

@@ -103,14 +103,23 @@ class Usage(_Model):
 
     model_config = ConfigDict(extra="allow")
 
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_creation_input_tokens: int | None = Field(default=None, ge=0)
-    cache_creation_1h_input_tokens: int | None = Field(default=None, ge=0)
-    cache_read_input_tokens: int | None = Field(default=None, ge=0)
-    model_calls: int | None = None
-    cache_hits: int | None = None
+    # counts are non-negative integers, strictly: not -1000 ("credit" against --max-cost),
+    # not 2.5, not True, not "300" (an agent answering in an odd encoding)
+    input_tokens: int | None = Field(default=None, ge=0, strict=True)
+    output_tokens: int | None = Field(default=None, ge=0, strict=True)
+    cache_creation_input_tokens: int | None = Field(default=None, ge=0, strict=True)
+    cache_creation_1h_input_tokens: int | None = Field(default=None, ge=0, strict=True)
+    cache_read_input_tokens: int | None = Field(default=None, ge=0, strict=True)
+    model_calls: int | None = Field(default=None, ge=0, strict=True)
+    cache_hits: int | None = Field(default=None, ge=0, strict=True)
     cached_usage: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _counts_are_counts(self) -> "Usage":
+        for key, value in (self.model_extra or {}).items():  # an agent's own counters
+            if isinstance(value, (bool, int, float)) and (type(value) is not int or value < 0):
+                raise ValueError(f"{key} must be a non-negative integer count, not {value!r}")
+        return self
 
     @model_serializer(mode="wrap")
     def _known_counts_only(self, handler: Any) -> dict[str, Any]:
@@ -346,6 +355,7 @@ class RunUsage(_Model):
     cost_usd: float
     cases_priced: int
     cases_unpriced: int
+    cases_unreported: int = 0  # the agent ran but reported no usage: cost unknown, not $0
     prices_as_of: str  # the price table's date
     prices_source: str | None = None  # where its prices come from (URL); absent in records before it
 

@@ -60,7 +60,8 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, An
     add("--concurrency", dest="groundeval_concurrency", type=int, default=None, metavar="N",
         help="agent calls in flight per pytest process (default 8 for live agents, 1 offline)")
     add("--max-cost", dest="groundeval_max_cost", type=float, default=None, metavar="USD",
-        help="stop launching model calls once this much has been spent (per process under -n)")
+        help="spend at most about this much: a call starts only with room reserved for it, so the run "
+        "ends at most one case's cost over (shared by all -n workers)")
     add("--resume", dest="groundeval_resume", default=None, metavar="RUN",
         help="a record/journal path or 'last': re-run only the cases that run did not finish")
     add("--rescore", dest="groundeval_rescore", default=None, metavar="RUN",
@@ -177,6 +178,7 @@ class Settings:
     repeat: int = 1  # --repeat N
     html_report: Path | None = None  # --groundeval-html PATH
     require_grounded: bool = False  # --require-grounded
+    spend_file: Path | None = None  # an xdist worker under --max-cost: the session's shared spend (spend.py)
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
@@ -242,6 +244,8 @@ class Settings:
             repeat=opt("groundeval_repeat"),
             html_report=Path(opt("groundeval_html")) if opt("groundeval_html") else None,
             require_grounded=bool(opt("groundeval_require_grounded")),
+            spend_file=Path(workerinput["groundeval_spend"]) if workerinput and workerinput.get("groundeval_spend")
+            else None,
         )
 
     @property
@@ -256,12 +260,6 @@ class Settings:
         if self.concurrency is not None:
             return self.concurrency
         return getattr(agent, "concurrency", None) or (8 if self.agent.is_live else 1)
-
-    def budget_share(self) -> float | None:
-        """Under -n each worker gets an equal share of ``--max-cost``."""
-        if self.max_cost is None:
-            return None
-        return self.max_cost / max(1, self.worker_count)
 
     def record_options(self, tasks: Mapping[str, Any], concurrency: int, stored_run_id: str | None) -> dict[str, Any]:
         opts: dict[str, Any] = {name: task.options for name, task in tasks.items()}

@@ -135,6 +135,10 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     from .signals import install as handle_sigterm
 
     handle_sigterm(config)  # SIGTERM as Ctrl-C: the record of what finished
+    if not settings.is_worker and settings.max_cost is not None:  # -n: one spend shared by all workers
+        from .spend import register_spend_share
+
+        register_spend_share(config, settings.run_record.parent if settings.run_record else settings.runs_dir)
     if not settings.is_worker:  # the controller (or the only process) records
         if settings.run_record is not None:  # one run per --run-record path (runlock.py)
             from .runlock import acquire

@@ -27,12 +27,18 @@ def _plural(n: int, word: str) -> str:
 
 
 def usage_line(record: RunRecord) -> str:
-    """Tokens in and out and the cost; "cost unknown" when a case with usage had no price."""
+    """Tokens in and out and the cost; "cost unknown" when a case with usage had no price,
+    or its agent ran and reported no usage (unknown, not $0)."""
     u = record.usage
     line = f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; "
-    if u.cases_unpriced:
-        return line + (f"cost unknown: {_plural(u.cases_unpriced, 'case')} unpriced "
-                       f"(${u.cost_usd:.4f} for the {u.cases_priced} priced)")
+    silent = getattr(u, "cases_unreported", 0)
+    if u.cases_unpriced or silent:
+        why = []
+        if u.cases_unpriced:
+            why.append(f"{_plural(u.cases_unpriced, 'case')} unpriced")
+        if silent:
+            why.append(f"{_plural(silent, 'case')} without reported usage")
+        return line + f"cost unknown: {', '.join(why)} (${u.cost_usd:.4f} for the {u.cases_priced} priced)"
     return line + f"cost ${u.cost_usd:.4f}"
 
 

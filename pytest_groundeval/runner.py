@@ -34,7 +34,7 @@ from .model import (
 from .tasks.base import Task
 from .toolcalls import ToolLog, observe
 from .tracing import case_trace
-from .usage import Budget, cost_usd
+from .usage import Budget, cost_usd, costs_nothing
 
 
 def _text(exc: BaseException) -> str:
@@ -121,21 +121,45 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
         return called
     called.case = case
     called.fields.update(content_hash=case.content_hash, ground_truth=case.truth)
-    if budget is not None and not budget.try_start():
-        called.error = ErrorInfo(kind="budget", message=(
-            f"not run: --max-cost {budget.max_cost:g} USD reached (spent {budget.spent:.4f})"))
-        return called
-    output = _call_agent(called, task, case, agent, policy, budget)
-    if output is not None:
-        _take_output(called, output, agent, budget)
+    ticket = None
+    if budget is not None:  # room for this call reserved, or it does not start (usage.Budget)
+        ticket, why = budget.reserve()
+        if ticket is None:
+            called.error = ErrorInfo(kind="budget", message=f"not run: {why}")
+            return called
+    try:
+        output = _call_agent(called, task, case, agent, policy)
+        if output is not None:
+            _take_output(called, output, agent, budget)
+    finally:
+        if budget is not None:
+            budget.settle(ticket, called.fields.get("cost_usd"), _uncounted(called, agent, budget))
     return called
 
 
-def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None,
-                budget: Budget | None = None) -> AgentOutput | None:
+def _uncounted(called: Called, agent: Any, budget: Budget) -> str | None:
+    """Why this call's spend could not be counted toward ``--max-cost`` (which then stops),
+    or None. A failed call that reported nothing is taken to have spent nothing known."""
+    if budget.max_cost is None or called.fields.get("cost_usd") is not None:
+        return None
+    label = agent_name(agent)
+    if costs_nothing(label):
+        return None
+    usage = called.fields.get("usage")
+    where = f"{called.ref.task}:{called.ref.item_id}"
+    if usage is None:
+        if called.output is None:
+            return None
+        return f"agent {label!r} reported no token usage for {where}, so its cost is unknown"
+    model = called.fields.get("model") or getattr(agent, "model", None)
+    return f"{where} used model {model!r}, which has no price in the price table, so its cost is unknown"
+
+
+def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None) -> AgentOutput | None:
     """The agent's answer, or None with ``called.error`` set (kind agent or timeout). What
-    failed attempts spent (``exc.usage`` on the exception, as the LangGraph agent sets it)
-    is charged to the case and to the budget all the same."""
+    failed attempts spent (``exc.usage`` on the exception, as the LangGraph agent sets it,
+    and the usage an API error's body reports) is charged to the case and, through
+    :func:`call_case`, to the budget all the same."""
     name = getattr(agent, "name", None) or type(agent).__name__
     spent: list[float] = []  # the agent's own time per attempt, measured where it runs
     failed_usage: list[dict[str, Any]] = []
@@ -152,7 +176,7 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             logs[id(output)] = (output, log)  # the answering attempt's log, whichever thread ran it
             return output
         except BaseException as exc:
-            usage = _valid_usage(getattr(exc, "usage", None))
+            usage = _failed_usage(exc)
             if usage:
                 failed_usage.append(usage)
             raise
@@ -171,14 +195,14 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             kind="timeout" if timed_out else "agent", error_class=exc.error_class,
             message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
             traceback=None if timed_out else _agent_traceback(exc.last))
-        called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts)
-        _charge(called, failed_usage, agent, budget)
+        called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent))
+        _charge(called, failed_usage, agent)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
         called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
                                  error_class=type(exc).__name__, traceback=_agent_traceback(exc))
-        called.fields.update(attempts=1)
-        _charge(called, failed_usage, agent, budget)
+        called.fields.update(attempts=1, agent=agent_name(agent))
+        _charge(called, failed_usage, agent)
         return None
     called.agent_s = sum(spent)
     called.observed = logs[id(output)][1] if id(output) in logs else None
@@ -197,6 +221,24 @@ def _valid_usage(raw: Any) -> dict[str, Any] | None:
         return None
 
 
+def _failed_usage(exc: BaseException) -> dict[str, Any] | None:
+    """What a failed attempt spent: ``exc.usage`` (the requests that answered before it
+    failed), plus the usage an API error reports in its body (an SDK ``APIStatusError``'s
+    ``body``, Anthropic or OpenAI naming), where the server sent one."""
+    parts = [u for u in (_valid_usage(getattr(exc, "usage", None)), _body_usage(exc)) if u]
+    return _sum_usage(parts) if parts else None
+
+
+def _body_usage(exc: BaseException) -> dict[str, Any] | None:
+    body = getattr(exc, "body", None)
+    raw = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    if "prompt_tokens" in raw or "completion_tokens" in raw:  # OpenAI's names
+        raw = {"input_tokens": raw.get("prompt_tokens", 0), "output_tokens": raw.get("completion_tokens", 0)}
+    return _valid_usage({k: raw[k] for k in ("input_tokens", "output_tokens") if k in raw})
+
+
 def _sum_usage(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Token counts of several attempts added up (integer counters; the rest from the last)."""
     total: dict[str, Any] = {}
@@ -209,15 +251,14 @@ def _sum_usage(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def _charge(called: Called, failed_usage: list[dict[str, Any]], agent: Any, budget: Budget | None) -> None:
-    """A case that got no answer still paid for its failed attempts: usage, cost, budget."""
+def _charge(called: Called, failed_usage: list[dict[str, Any]], agent: Any) -> None:
+    """A case that got no answer still paid for its failed attempts: usage and cost (the
+    budget is settled from them by :func:`call_case`)."""
     if not failed_usage:
         return
     usage = _sum_usage(failed_usage)
     model = getattr(agent, "model", None)
     cost = cost_usd(model, usage)
-    if budget is not None:
-        budget.add(cost)
     called.fields.update(usage=Usage.model_validate(usage), cost_usd=cost)
 
 
@@ -243,7 +284,8 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
             raise ValueError(kept.usage_problem)
         usage = Usage.model_validate(output.usage) if output.usage is not None else None
     except (ValidationError, ValueError) as exc:  # bookkeeping, not the answer: dropped, with a warning on the case
-        uncounted = " (its cost is not counted toward --max-cost)" if budget is not None and budget.max_cost else ""
+        uncounted = (" (its cost cannot be counted: --max-cost starts no further call)"
+                     if budget is not None and budget.max_cost else "")
         why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         shown = repr(output.usage) if not kept.usage_problem else type(output.usage).__name__
         called.fields.setdefault("warnings", []).append(
@@ -256,8 +298,6 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
         paid = _sum_usage([*called.failed_usage, *([usage.model_dump()] if usage is not None else [])])
         usage = Usage.model_validate(paid)
     cost = cost_usd(model, paid)
-    if budget is not None:
-        budget.add(cost)
     called.output = output
     called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost, agent=agent_name(agent),
                          model=model if isinstance(model, str) else None,

@@ -26,9 +26,9 @@ from .journal import StoredRun, find_run, load_run
 from .model import CaseRef, CaseResult, ErrorInfo
 from .options import Settings
 from .reruns import first_result
-from .runner import Called, call_case, finish_case, not_run, reuse
+from .runner import Called, agent_name, call_case, finish_case, not_run, reuse
 from .tasks.base import Task
-from .usage import Budget, unpriced_budget
+from .usage import Budget, call_floor, unpriced_budget
 
 
 NEXT_ITEM = pytest.StashKey["pytest.Item | None"]()
@@ -54,6 +54,21 @@ def load_stored(settings: Settings) -> StoredRun | None:
             f"this session asks for {settings.agent.name!r} model {settings.agent.model!r}"
         )
     return stored
+
+
+def make_budget(settings: Settings) -> Budget:
+    """``--max-cost``: in an xdist worker, on the session's shared spend file (spend.py)."""
+    if settings.max_cost is None:
+        return Budget(None)
+    if settings.is_worker:
+        from .spend import SpendFile
+
+        if settings.spend_file is None:
+            raise pytest.UsageError("groundeval: --max-cost under xdist needs the controller's spend file, "
+                                    "and this worker was given none (is groundeval installed where the "
+                                    "controller runs?)")
+        return Budget(settings.max_cost, share=SpendFile(settings.spend_file))
+    return Budget(settings.max_cost)
 
 
 def probe_url(url: str, timeout: float = 3.0) -> str | None:
@@ -83,7 +98,7 @@ class Evaluator:
         self.settings = settings
         self.tasks = tasks
         self.stored = stored
-        self.budget = Budget(settings.budget_share())
+        self.budget = make_budget(settings)
         self._agent: Any = None
         self._refs: dict[str, list[CaseRef]] = {}
         self._by_key: dict[tuple[str, str], CaseRef] = {}
@@ -128,7 +143,7 @@ class Evaluator:
         # a budget in USD needs the model's price: the model asked for, or the one the agent says it uses
         model = next((m for m in (getattr(agent, "model", None), getattr(agent, "default_model", None), spec.model)
                       if isinstance(m, str) and m), None)
-        problem = unpriced_budget(model, self.settings.max_cost)
+        problem = unpriced_budget(model, self.settings.max_cost, agent_name(agent))
         if problem is not None:
             raise pytest.UsageError(f"groundeval: --agent={spec.name}: {problem}")
 
@@ -138,6 +153,7 @@ class Evaluator:
             from .agents.base import build_agent
 
             self._agent = build_agent(self.settings.agent, self.settings.rootdir)
+            self.budget.floor = call_floor(self._agent)  # a call costs at least its max_tokens of output
         return self._agent
 
     def needs_call(self, ref: CaseRef) -> bool:

@@ -35,7 +35,8 @@ Runaway loops
 * ``recursion_limit`` (LangGraph supersteps: each model call and each tool round is one;
   default 16, i.e. at most 8 model calls) is passed to the graph; a ``GraphRecursionError``
   becomes ``RuntimeError("langgraph agent exceeded the recursion limit of N steps ...")``.
-* ``timeout`` bounds each model request (passed to the chat model).
+* ``timeout`` bounds each model request (passed to the chat model), and the chat model
+  gets ``max_retries=0``: the harness retries (``--agent-retries``), the SDK does not.
 * ``run_timeout`` (default ``5 * timeout``) bounds the whole run by the wall clock: the
   graph runs in a worker thread; if it has not finished in time the run raises
   ``TimeoutError`` and the worker stops after its current step (a request in flight
@@ -207,7 +208,7 @@ def _last_tool_resource(messages: list[Any], tool: str | None) -> dict[str, Any]
 
 class LangGraphAgent:
     """``LangGraphAgent(model=None, *, base_url=None, timeout=120.0, run_timeout=None,
-    recursion_limit=16, max_retries=2, system_prompt=None, tools=None, answer_tool=None,
+    recursion_limit=16, max_retries=0, system_prompt=None, tools=None, answer_tool=None,
     model_kwargs=None, cache=None)``
 
     ``model``: a ``provider:name`` string (default ``anthropic:claude-opus-4-8``) or an
@@ -229,7 +230,7 @@ class LangGraphAgent:
         timeout: float = 120.0,
         run_timeout: float | None = None,
         recursion_limit: int = DEFAULT_RECURSION_LIMIT,
-        max_retries: int = 2,
+        max_retries: int = 0,
         system_prompt: str | None = None,
         tools: list[Any] | None = None,
         answer_tool: str | None = None,
@@ -273,6 +274,9 @@ class LangGraphAgent:
         from langchain.chat_models import init_chat_model
 
         provider, name = _provider_and_name(model, base_url)
+        # the harness owns retries and time (--agent-retries, --agent-timeout): the SDK client
+        # gets the attempt's timeout and no retries of its own, so every request is an attempt
+        # the harness counts, and none starts behind it after it gave up
         kwargs.setdefault("timeout", timeout)
         kwargs.setdefault("max_retries", max_retries)
         if base_url:
@@ -349,7 +353,10 @@ class LangGraphAgent:
         if worker.is_alive():
             what = ("the wall-clock limit of {:g} s".format(self.run_timeout) if limit >= self.run_timeout
                     else "the harness's deadline ({:g} s)".format(limit))
-            exc = TimeoutError(
+            # the harness's deadline is the harness's timeout (CallTimeout, a TimeoutError), whichever
+            # of this wait and the harness's own ends first
+            kind = TimeoutError if limit >= self.run_timeout else CallTimeout
+            exc = kind(
                 f"langgraph agent exceeded {what} "
                 f"after {sum(1 for m in box['messages'] if getattr(m, 'type', None) == 'ai')} model calls"
             )
