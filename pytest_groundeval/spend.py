@@ -1,8 +1,8 @@
 """``--max-cost`` across xdist workers: one spend file that every process's :class:`usage.Budget`
 reads and writes under ``fcntl.flock``.
 
-The controller creates the file (beside the run record, a dot-file named for the run's
-process) before any worker starts, hands its path to every worker through
+The controller creates the file (a dot-file beside the run record) when the first worker
+is configured, before any worker runs an item, hands its path to every worker through
 ``node.workerinput`` (xdist's public ``pytest_configure_node`` hook) and removes it when the
 session ends. Each worker's budget keeps its whole state there: what was spent, the highest
 cost seen for one case, and the reservations of the calls in flight, each tagged with the
@@ -69,33 +69,32 @@ class SpendFile:
 
 
 class SpendShare:
-    """The controller's side: creates the file and passes its path to each xdist worker."""
+    """The controller's side: creates the file when the first xdist worker is configured
+    (a run without workers has none) and passes its path to each worker."""
 
     def __init__(self, folder: Path) -> None:
-        folder = folder.absolute()  # the workers get the path as it is here
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=".groundeval-spend-", suffix=".json", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(new_state()))
-        self.path = Path(name)
+        self.folder = folder.absolute()  # the workers get the path as it is here
+        self.path: Path | None = None
 
     def pytest_configure_node(self, node: Any) -> None:
+        if self.path is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=".groundeval-spend-", suffix=".json", dir=self.folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(new_state()))
+            self.path = Path(name)
         node.workerinput[WORKER_KEY] = str(self.path)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
 
 
 pytest.hookimpl(optionalhook=True)(SpendShare.pytest_configure_node)
 
 
-def register_spend_share(config: pytest.Config, folder: Path) -> SpendShare | None:
-    """In an xdist controller under ``--max-cost``: the shared spend file, else None."""
-    if not config.pluginmanager.has_plugin("dsession"):
-        return None
+def register_spend_share(config: pytest.Config, folder: Path) -> SpendShare:
+    """In the controller under ``--max-cost``: the spend file xdist workers will share."""
     share = SpendShare(folder)
     config.pluginmanager.register(share, "groundeval-spend")
     return share
