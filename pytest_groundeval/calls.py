@@ -71,6 +71,39 @@ def current_repeat() -> int | None:
     return _REPEAT.get()
 
 
+# The running attempt's tally of what it has spent so far (``{"usage": {...}}``), set around
+# each attempt by the runner. An agent that makes several model calls per attempt keeps it
+# current with :func:`report_spent`, so what the attempt spent is known even when the harness
+# stops waiting for it (a timeout off the main thread), not only from its exception.
+_TALLY: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("groundeval_tally", default=None)
+
+
+class spending_into:
+    """``with spending_into(tally):`` the calls made inside report what they spent to ``tally``."""
+
+    def __init__(self, tally: dict[str, Any]) -> None:
+        self.tally = tally
+        self._token: Any = None
+
+    def __enter__(self) -> None:
+        self._token = _TALLY.set(self.tally)
+
+    def __exit__(self, *exc: Any) -> None:
+        _TALLY.reset(self._token)
+
+
+def attempt_tally() -> dict[str, Any] | None:
+    """The running attempt's tally (None outside the harness): hand it to :func:`report_spent`
+    from any thread the attempt uses."""
+    return _TALLY.get()
+
+
+def report_spent(tally: dict[str, Any] | None, usage: dict[str, Any] | None) -> None:
+    """The attempt has spent ``usage`` so far (its whole usage, not an increment)."""
+    if tally is not None and usage:
+        tally["usage"] = dict(usage)
+
+
 def attempt_deadline() -> float | None:
     """``time.monotonic()`` value at which the current attempt ends (None: unbounded)."""
     return _DEADLINE.get()
@@ -119,6 +152,16 @@ def _retry_after(exc: BaseException) -> float | None:
     except ValueError:
         parsed = email.utils.parsedate_to_datetime(raw) if raw else None
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """The attempt ran out of time: the harness's timeout (:class:`CallTimeout`), or the SDK
+    client's own request timeout, which the built-in agents set to the same attempt timeout
+    (whichever of the two clocks fires first, it is a timeout, not an agent error)."""
+    if isinstance(exc, TimeoutError):  # CallTimeout, the LangGraph agent's wall-clock limit
+        return True
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"APITimeoutError", "TimeoutException"})  # anthropic / openai, httpx
 
 
 def is_transient(exc: BaseException) -> bool:

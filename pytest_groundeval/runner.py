@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .bounds import MAX_DEPTH, MAX_STEP, MAX_STEPS, answer_was_cut, bound, bound_output, too_deep, usage_beyond
-from .calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy, repeat_of
+from .calls import AgentCallError, CallPolicy, call_with_policy, is_timeout, repeat_of, spending_into
 from .ledger import agent_thread
 from .model import (
     AgentOutput,
@@ -162,53 +162,72 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     :func:`call_case`, to the budget all the same."""
     name = getattr(agent, "name", None) or type(agent).__name__
     spent: list[float] = []  # the agent's own time per attempt, measured where it runs
-    failed_usage: list[dict[str, Any]] = []
     logs: dict[int, tuple[AgentOutput, ToolLog]] = {}
+    # what each attempt spent: the agent's running tally (calls.spending_into), or what its
+    # exception says; an attempt the harness stopped waiting for is read as it stands then
+    tallies: list[dict[str, Any]] = []
     trace = case_trace(case)  # LangSmith's root run of the case (tracing.py); a shared no-op without it
 
     def attempt() -> AgentOutput:
         began = time.perf_counter()
+        tally: dict[str, Any] = {}
+        tallies.append(tally)
         try:
             # on the thread that calls: the agent's own runs nest under the case; the harness
-            # records every call of the tools it hands the agent (toolcalls.py), per attempt
-            with trace.attempt(), observe() as log:
+            # records every call of the tools it hands the agent (toolcalls.py), per attempt,
+            # and what the attempt spends (calls.spending_into)
+            with trace.attempt(), observe() as log, spending_into(tally):
                 output = call_agent(agent, task, case)
             logs[id(output)] = (output, log)  # the answering attempt's log, whichever thread ran it
+            tally["answered"] = True
             return output
         except BaseException as exc:
             usage = _failed_usage(exc)
             if usage:
-                failed_usage.append(usage)
+                tally["usage"] = usage
             raise
         finally:
             spent.append(time.perf_counter() - began)
 
+    def failed() -> list[dict[str, Any]]:
+        return [dict(t["usage"]) for t in list(tallies) if not t.get("answered") and t.get("usage")]
+
     try:
+        _prepare(agent)
         if policy is None:
             output = attempt()
             attempts: list[dict[str, Any]] = [{"attempt": 1, "duration_s": round(spent[0], 6)}]
         else:
             output, attempts = call_with_policy(attempt, policy)
     except AgentCallError as exc:
-        timed_out = isinstance(exc.last, CallTimeout)
+        timed_out = is_timeout(exc.last)
         called.error = ErrorInfo(
             kind="timeout" if timed_out else "agent", error_class=exc.error_class,
             message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
             traceback=None if timed_out else _agent_traceback(exc.last))
         called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent))
-        _charge(called, failed_usage, agent)
+        _charge(called, failed(), agent)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
         called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
                                  error_class=type(exc).__name__, traceback=_agent_traceback(exc))
         called.fields.update(attempts=1, agent=agent_name(agent))
-        _charge(called, failed_usage, agent)
+        _charge(called, failed(), agent)
         return None
     called.agent_s = sum(spent)
     called.observed = logs[id(output)][1] if id(output) in logs else None
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
-    called.failed_usage = failed_usage
+    called.failed_usage = failed()
     return output
+
+
+def _prepare(agent: Any) -> None:
+    """An agent's ``prepare()`` (SDK imports, clients), before the attempt's clock starts: the
+    timeout is the model's to use, and a timeout must not interrupt an import half-way
+    (a module left half-initialised fails every later call)."""
+    prepare = getattr(agent, "prepare", None)
+    if callable(prepare):
+        prepare()
 
 
 def _valid_usage(raw: Any) -> dict[str, Any] | None:

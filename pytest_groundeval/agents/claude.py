@@ -48,6 +48,12 @@ class ClaudeAgent:
                         pass
         return self._client
 
+    def prepare(self) -> None:
+        """Made before the harness's timer starts (runner): the SDK import and the client
+        (with the cache on, only a miss needs them, and they are made then)."""
+        if self.cache is None:
+            self.client  # noqa: B018 - made now, not inside the attempt's time
+
     def _call(self, prompt: str) -> dict[str, Any]:
         response = self.client.messages.create(
             model=self.model,

@@ -68,7 +68,7 @@ import threading
 import time
 from typing import Any
 
-from ..calls import CallTimeout, attempt_deadline
+from ..calls import CallTimeout, attempt_deadline, attempt_tally, report_spent
 from ..model import AgentOutput
 from ..toolcalls import jsonable, result_value
 from .base import AgentSpec
@@ -290,6 +290,11 @@ class LangGraphAgent:
             kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
         return init_chat_model(name, model_provider=provider, **kwargs)
 
+    def prepare(self) -> None:
+        """Before the harness's timer starts (runner): import the agent loop, so the first
+        attempt's time is the model's and a timeout never interrupts the import."""
+        import langchain.agents  # noqa: F401
+
     # ------------------------------------------------------------------ graph
 
     def graph(self, system_prompt: str | None = None, tools: list[Any] | None = None) -> Any:
@@ -323,6 +328,7 @@ class LangGraphAgent:
         deadline = attempt_deadline()
         limit = self.run_timeout if deadline is None else min(self.run_timeout, deadline - started)
         guard = _deadline_guard(started + limit, stop)
+        tally = attempt_tally()  # what this attempt has spent, kept current for the harness
 
         def work() -> None:
             try:
@@ -333,6 +339,7 @@ class LangGraphAgent:
                 ):
                     if isinstance(state, dict) and "messages" in state:
                         box["messages"] = list(state["messages"])
+                        report_spent(tally, _usage(box["messages"]))
                     if stop.is_set():
                         return
             except BaseException as exc:  # re-raised in the caller's thread
