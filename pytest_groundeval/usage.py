@@ -231,12 +231,6 @@ class Budget:
             self._ledger.transact(apply)
             self._cond.notify_all()
 
-    def add(self, cost: float | None) -> None:
-        """Count ``cost`` spent outside a reserved call."""
-        if self.max_cost is not None and cost:
-            ticket = f"{os.getpid()}-{next(self._ids)}"
-            self.settle(ticket, cost)
-
 
 def call_floor(agent: Any) -> float | None:
     """The least one call of ``agent`` may cost: its ``max_tokens`` at its model's output
