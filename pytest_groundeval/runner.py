@@ -98,6 +98,7 @@ class Called:
     agent_s: float | None = None  # how long the agent took (all attempts)
     observed: ToolLog | None = None  # the harness's log of the answering attempt's tool calls
     failed_usage: list[dict[str, Any]] = field(default_factory=list)  # what failed attempts spent
+    uncounted: str | None = None  # why the answer's spend could not be counted (usage dropped)
 
 
 def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
@@ -140,9 +141,13 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
 def _uncounted(called: Called, agent: Any, budget: Budget) -> str | None:
     """Why this call's spend could not be counted toward ``--max-cost`` (which then stops),
     or None. A failed call that reported nothing is taken to have spent nothing known."""
-    if budget.max_cost is None or called.fields.get("cost_usd") is not None:
+    if budget.max_cost is None:
+        return None
+    if called.uncounted is None and called.fields.get("cost_usd") is not None:
         return None
     label = agent_name(agent)
+    if called.uncounted is not None:
+        return called.uncounted
     if costs_nothing(label):
         return None
     usage = called.fields.get("usage")
@@ -311,6 +316,8 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
             _short(f"usage dropped: agent {name!r} returned usage that is not token counts: {shown} ({why}){uncounted}"))
         usage = None
         output = dataclasses.replace(output, usage=None)
+        called.uncounted = (f"agent {name!r} returned usage that is not token counts for "
+                            f"{called.ref.task}:{called.ref.item_id}, so its cost is unknown")
     model = output.model or getattr(agent, "model", None)
     paid = output.usage
     if called.failed_usage:

@@ -394,3 +394,20 @@ def test_the_baseline_still_costs_nothing(pytester):
     result = _run_budget(pytester, "--agent=baseline", "--max-cost", "0.01")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["tokens: 0 in, 0 out; cost $0.0000"])
+
+
+def test_bad_usage_on_the_answer_stops_the_budget_even_when_failed_attempts_were_priced():
+    """A failed attempt's good usage is priced; the answer's usage is not counts. The case's
+    cost is then only part of what it spent: the budget stops rather than trust it."""
+    class Mixed(FailsThenAnswers):
+        def run(self, prompt: str) -> AgentOutput:
+            out = super().run(prompt)  # the first call raises with good usage
+            return AgentOutput(text=out.text, usage={"input_tokens": -5, "output_tokens": 1})
+
+    budget = Budget(100.0)
+    policy = CallPolicy(timeout=None, max_attempts=2, base_delay=0.0)
+    first = run_case(WRITE, _ref(), Mixed(), policy=policy, budget=budget)
+    assert first.cost_usd is not None and first.warnings  # the failed attempt's part, priced
+    nxt = run_case(WRITE, _ref("aspirin-active-daily"), Mixed(), policy=policy, budget=budget)
+    assert nxt.error is not None and nxt.error.kind == "budget"
+    assert "not token counts" in nxt.error.message and "ibuprofen-two-tablets" in nxt.error.message
