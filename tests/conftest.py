@@ -93,6 +93,28 @@ def _log(event, **kw):
         with open(path, "a") as fh:
             fh.write(json.dumps({"event": event, "t": time.time(), **kw}) + "\\n")
 
+HANG_S = float(__import__("os").environ.get("HANG_S", "3600"))  # a hang: far past any timeout a test sets
+HOLD_LIMIT = float(__import__("os").environ.get("HOLD_LIMIT", "60"))  # an event, not a margin: only a broken run waits this out (and then its test fails)
+
+def _wait_for(done):
+    import time
+    deadline = time.monotonic() + HOLD_LIMIT
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+def _hold(pid):
+    """Events for the tests. OVERLAP=N: each call waits until N calls have started (so calls
+    that really run at once overlap however slow the machine). HOLD_UNTIL=path: every call but
+    HOLD_EXCEPT's waits until that file exists."""
+    import os
+    if os.environ.get("OVERLAP"):
+        def started():
+            with open(os.environ["AGENT_LOG"]) as fh:
+                return sum('"start"' in line for line in fh) >= int(os.environ["OVERLAP"])
+        _wait_for(started)
+    if os.environ.get("HOLD_UNTIL") and os.environ.get("HOLD_EXCEPT", "-") not in pid:
+        _wait_for(lambda: os.path.exists(os.environ["HOLD_UNTIL"]))
+
 class Sleepy:
     """Right answers after a fixed sleep; logs start/end of every call (AGENT_LOG)."""
     name = "sleepy"
@@ -103,8 +125,9 @@ class Sleepy:
         if os.environ.get("KILL_ON") and os.environ["KILL_ON"] in pid:
             import signal
             os.kill(os.getpid(), signal.SIGKILL)
+        _hold(pid)
         slow = os.environ.get("SLOW_ON") and os.environ["SLOW_ON"] in pid
-        time.sleep(30 if slow else float(os.environ.get("SLEEP", "0.3")))
+        time.sleep(HANG_S if slow else float(os.environ.get("SLEEP", "0.3")))
         _log("end", patient=pid)
         answer = _truth(prompt)
         if os.environ.get("HALLUCINATE"):
@@ -140,10 +163,12 @@ class BadRequest:
         raise _HTTPError(400)
 
 class Hangs:
+    """Never answers within any timeout a test sets (HANG_S, an hour by default: a broken
+    timeout hangs its test instead of passing it; the cut call's daemon thread is abandoned)."""
     name = "hangs"
     def run(self, prompt):
         import time
-        time.sleep(5)
+        time.sleep(HANG_S)
         return "{}"
 
 class WithUsage:
