@@ -128,32 +128,47 @@ def test_a_record_that_cannot_be_written_is_an_internal_error_naming_the_path(ev
 
 
 # ---------------------------------------------------------------- the per-case deadline
-def test_a_case_deadline_bounds_all_attempts_together():
+def test_a_case_deadline_bounds_all_attempts_together(monkeypatch):
     import time
+    from types import SimpleNamespace
 
+    from pytest_groundeval import calls as calls_module
     from pytest_groundeval.calls import AgentCallError, CallTimeout, TransientAgentError, call_with_policy
 
+    # a fake clock for the retries: the waits are counted, not slept, so no load can stretch them
+    clock = SimpleNamespace(now=1000.0)
+
+    def sleep(seconds):
+        clock.now += seconds
+
+    monkeypatch.setattr(calls_module, "time", SimpleNamespace(monotonic=lambda: clock.now, time=time.time,
+                                                              sleep=sleep))
     calls = []
 
     def always_rate_limited():
-        calls.append(time.monotonic())
+        calls.append(clock.now)
         raise TransientAgentError("429", retry_after=0.3)
 
-    policy = CallPolicy(timeout=5.0, max_attempts=50, base_delay=0.0, case_deadline=1.0)
-    started = time.monotonic()
+    policy = CallPolicy(timeout=5.0, max_attempts=50, base_delay=0.0, case_deadline=1.0, sleep=sleep)
+    started = clock.now
     with pytest.raises(AgentCallError) as info:
         call_with_policy(always_rate_limited, policy)
-    assert time.monotonic() - started < 1.2  # 50 attempts x 0.3 s would be 15 s
     assert isinstance(info.value.last, CallTimeout) and "case deadline of 1 s" in str(info.value.last)
-    assert 2 <= len(calls) <= 4
+    # at 0, 0.3, 0.6 and 0.9 s; a fifth would start at 1.2 s, past the deadline: 50 attempts x 0.3 s would be 15 s
+    assert [round(t - started, 6) for t in calls] == [0.0, 0.3, 0.6, 0.9]
+    assert clock.now - started < 1.0  # it gave up without waiting for the retry it could not make
+    monkeypatch.undo()
 
     def slow():
-        time.sleep(3)
+        time.sleep(3600)  # only a timeout ends it
 
-    started = time.monotonic()
     with pytest.raises(AgentCallError) as info:  # one attempt is cut at the deadline, not at --agent-timeout
-        call_with_policy(slow, CallPolicy(timeout=10.0, max_attempts=3, base_delay=0.0, case_deadline=0.5))
-    assert time.monotonic() - started < 1.0 and "case deadline of 0.5 s reached" in str(info.value.last)
+        call_with_policy(slow, CallPolicy(timeout=60.0, max_attempts=3, base_delay=0.0, case_deadline=0.5))
+    assert "case deadline of 0.5 s reached" in str(info.value.last)
+    [attempt] = info.value.attempts
+    # cut at the 0.5 s deadline: without it, only the 60 s timeout would have ended the call (a
+    # margin of 59.5 s; the cut took 0.5 s when measured at load 10 on 2 cores)
+    assert 0.5 - 0.01 <= attempt["duration_s"] < 60.0, attempt
 
 
 def test_a_case_deadline_is_a_timeout_error_in_the_record(evalproject):

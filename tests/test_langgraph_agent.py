@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -199,12 +200,23 @@ def test_recursion_limit_is_recorded_as_an_error_outcome(tmp_path):
 
 
 def test_a_slow_run_is_ended_by_the_wall_clock_limit():
-    agent, _ = agent_with([lambda m: call("lookup_medication_code", {"query": "ibuprofen"})],
-                          delay=0.3, run_timeout=0.5)
-    started = time.perf_counter()
-    with pytest.raises(TimeoutError, match="wall-clock limit of 0.5 s"):
-        agent.run_case(WRITE, "note", {})
-    assert time.perf_counter() - started < 1.0
+    """Events, not a clock: the model's first call is held until the test releases it, after
+    the limit ended the run. Had the harness waited for the graph, the held call would run out
+    its 60 s, the script would loop to the recursion limit, and no TimeoutError would come."""
+    gate, answered = threading.Event(), threading.Event()
+
+    def held(messages):
+        gate.wait(60)
+        answered.set()
+        return call("lookup_medication_code", {"query": "ibuprofen"})
+
+    agent, model = agent_with([held], run_timeout=0.5)
+    try:
+        with pytest.raises(TimeoutError, match="wall-clock limit of 0.5 s"):
+            agent.run_case(WRITE, "note", {})
+        assert not answered.is_set(), "the run waited for the graph's model call"
+    finally:
+        gate.set()
 
 
 # --------------------------------------------------------------------------- 3. fallback
