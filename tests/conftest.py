@@ -18,6 +18,15 @@ import numpy  # noqa: F401,E402  (numpy refuses to be imported twice in one proc
 import langsmith.client  # noqa: F401,E402  (and requests with it: two copies break cookie jars, error classes)
 import langsmith.utils  # noqa: F401,E402
 import requests  # noqa: F401,E402
+# ... and groundeval's own modules that the plugin imports only when eval items are collected:
+# first imported inside one in-process run they would be dropped after it, and the next run's
+# fresh copies would raise a CaseError that a kept module's ``except CaseError`` does not catch
+# (seen running tests/test_bad_inputs.py alone: "internal error loading ...: CaseError")
+import pytest_groundeval.runner  # noqa: F401,E402
+import pytest_groundeval.worker  # noqa: F401,E402
+import pytest_groundeval.tasks.extraction  # noqa: F401,E402
+import pytest_groundeval.tasks.reconciliation  # noqa: F401,E402
+import pytest_groundeval.tasks.write  # noqa: F401,E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
