@@ -13,9 +13,9 @@ import sys
 from typing import Sequence
 
 SUBCOMMANDS = (
-    "pytest_groundeval.merge",  # groundeval merge SHARD... -o RUN.json
-    "pytest_groundeval.html_report",  # groundeval report RUN [or BASE NEW] -o REPORT.html
-    "pytest_groundeval.compare",  # groundeval compare BASE NEW [--format markdown] [--fail-on-regression]
+    "pytest_groundeval.store.merge",  # groundeval merge SHARD... -o RUN.json
+    "pytest_groundeval.reporting.html",  # groundeval report RUN [or BASE NEW] -o REPORT.html
+    "pytest_groundeval.reporting.compare",  # groundeval compare BASE NEW [--format markdown] [--fail-on-regression]
 )
 
 

@@ -58,14 +58,14 @@ GOAL = 5.5
 PHASES = [  # (file suffix, function, label, top level?): the top-level ones partition the work that grows with N
     ("_pytest/main.py", "pytest_collection", "collection", True),
     ("_pytest/main.py", "pytest_runtestloop", "the item loop (every item's setup/call/teardown + reports)", True),
-    ("pytest_groundeval/reporter.py", "pytest_runtest_logreport", "  groundeval per report (journal)", False),
-    ("pytest_groundeval/reporter.py", "finish", "groundeval at session finish (summary, gate, record)", True),
+    ("pytest_groundeval/pytest/reporter.py", "pytest_runtest_logreport", "  groundeval per report (journal)", False),
+    ("pytest_groundeval/pytest/reporter.py", "finish", "groundeval at session finish (summary, gate, record)", True),
     ("_pytest/terminal.py", "pytest_terminal_summary", "pytest's terminal summary, all of it", True),
     ("_pytest/terminal.py", "summary_failures", "  FAILURES section", False),
     ("_pytest/terminal.py", "_handle_teardown_sections", "    teardown-section lookup, once per failure", False),
     ("_pytest/terminal.py", "_outrep_summary", "    printing each failure", False),
     ("_pytest/terminal.py", "short_test_summary", "  short test summary info", False),
-    ("pytest_groundeval/reporter.py", "pytest_terminal_summary", "  groundeval summary", False),
+    ("pytest_groundeval/pytest/reporter.py", "pytest_terminal_summary", "  groundeval summary", False),
 ]
 
 

@@ -57,7 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_groundeval.fhir import distinct_codes, medication_requests  # noqa: E402
+from pytest_groundeval.fhir.medications import distinct_codes, medication_requests  # noqa: E402
 
 KINDS = ("unreported", "unrecorded", "stopped")
 STRATA = [tuple(k for k, on in zip(KINDS, bits) if on) for bits in

@@ -22,8 +22,8 @@ import requests  # noqa: F401,E402
 # first imported inside one in-process run they would be dropped after it, and the next run's
 # fresh copies would raise a CaseError that a kept module's ``except CaseError`` does not catch
 # (seen running tests/test_bad_inputs.py alone: "internal error loading ...: CaseError")
-import pytest_groundeval.runner  # noqa: F401,E402
-import pytest_groundeval.worker  # noqa: F401,E402
+import pytest_groundeval.run.runner  # noqa: F401,E402
+import pytest_groundeval.pytest.evaluator  # noqa: F401,E402
 import pytest_groundeval.tasks.extraction  # noqa: F401,E402
 import pytest_groundeval.tasks.reconciliation  # noqa: F401,E402
 import pytest_groundeval.tasks.write  # noqa: F401,E402

@@ -9,7 +9,7 @@ import os
 import pytest
 from conftest import SMALL_SET, read_record
 
-from pytest_groundeval.calls import CallPolicy
+from pytest_groundeval.run.calls import CallPolicy
 
 
 def _start(p: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -132,8 +132,8 @@ def test_a_case_deadline_bounds_all_attempts_together(monkeypatch):
     import time
     from types import SimpleNamespace
 
-    from pytest_groundeval import calls as calls_module
-    from pytest_groundeval.calls import AgentCallError, CallTimeout, TransientAgentError, call_with_policy
+    from pytest_groundeval.run import calls as calls_module
+    from pytest_groundeval.run.calls import AgentCallError, CallTimeout, TransientAgentError, call_with_policy
 
     # a fake clock for the retries: the waits are counted, not slept, so no load can stretch them
     clock = SimpleNamespace(now=1000.0)
@@ -218,9 +218,9 @@ def test_every_file_the_harness_writes_has_one_mode(tmp_path):
     import os
     import stat
 
-    from pytest_groundeval.cache import ModelCache
-    from pytest_groundeval.journal import Journal
-    from pytest_groundeval.record import FILE_MODE, write_json_atomic
+    from pytest_groundeval.run.cache import ModelCache
+    from pytest_groundeval.store.journal import Journal
+    from pytest_groundeval.store.record import FILE_MODE, write_json_atomic
 
     old = os.umask(0o022)
     try:

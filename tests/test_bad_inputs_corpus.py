@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, REFS, SMALL_SET, STOPPED_ACTIVE, SYNTHEA, ZERO, read_record
 
-from pytest_groundeval.redact import MARK
+from pytest_groundeval.store.redact import MARK
 from pytest_groundeval.tasks.extraction import active_medications
 
 EXTRACTION_EVAL = '''

@@ -1,5 +1,5 @@
 """Bounded output (issue 16 item 3): what a case may store of its agent's output is capped
-(``pytest_groundeval/bounds.py``): depth, size, item count, steps. A deeply nested or huge
+(``pytest_groundeval/run/bounds.py``): depth, size, item count, steps. A deeply nested or huge
 answer is an ``agent`` error of its own case, never an INTERNALERROR that loses the run; a
 cut transcript keeps its answer scored but is not grounded; the record says what was cut."""
 
@@ -11,14 +11,14 @@ import pytest
 from conftest import REFS, SMALL_SET, STOPPED_ACTIVE, SYNTHEA, ZERO, read_record
 from test_grounding import BUILD, RESOURCE, Log, write_case  # noqa: F401  (a fixture)
 
-from pytest_groundeval.grounding import NOT_APPLICABLE
-from pytest_groundeval.toolcalls import ToolLog
+from pytest_groundeval.scorers.grounding import NOT_APPLICABLE
+from pytest_groundeval.run.toolcalls import ToolLog
 
-from pytest_groundeval.bounds import (MAX_DEPTH, MAX_ITEMS, MAX_STEP, MAX_STEPS, MAX_STRUCTURED, MAX_TEXT, TAG,
+from pytest_groundeval.run.bounds import (MAX_DEPTH, MAX_ITEMS, MAX_STEP, MAX_STEPS, MAX_STRUCTURED, MAX_TEXT, TAG,
                                       bound, bound_output, too_deep)
 from pytest_groundeval.model import AgentOutput, CaseResult
-from pytest_groundeval.record import case_json, validate_record
-from pytest_groundeval.runner import Called, _take_output, finish_case, reuse, run_case, score_case
+from pytest_groundeval.store.record import case_json, validate_record
+from pytest_groundeval.run.runner import Called, _take_output, finish_case, reuse, run_case, score_case
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.extraction import ExtractionTask
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import AGENTS, EVAL_FILE, ROOT, SYNTHEA
 
-from pytest_groundeval import compare
-from pytest_groundeval.compare import LoadedRun, RunInfo, compare_task, mcnemar_p, read_run
+from pytest_groundeval.reporting import compare
+from pytest_groundeval.reporting.compare import LoadedRun, RunInfo, compare_task, mcnemar_p, read_run
 from pytest_groundeval.model import CaseResult
 
 FAST = ("-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:anyio")

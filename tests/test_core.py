@@ -15,8 +15,8 @@ from conftest import FIXTURES, SMALL_SET, SYNTHEA, read_record
 from pydantic import ValidationError
 
 from pytest_groundeval.model import CaseRef, CaseResult, schema_text
-from pytest_groundeval.record import SCHEMA_PATH, validate_record
-from pytest_groundeval.runner import run_case
+from pytest_groundeval.store.record import SCHEMA_PATH, validate_record
+from pytest_groundeval.run.runner import run_case
 from pytest_groundeval.tasks import registry
 from pytest_groundeval.tasks.write import WriteTask
 
@@ -204,7 +204,7 @@ def test_no_core_module_names_a_task():
 
 # ---------------------------------------------------------------- settings, controller and workers
 def test_settings_are_frozen(pytester):
-    from pytest_groundeval.options import Settings
+    from pytest_groundeval.pytest.options import Settings
 
     config = pytester.parseconfigure("--agent=baseline")
     settings = Settings.from_config(config, registry())
@@ -282,7 +282,7 @@ def test_eval_failures_are_listed_whole_in_place_of_pytest_s_failures_section(ev
 def test_the_prefetcher_stops_launching_for_an_instant_agent_and_keeps_going_for_a_slow_one():
     import time
 
-    from pytest_groundeval.concurrency import Prefetcher
+    from pytest_groundeval.run.concurrency import Prefetcher
 
     def run(seconds):
         calls = []
@@ -310,7 +310,7 @@ def test_the_prefetcher_stops_launching_for_an_instant_agent_and_keeps_going_for
 def test_a_timeout_on_the_main_thread_cannot_be_swallowed_by_the_agent():
     import time
 
-    from pytest_groundeval.calls import CallTimeout, _with_timeout
+    from pytest_groundeval.run.calls import CallTimeout, _with_timeout
 
     def swallowing():
         try:
@@ -333,7 +333,7 @@ def test_when_sigalrm_is_taken_the_timeout_runs_on_a_thread(monkeypatch):
     import threading
     import time
 
-    from pytest_groundeval.calls import CallTimeout, _with_timeout
+    from pytest_groundeval.run.calls import CallTimeout, _with_timeout
 
     seen = []
     previous = signal.signal(signal.SIGALRM, lambda *a: None)  # e.g. pytest-timeout's signal method
@@ -347,6 +347,7 @@ def test_when_sigalrm_is_taken_the_timeout_runs_on_a_thread(monkeypatch):
 
 
 def test_the_cache_modes_the_option_offers_are_the_cache_s():
-    from pytest_groundeval import cache, options
+    from pytest_groundeval.run import cache
+    from pytest_groundeval.pytest import options
 
     assert options.CACHE_MODES == cache.MODES

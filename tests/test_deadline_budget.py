@@ -16,10 +16,10 @@ from langchain_core.messages import BaseMessage  # noqa: E402
 from test_langgraph_agent import WRITE, ScriptedChatModel, call  # noqa: E402
 
 from pytest_groundeval.agents.langgraph_agent import LangGraphAgent  # noqa: E402
-from pytest_groundeval.calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy  # noqa: E402
+from pytest_groundeval.run.calls import AgentCallError, CallPolicy, CallTimeout, call_with_policy  # noqa: E402
 from pytest_groundeval.model import AgentOutput  # noqa: E402
-from pytest_groundeval.runner import run_case  # noqa: E402
-from pytest_groundeval.usage import Budget, cost_usd  # noqa: E402
+from pytest_groundeval.run.runner import run_case  # noqa: E402
+from pytest_groundeval.run.usage import Budget, cost_usd  # noqa: E402
 
 PRICED = "claude-sonnet-4-5"
 
@@ -288,7 +288,7 @@ def test_when_a_call_may_start(state, floor, verdict):
 
 def test_the_reservation_is_at_least_max_tokens_at_the_output_price():
     from pytest_groundeval.agents.claude import ClaudeAgent
-    from pytest_groundeval.usage import call_floor
+    from pytest_groundeval.run.usage import call_floor
 
     assert call_floor(ClaudeAgent(model="claude-sonnet-4-5", max_tokens=4096)) == pytest.approx(4096 * 15 / 1e6)
     assert call_floor(ClaudeAgent(model="claude-unlisted", max_tokens=4096)) is None
@@ -304,7 +304,7 @@ def test_a_crashed_workers_reservation_does_not_hold_the_budget(tmp_path):
     import subprocess
     import sys
 
-    from pytest_groundeval.spend import SpendFile
+    from pytest_groundeval.run.spend import SpendFile
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)

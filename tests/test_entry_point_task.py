@@ -20,7 +20,7 @@ from pathlib import Path
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, ParseError
 from pytest_groundeval.scorers.aggregate import summarize_rates
 from pytest_groundeval.scorers.base import Score
-from pytest_groundeval.datasets import content_hash
+from pytest_groundeval.tasks.datasets import content_hash
 from pytest_groundeval.tasks.base import CaseSource, Task
 
 

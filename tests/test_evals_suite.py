@@ -8,7 +8,7 @@ import sys
 
 from conftest import ROOT, SYNTHEA
 
-from pytest_groundeval.record import validate_record
+from pytest_groundeval.store.record import validate_record
 
 
 def test_pytest_evals_extraction_baseline_is_perfect_on_the_committed_fixtures(tmp_path):

@@ -10,8 +10,8 @@ import json
 import pytest
 from conftest import SYNTHEA
 
-from pytest_groundeval.datasets import CaseError
-from pytest_groundeval.hc_tools import langchain_record_tools, list_medication_requests
+from pytest_groundeval.tasks.datasets import CaseError
+from pytest_groundeval.fhir.hc_tools import langchain_record_tools, list_medication_requests
 from pytest_groundeval.model import AgentOutput
 from pytest_groundeval.scorers.extraction import score_extraction
 from pytest_groundeval.tasks.extraction import RXNORM, ExtractionTask, active_medications, parse_answer

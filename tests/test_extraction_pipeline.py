@@ -9,7 +9,7 @@ import os
 import pytest
 from conftest import REFS, SMALL_SET, STOPPED_ACTIVE, ZERO, read_record
 
-from pytest_groundeval.record import comparable, validate_record
+from pytest_groundeval.store.record import comparable, validate_record
 
 
 def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import REFS, SYNTHEA
 
-from pytest_groundeval.datasets import CaseError
+from pytest_groundeval.tasks.datasets import CaseError
 from pytest_groundeval.model import CaseResult
 from pytest_groundeval.scorers.aggregate import code_set_summary, summarize_rates
 from pytest_groundeval.scorers.base import bootstrap_ci, prf, wilson_ci

@@ -31,11 +31,11 @@ from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from pytest_groundeval.agents.langgraph_agent import LangGraphAgent  # noqa: E402
-from pytest_groundeval.hc_tools import langchain_record_tools, list_medication_requests, read_resource  # noqa: E402
-from pytest_groundeval.record import validate_record  # noqa: E402
-from pytest_groundeval.runner import run_case  # noqa: E402
+from pytest_groundeval.fhir.hc_tools import langchain_record_tools, list_medication_requests, read_resource  # noqa: E402
+from pytest_groundeval.store.record import validate_record  # noqa: E402
+from pytest_groundeval.run.runner import run_case  # noqa: E402
 from pytest_groundeval.tasks.extraction import SYSTEM_PROMPT, ExtractionTask, active_medications  # noqa: E402
-from pytest_groundeval.fhir import patient_reference  # noqa: E402
+from pytest_groundeval.fhir.medications import patient_reference  # noqa: E402
 
 TASK = ExtractionTask(SYNTHEA)
 REFS_ALL = TASK.discover()

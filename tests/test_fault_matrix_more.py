@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 from conftest import AGENTS, EVAL_FILE, REFS, SMALL_SET, STOPPED_ACTIVE, SYNTHEA, ZERO, read_record
 
-from pytest_groundeval.bounds import MAX_TEXT
-from pytest_groundeval.record import comparable
+from pytest_groundeval.run.bounds import MAX_TEXT
+from pytest_groundeval.store.record import comparable
 
 MODES = {"serial": (), "concurrency-8": ("--concurrency", "8"), "xdist": ("-n", "2")}
 # the two plugins the README says to leave out, and hypothesis's (its terminal summary costs a

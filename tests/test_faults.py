@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import SMALL_SET, read_record
 
-from pytest_groundeval.bounds import MAX_TEXT
+from pytest_groundeval.run.bounds import MAX_TEXT
 
 FAULTY = '''
 import json, os

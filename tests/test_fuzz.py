@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_groundeval.hc_tools import validate_medication_statement
+from pytest_groundeval.fhir.hc_tools import validate_medication_statement
 from pytest_groundeval.model import AgentOutput, ParseError
 from pytest_groundeval.scorers.reconciliation import score_reconciliation
 from pytest_groundeval.scorers.write import score_write

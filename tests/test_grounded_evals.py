@@ -22,8 +22,8 @@ from conftest import FIXTURES, REFS, ROOT, STOPPED_ACTIVE
 
 pytest.importorskip("langchain.agents")
 
-from pytest_groundeval.grounding import NOT_APPLICABLE  # noqa: E402
-from pytest_groundeval.record import validate_record  # noqa: E402
+from pytest_groundeval.scorers.grounding import NOT_APPLICABLE  # noqa: E402
+from pytest_groundeval.store.record import validate_record  # noqa: E402
 from pytest_groundeval.tasks.reconciliation import ReconciliationTask  # noqa: E402
 
 AGENTS = '''
@@ -31,7 +31,7 @@ import contextvars, json, os, uuid
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pytest_groundeval import hc_tools
+from pytest_groundeval.fhir import hc_tools
 from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
 
 MODE = os.environ.get("GROUNDED_MODE", "honest")

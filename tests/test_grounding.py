@@ -9,10 +9,10 @@ import json
 import pytest
 from test_write_suite import AGENT_MODULE, EVAL_FILE, N_CASES, WRITE_CASES
 
-from pytest_groundeval.grounding import NOT_APPLICABLE, grounded, strengths
+from pytest_groundeval.scorers.grounding import NOT_APPLICABLE, grounded, strengths
 from pytest_groundeval.model import AgentOutput, CaseResult, ScoreRecord
-from pytest_groundeval.record import validate_record
-from pytest_groundeval.runner import score_case
+from pytest_groundeval.store.record import validate_record
+from pytest_groundeval.run.runner import score_case
 from pytest_groundeval.scorers.aggregate import counts
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.extraction import ExtractionTask
@@ -291,7 +291,7 @@ def _lg():
 
 def _write_run(script, require=False, case_id="ibuprofen-two-tablets"):
     from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
-    from pytest_groundeval.runner import run_case
+    from pytest_groundeval.run.runner import run_case
 
     task = WriteTask(WRITE_CASES)
     ref = next(r for r in task.discover() if r.case_id == case_id)
@@ -299,7 +299,7 @@ def _write_run(script, require=False, case_id="ibuprofen-two-tablets"):
 
 
 def _memory_resource(lg):
-    from pytest_groundeval import hc_tools
+    from pytest_groundeval.fhir import hc_tools
 
     return hc_tools.build_medication_statement(**lg.build_args(lg.load_case()))["resource"]
 
@@ -377,7 +377,7 @@ def test_langgraph_extraction_grounded_on_error_text_fails_and_on_the_record_pas
     from conftest import REFS, SYNTHEA
 
     from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
-    from pytest_groundeval.runner import run_case
+    from pytest_groundeval.run.runner import run_case
 
     lg = _lg()
     task = ExtractionTask(SYNTHEA)
@@ -413,7 +413,7 @@ class _HarnessToolUser:
     name = "harness-tool-user"
 
     def run_case(self, task, prompt, inputs):
-        from pytest_groundeval.toolcalls import harness_tools
+        from pytest_groundeval.run.toolcalls import harness_tools
 
         tools = {t.name: t for t in harness_tools(task, inputs)}
         match = tools["lookup_medication_code"].invoke({"query": "ibuprofen 200 mg oral tablet"})["matches"][0]
@@ -425,7 +425,7 @@ class _HarnessToolUser:
 
 
 def test_a_custom_agents_self_reported_transcript_is_kept_apart_and_never_evidence():
-    from pytest_groundeval.runner import run_case
+    from pytest_groundeval.run.runner import run_case
 
     task = WriteTask(WRITE_CASES)
     ref = next(r for r in task.discover() if r.case_id == "ibuprofen-two-tablets")

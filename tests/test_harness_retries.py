@@ -25,7 +25,7 @@ from conftest import ROOT, SYNTHEA
 pytest.importorskip("langgraph")
 pytest.importorskip("langchain")
 
-from pytest_groundeval.record import validate_record  # noqa: E402
+from pytest_groundeval.store.record import validate_record  # noqa: E402
 
 STEMS = sorted(p.stem for p in SYNTHEA.glob("*.json"))[:3]  # the middle one is the slow patient
 RETRIES = 2  # three attempts
@@ -235,7 +235,7 @@ def test_the_usage_a_failed_request_reports_is_counted():
     import httpx
     import openai
 
-    from pytest_groundeval.runner import _failed_usage
+    from pytest_groundeval.run.runner import _failed_usage
 
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     exc = openai.InternalServerError("boom", response=httpx.Response(500, request=request),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fhir.resources.R4B.medicationstatement import MedicationStatement
 
-from pytest_groundeval import hc_tools
-from pytest_groundeval.hc_tools import (
+from pytest_groundeval.fhir import hc_tools
+from pytest_groundeval.fhir.hc_tools import (
     Catalog,
     build_medication_statement,
     langchain_tools,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_groundeval import hc_tools
-from pytest_groundeval.hc_tools import (
+from pytest_groundeval.fhir import hc_tools
+from pytest_groundeval.fhir.hc_tools import (
     Catalog,
     build_medication_statement,
     fhir_toolkit,
@@ -118,7 +118,7 @@ def test_importing_hc_tools_does_not_import_healthchain():
     import subprocess
     import sys
 
-    code = "import sys, pytest_groundeval.hc_tools; print(sorted(m for m in sys.modules if m.split('.')[0] in ('healthchain', 'langchain_core')))"
+    code = "import sys, pytest_groundeval.fhir.hc_tools; print(sorted(m for m in sys.modules if m.split('.')[0] in ('healthchain', 'langchain_core')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

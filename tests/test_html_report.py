@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 import pytest
 from conftest import FIXTURES, REFS, ROOT, SMALL_SET, STOPPED_ACTIVE, SYNTHEA, ZERO, read_record
 
-from pytest_groundeval import html_report
+from pytest_groundeval.reporting import html as html_report
 
 CHROMIUM = shutil.which("chromium")
 needs_chromium = pytest.mark.skipif(

@@ -23,7 +23,7 @@ import pytest
 from conftest import FIXTURES, ROOT, SMALL_SET, SYNTHEA
 from test_write_suite import AGENT_MODULE as SCRIPTED_LANGGRAPH
 
-from pytest_groundeval.record import comparable, validate_record
+from pytest_groundeval.store.record import comparable, validate_record
 
 UV = shutil.which("uv")
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is not installed (the CI installs it: .ci/run)")
@@ -80,7 +80,7 @@ def project(tmp_path_factory) -> Project:
 
 
 def test_the_project_runs_the_installed_wheel_not_this_checkout(project):
-    where = project.python("import pytest_groundeval, pytest_groundeval.resources as r; "
+    where = project.python("import pytest_groundeval, pytest_groundeval.tasks.resources as r; "
                            "print(pytest_groundeval.__file__); print(r.data_root())")
     package, data = where.splitlines()
     assert "site-packages" in package and str(ROOT) not in package
@@ -177,7 +177,7 @@ def test_the_langgraph_agent_with_a_scripted_model_reads_the_packaged_catalog(pr
     (lg / "test_write.py").write_text(
         "import pytest\n\n@pytest.mark.write\ndef test_write(case, agent, scorer, evaluate):\n"
         "    evaluate(case, agent, scorer)\n")
-    data = project.python("import pytest_groundeval.resources as r; print(r.data_path('write_cases'))")
+    data = project.python("import pytest_groundeval.tasks.resources as r; print(r.data_path('write_cases'))")
     proc = project.pytest("lg", "--run-record", "lg.json", env={"CASES_DIR": data})
     assert proc.returncode == 0, proc.stdout[-3000:]
     rec = json.loads((project.path / "lg.json").read_text())

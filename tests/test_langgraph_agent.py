@@ -21,14 +21,14 @@ from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-from pytest_groundeval import hc_tools  # noqa: E402
+from pytest_groundeval.fhir import hc_tools  # noqa: E402
 from pytest_groundeval.agents.base import AgentSpec, build_agent  # noqa: E402
 from pytest_groundeval.agents.langgraph_agent import (  # noqa: E402
     DEFAULT_MODEL,
     GENERIC_SYSTEM_PROMPT,
     LangGraphAgent,
 )
-from pytest_groundeval.runner import run_case  # noqa: E402
+from pytest_groundeval.run.runner import run_case  # noqa: E402
 from pytest_groundeval.tasks.write import SYSTEM_PROMPT as WRITE_SYSTEM_PROMPT  # noqa: E402
 from pytest_groundeval.tasks.write import WriteTask  # noqa: E402
 
@@ -392,7 +392,7 @@ def test_final_message_as_content_blocks_is_read_as_text():
 
 
 def test_every_model_call_inside_the_graph_is_cached(tmp_path):
-    from pytest_groundeval.cache import CacheMiss, ModelCache
+    from pytest_groundeval.run.cache import CacheMiss, ModelCache
 
     case = load_case()
     prompt = f"Write the MedicationStatement for {case['subject']}.\n\n{case['note']}"

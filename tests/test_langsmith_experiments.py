@@ -32,8 +32,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from conftest import EVAL_FILE, SMALL_SET, SYNTHEA
 
-from pytest_groundeval.record import validate_record
-from pytest_groundeval.tracing import example_id
+from pytest_groundeval.store.record import validate_record
+from pytest_groundeval.integrations.langsmith.tracing import example_id
 
 TENANT_ID = "66666666-7777-4888-9999-000000000000"
 INFO = {

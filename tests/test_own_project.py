@@ -165,7 +165,7 @@ def pytest_unconfigure(config):
         json.dump(names, fh)
 '''
 
-LIGHT = {"pytest_groundeval", "pytest_groundeval.plugin", "pytest_groundeval.options", "pytest_groundeval.tasks",
+LIGHT = {"pytest_groundeval", "pytest_groundeval.pytest.plugin", "pytest_groundeval.pytest.options", "pytest_groundeval.tasks",
          "pytest_groundeval.tasks.source"}
 
 
@@ -189,7 +189,7 @@ def test_write(case, agent, scorer, evaluate):
 ''')
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "aspirin-active-daily", "--run-record", "r.json")
     imported = set(json.loads((pytester.path / "modules.json").read_text()))
-    assert {"pydantic", "pytest_groundeval.worker", "pytest_groundeval.reporter"} <= imported
+    assert {"pydantic", "pytest_groundeval.pytest.evaluator", "pytest_groundeval.pytest.reporter"} <= imported
 
 
 @pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])

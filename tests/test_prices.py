@@ -11,11 +11,11 @@ import anthropic
 import pytest
 from conftest import SMALL_SET, read_record
 
-from pytest_groundeval import usage as usage_mod
+from pytest_groundeval.run import usage as usage_mod
 from pytest_groundeval.agents.claude import ClaudeAgent
 from pytest_groundeval.model import Usage
-from pytest_groundeval.record import validate_record
-from pytest_groundeval.usage import cost_usd, price_for, price_table, priced_name, unpriced_budget
+from pytest_groundeval.store.record import validate_record
+from pytest_groundeval.run.usage import cost_usd, price_for, price_table, priced_name, unpriced_budget
 
 N = len(SMALL_SET)
 TOKENS = {"input_tokens": 12_345, "output_tokens": 6_789}

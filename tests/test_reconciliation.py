@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, ROOT
 
-from pytest_groundeval.fhir import distinct_codes, medication_requests
+from pytest_groundeval.fhir.medications import distinct_codes, medication_requests
 from pytest_groundeval.model import AgentOutput, CaseError, CaseResult, ParseError
 from pytest_groundeval.scorers import reconciliation as scorer
 from pytest_groundeval.tasks.reconciliation import (ReconciliationTask, catalog_candidates, parse_answer,
@@ -466,7 +466,7 @@ def test_agent_tools_read_only_this_cases_bundle(task, cases):
 
 
 def test_bundle_reader_errors_are_values():
-    from pytest_groundeval.hc_tools import list_medication_requests
+    from pytest_groundeval.fhir.hc_tools import list_medication_requests
 
     assert "error" in list_medication_requests("{not json")
     assert "error" in list_medication_requests('{"resourceType": "Bundle"}', status="paused")
@@ -501,7 +501,7 @@ def test_the_langgraph_agent_reconciles_through_tools_without_the_bundle_in_its_
     from test_langgraph_agent import ScriptedChatModel, call, last_result, say
 
     from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
-    from pytest_groundeval.runner import run_case
+    from pytest_groundeval.run.runner import run_case
 
     def answer(messages):
         listed = last_result(messages, "list_medication_requests")["medication_requests"]

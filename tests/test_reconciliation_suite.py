@@ -10,7 +10,7 @@ import shutil
 import pytest
 from conftest import FIXTURES
 
-from pytest_groundeval.record import validate_record
+from pytest_groundeval.store.record import validate_record
 
 CASES = sorted(p.stem for p in (FIXTURES / "reconciliation").glob("*.json"))
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ZERO
 
-from pytest_groundeval.redact import MARK, redact_json, redact_text, secret_values
-from pytest_groundeval.worker import probe_url
+from pytest_groundeval.store.redact import MARK, redact_json, redact_text, secret_values
+from pytest_groundeval.pytest.evaluator import probe_url
 
 CANARY = "sk-canary-0123456789abcdef"
 OTHER_SECRETS = {"AWS_SECRET_ACCESS_KEY": "aws-canary-wJalrXUtnFEMI-K7MDENG", "MY_DB_PASSWORD": "db-canary-pw-4567",

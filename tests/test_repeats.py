@@ -9,11 +9,11 @@ import json
 import pytest
 from conftest import SMALL_SET, ZERO, read_record
 
-from pytest_groundeval.record import comparable
+from pytest_groundeval.store.record import comparable
 
 FLAKY = '''
 import json
-from pytest_groundeval.calls import current_repeat
+from pytest_groundeval.run.calls import current_repeat
 from pytest_groundeval.tasks.extraction import active_medications
 
 class Flaky:
@@ -88,8 +88,8 @@ def test_a_cut_short_repeated_run_resumes_to_every_repeat_once(evalproject):
 
 
 def test_the_repeat_is_part_of_the_model_call_cache_key(tmp_path):
-    from pytest_groundeval.cache import ModelCache
-    from pytest_groundeval.calls import repeat_of
+    from pytest_groundeval.run.cache import ModelCache
+    from pytest_groundeval.run.calls import repeat_of
 
     cache = ModelCache(tmp_path, "readwrite")
 

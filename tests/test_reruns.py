@@ -17,9 +17,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import REFS, ROOT, SMALL_SET, SYNTHEA, ZERO, read_record
 
-from pytest_groundeval.journal import load_run
-from pytest_groundeval.merge import merge
-from pytest_groundeval.record import validate_record
+from pytest_groundeval.store.journal import load_run
+from pytest_groundeval.store.merge import merge
+from pytest_groundeval.store.record import validate_record
 
 AGENT = '''
 import json, os

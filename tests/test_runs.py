@@ -14,7 +14,7 @@ import anthropic
 import pytest
 from conftest import SMALL_SET, ZERO, read_record
 
-from pytest_groundeval.record import comparable, validate_record
+from pytest_groundeval.store.record import comparable, validate_record
 from pytest_groundeval.tasks.extraction import active_medications
 
 N = len(SMALL_SET)

@@ -21,9 +21,9 @@ import yaml
 from conftest import ROOT, SMALL_SET, SYNTHEA, read_record
 
 from pytest_groundeval import cli
-from pytest_groundeval.gate import parse_threshold
-from pytest_groundeval.record import comparable, validate_record
-from pytest_groundeval.shard import parse_shard, selection_digest, shard_of
+from pytest_groundeval.reporting.gate import parse_threshold
+from pytest_groundeval.store.record import comparable, validate_record
+from pytest_groundeval.pytest.shard import parse_shard, selection_digest, shard_of
 from pytest_groundeval.tasks import registry
 
 WORKFLOW = ROOT / "examples" / "github-actions" / "groundeval.yml"

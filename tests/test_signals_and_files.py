@@ -193,7 +193,7 @@ def test_a_lock_left_by_a_killed_run_is_not_an_error(tmp_path):
 
 
 def test_record_paths_that_share_a_journal_share_the_lock(tmp_path):
-    from pytest_groundeval.runlock import acquire
+    from pytest_groundeval.store.lock import acquire
 
     held = acquire(tmp_path / "x.json")
     assert held is not None
@@ -261,7 +261,7 @@ def test_a_full_disk_under_the_journal_stops_the_run_and_the_record_keeps_what_f
     (the one whose line failed too: it was reported) and says why it was cut short."""
     import errno
 
-    import pytest_groundeval.journal as journal_mod
+    import pytest_groundeval.store.journal as journal_mod
 
     writes = []
 
@@ -451,7 +451,7 @@ def test_a_pytest_timeout_kill_is_a_timeout_of_one_line_and_resume_runs_it_again
 
 
 def test_the_lock_leaves_no_folder_behind_where_nothing_was_written(tmp_path):
-    from pytest_groundeval.runlock import acquire
+    from pytest_groundeval.store.lock import acquire
 
     lock = acquire(tmp_path / "new" / "deeper" / "record.json")
     assert lock is not None and (tmp_path / "new" / "deeper" / "record.jsonl.lock").exists()

@@ -9,7 +9,7 @@ import pytest
 from conftest import SMALL_SET, ZERO
 
 from pytest_groundeval.model import CaseResult, Completeness, RunRecord, RunUsage, ShardRecord
-from pytest_groundeval.report import terminal_lines
+from pytest_groundeval.reporting.terminal import terminal_lines
 from pytest_groundeval.tasks.write import WriteTask
 
 WRITE = WriteTask(Path("."))

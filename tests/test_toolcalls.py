@@ -14,9 +14,9 @@ pytest.importorskip("langchain_core")
 from langchain_core.tools import StructuredTool, ToolException  # noqa: E402
 from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 
-from pytest_groundeval import hc_tools  # noqa: E402
+from pytest_groundeval.fhir import hc_tools  # noqa: E402
 from pytest_groundeval.tasks.write import WriteTask  # noqa: E402
-from pytest_groundeval.toolcalls import ToolLog, current, harness_tools, is_error_value, observe, observed_tool  # noqa: E402
+from pytest_groundeval.run.toolcalls import ToolLog, current, harness_tools, is_error_value, observe, observed_tool  # noqa: E402
 
 BUNDLE = next(SYNTHEA.glob("*.json")).read_text()
 

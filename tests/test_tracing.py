@@ -17,8 +17,8 @@ import pytest
 from test_langsmith_experiments import FakeLangSmith
 from urllib3.util.retry import Retry
 
-from pytest_groundeval import redact
-from pytest_groundeval.tracing import (
+from pytest_groundeval.store import redact
+from pytest_groundeval.integrations.langsmith.tracing import (
     EXAMPLE_NAMESPACE,
     NO_TRACE,
     LangSmith,
@@ -92,7 +92,7 @@ def test_example_ids_are_uuid5_of_task_and_content_hash() -> None:
 
 def test_without_langsmith_the_hook_is_a_no_op_that_imports_nothing() -> None:
     code = ("import sys\n"
-            "from pytest_groundeval import runner, worker, tracing\n"
+            "from pytest_groundeval.run import runner\nfrom pytest_groundeval.pytest import evaluator as worker\nfrom pytest_groundeval.integrations.langsmith import tracing\n"
             "assert tracing.case_trace(object()) is tracing.NO_TRACE and not tracing.active()\n"
             "with tracing.NO_TRACE.attempt():\n"
             "    pass\n"

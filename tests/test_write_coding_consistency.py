@@ -288,7 +288,7 @@ def test_coding_contradictions_fail_coding_on_every_committed_case(case_id):
 
 @pytest.fixture
 def catalog_with_coumadin():
-    from pytest_groundeval import hc_tools
+    from pytest_groundeval.fhir import hc_tools
 
     entries = [*hc_tools.get_catalog().entries,
                {"code": "855334", "display": "Warfarin Sodium 5 MG Oral Tablet [Coumadin]", "system": RXNORM}]

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES
 
-from pytest_groundeval.hc_tools import build_medication_statement
+from pytest_groundeval.fhir.hc_tools import build_medication_statement
 from pytest_groundeval.scorers import units
 from pytest_groundeval.scorers.write import WriteTruth, score_write
 

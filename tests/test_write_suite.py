@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import FIXTURES
 
-from pytest_groundeval.record import validate_record
+from pytest_groundeval.store.record import validate_record
 
 WRITE_CASES = FIXTURES / "write_cases"
 N_CASES = len(list(WRITE_CASES.glob("*.json")))

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_groundeval import hc_tools
+from pytest_groundeval.fhir import hc_tools
 from pytest_groundeval.scorers.write import score_write
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "write_cases"

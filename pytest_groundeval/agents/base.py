@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..model import AgentOutput
+from pytest_groundeval.model import AgentOutput
 
 
 @runtime_checkable
@@ -107,7 +107,7 @@ def model_cache(spec: AgentSpec) -> Any:
     """The model-call cache for this session's agent, or None when off."""
     if spec.cache_mode == "off":
         return None
-    from ..cache import ModelCache
+    from pytest_groundeval.run.cache import ModelCache
 
     return ModelCache(Path(spec.cache_dir or ".groundeval/cache"), spec.cache_mode)
 
@@ -115,20 +115,20 @@ def model_cache(spec: AgentSpec) -> Any:
 def build_agent(spec: AgentSpec, rootdir: Path | None = None) -> Any:
     """Construct the agent. Heavy SDK imports happen only here, only for the chosen agent."""
     if spec.name == "baseline":
-        from .baseline import BaselineAgent
+        from pytest_groundeval.agents.baseline import BaselineAgent
 
         return BaselineAgent()
     if spec.name == "claude":
-        from .claude import ClaudeAgent
+        from pytest_groundeval.agents.claude import ClaudeAgent
 
         return ClaudeAgent(model=spec.model or ClaudeAgent.default_model, timeout=spec.timeout,
                            cache=model_cache(spec))
     if spec.name == "langgraph":
-        from .langgraph_agent import LangGraphAgent
+        from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
 
         return LangGraphAgent.from_spec(spec)
     if spec.name == "chat":
-        from .langgraph_agent import ChatAgent
+        from pytest_groundeval.agents.langgraph_agent import ChatAgent
 
         return ChatAgent.from_spec(spec)
     return load_custom(spec.name, rootdir)

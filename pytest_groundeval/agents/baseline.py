@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import AgentOutput
+from pytest_groundeval.model import AgentOutput
 
 
 class BaselineAgent:

@@ -6,7 +6,7 @@ import os
 import threading
 from typing import Any
 
-from ..model import AgentOutput
+from pytest_groundeval.model import AgentOutput
 
 
 class ClaudeAgent:
@@ -37,7 +37,7 @@ class ClaudeAgent:
                 import anthropic
 
                 self._client = anthropic.Anthropic(**self._client_args)
-                from .. import tracing
+                from pytest_groundeval.integrations.langsmith import tracing
 
                 if tracing.active():  # LangSmith on: each Messages call a run nested under its case
                     try:

@@ -42,7 +42,7 @@ Runaway loops
   ``TimeoutError`` and the worker stops after its current step (a request in flight
   still ends within ``timeout``).
 * The harness's deadline for the attempt (``--agent-timeout``, ``--case-deadline``; read
-  with :func:`pytest_groundeval.calls.attempt_deadline`) bounds the run the same way, and
+  with :func:`pytest_groundeval.run.calls.attempt_deadline`) bounds the run the same way, and
   is passed down into the graph: a callback refuses to start any model call once it has
   passed, or once the harness stopped waiting, so a run the harness gave up on stops
   paying (at most the request already in flight completes).
@@ -52,7 +52,7 @@ The exception carries the partial tool-call transcript as ``exc.transcript``.
 
 Transcripts
 -----------
-``run_case`` takes the task's tools from :func:`pytest_groundeval.toolcalls.harness_tools`, so
+``run_case`` takes the task's tools from :func:`pytest_groundeval.run.toolcalls.harness_tools`, so
 the harness itself records every tool call and result of the case (the record's
 ``transcript``: the evidence ``grounded`` is judged from). ``AgentOutput.transcript`` is this
 agent's own account of the conversation (:func:`transcript_of`: model turns and tool
@@ -68,10 +68,10 @@ import threading
 import time
 from typing import Any
 
-from ..calls import CallTimeout, attempt_deadline, attempt_tally, report_spent
-from ..model import AgentOutput
-from ..toolcalls import jsonable, result_value
-from .base import AgentSpec
+from pytest_groundeval.run.calls import CallTimeout, attempt_deadline, attempt_tally, report_spent
+from pytest_groundeval.model import AgentOutput
+from pytest_groundeval.run.toolcalls import jsonable, result_value
+from pytest_groundeval.agents.base import AgentSpec
 
 DEFAULT_MODEL = "anthropic:claude-opus-4-8"
 DEFAULT_RECURSION_LIMIT = 16
@@ -119,7 +119,7 @@ def _text_of(message: Any) -> str:
 
 
 def _contains_json_object(text: str) -> bool:
-    from ..jsontext import json_objects
+    from pytest_groundeval.tasks.jsontext import json_objects
 
     return bool(json_objects(text))
 
@@ -255,7 +255,7 @@ class LangGraphAgent:
             self.model = str(getattr(model, "model_name", None) or getattr(model, "model", None)
                              or type(model).__name__)
         if cache is not None:  # every model call inside the graph goes through the cache
-            from ..cache import wrap_chat_model
+            from pytest_groundeval.run.cache import wrap_chat_model
 
             self.chat_model = wrap_chat_model(self.chat_model, cache, agent=self.name)
         self._graphs: dict[tuple[str, int], tuple[list[Any], Any]] = {}
@@ -263,7 +263,7 @@ class LangGraphAgent:
 
     @classmethod
     def from_spec(cls, spec: AgentSpec) -> "LangGraphAgent":
-        from .base import model_cache
+        from pytest_groundeval.agents.base import model_cache
 
         return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout,
                    cache=model_cache(spec))
@@ -397,7 +397,7 @@ class LangGraphAgent:
         else the case's prompt), and the tool whose last result answers when the agent
         ends without one. The tools come wrapped by the harness (``toolcalls.harness_tools``),
         which records every call."""
-        from ..toolcalls import harness_tools
+        from pytest_groundeval.run.toolcalls import harness_tools
 
         system = getattr(task, "agent_system_prompt", None) or self.system_prompt
         # the task's tools as the harness hands them out: every call is recorded in the case's

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import CaseResult
-from .base import bootstrap_ci, mean, prf, wilson_ci
+from pytest_groundeval.model import CaseResult
+from pytest_groundeval.scorers.base import bootstrap_ci, mean, prf, wilson_ci
 
 
 def counts(results: list[CaseResult]) -> tuple[list[CaseResult], dict[str, Any]]:

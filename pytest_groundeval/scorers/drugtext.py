@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ..hc_tools import _tokenize
+from pytest_groundeval.fhir.hc_tools import _tokenize
 
 SALTS = frozenset({
     "acetate", "besylate", "bitartrate", "bromide", "calcium", "citrate", "dipropionate", "fumarate",
@@ -155,7 +155,7 @@ def _vocabulary(entries: tuple[tuple[str, str], ...]) -> Vocabulary:
 
 def vocabulary() -> Vocabulary:
     """The site catalog's drug vocabulary (``hc_tools.get_catalog()``, read once per catalog)."""
-    from ..hc_tools import get_catalog
+    from pytest_groundeval.fhir.hc_tools import get_catalog
 
     return _vocabulary(tuple((e["code"], e["display"]) for e in get_catalog().entries))
 

@@ -20,7 +20,7 @@ import math
 import typing
 from typing import Any
 
-from ..jsontext import json_kind
+from pytest_groundeval.tasks.jsontext import json_kind
 
 _INTEGER_KINDS = {"Integer", "PositiveInt", "UnsignedInt", "Integer64"}
 _SKIP_FIELDS = {"fhir_comments"}

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..model import CaseResult
-from .aggregate import code_set_summary, counts
-from .base import Score, prf
+from pytest_groundeval.model import CaseResult
+from pytest_groundeval.scorers.aggregate import code_set_summary, counts
+from pytest_groundeval.scorers.base import Score, prf
 
 VERDICTS = ("matched", "unreported", "unrecorded", "stopped-but-taking")
 

@@ -39,7 +39,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .units import fmt
+from pytest_groundeval.scorers.units import fmt
 
 _WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "once": 1, "twice": 2, "thrice": 3}

@@ -88,14 +88,14 @@ import math
 import re
 from typing import Any
 
-from ..jsontext import json_kind
-from ..model import CaseError
-from . import drugtext, routes
-from .base import Check, Dimension, Score
-from .jsontypes import json_type_issues
-from .schedule import PhaseDay, documented_peak, phases
-from .sig import parse_sig
-from .units import (
+from pytest_groundeval.tasks.jsontext import json_kind
+from pytest_groundeval.model import CaseError
+from pytest_groundeval.scorers import drugtext, routes
+from pytest_groundeval.scorers.base import Check, Dimension, Score
+from pytest_groundeval.scorers.jsontypes import json_type_issues
+from pytest_groundeval.scorers.schedule import PhaseDay, documented_peak, phases
+from pytest_groundeval.scorers.sig import parse_sig
+from pytest_groundeval.scorers.units import (
     EVENT_TIMING,
     UCUM_SYSTEM,
     Amount,

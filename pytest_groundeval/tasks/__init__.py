@@ -13,10 +13,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from .source import CaseSource, TaskInfo
+from pytest_groundeval.tasks.source import CaseSource, TaskInfo
 
 if TYPE_CHECKING:
-    from .base import Case, ParseError, Task
+    from pytest_groundeval.tasks.base import Case, ParseError, Task
 
 ENTRY_POINT_GROUP = "groundeval.tasks"
 
@@ -58,7 +58,7 @@ BUILTIN: dict[str, TaskInfo] = {info.name: info for info in (
 
 def __getattr__(name: str) -> Any:  # the Task API, imported only when asked for
     if name in ("Case", "ParseError", "Task"):
-        from . import base
+        from pytest_groundeval.tasks import base
 
         return getattr(base, name)
     raise AttributeError(name)
@@ -78,7 +78,7 @@ def _load(spec: str, origin: str) -> type[Task]:
             obj = getattr(obj, part)
     except Exception as e:  # noqa: BLE001 - reported with its origin
         raise TaskLoadError(f"groundeval: task {spec!r} ({origin}) cannot be loaded: {type(e).__name__}: {e}") from e
-    from .base import Task
+    from pytest_groundeval.tasks.base import Task
 
     if not (isinstance(obj, type) and issubclass(obj, Task)):
         raise TaskLoadError(f"groundeval: task {spec!r} ({origin}) is not a pytest_groundeval.tasks.Task subclass")

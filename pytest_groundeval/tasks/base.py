@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..jsontext import json_objects
-from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
-from ..scorers.base import Score
-from .source import CaseSource
+from pytest_groundeval.tasks.jsontext import json_objects
+from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
+from pytest_groundeval.scorers.base import Score
+from pytest_groundeval.tasks.source import CaseSource
 
 __all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "ParseError", "Task", "extract_json_object", "require_keys"]
 
@@ -82,9 +82,9 @@ class Task(ABC):
 
     @classmethod
     def resolve_metric(cls, key: str) -> str | None:
-        from ..repeats import REPEAT_METRICS  # every task has them under --repeat
+        from pytest_groundeval.run.repeats import REPEAT_METRICS  # every task has them under --repeat
 
-        from ..grounding import NAME as GROUNDED  # every task has it with tool-using agents
+        from pytest_groundeval.scorers.grounding import NAME as GROUNDED  # every task has it with tool-using agents
 
         key = cls.metric_aliases.get(key, key)
         return key if key in cls.metrics or key in REPEAT_METRICS or key == GROUNDED else None

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ..datasets import content_hash, discover_files, load_json
-from ..fhir import RXNORM, distinct_codes, do_not_perform_ids, medication_requests, patient_reference
-from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
-from ..scorers import extraction as scorer
-from . import BUILTIN
-from .base import CaseSource, Task, extract_json_object
+from pytest_groundeval.tasks.datasets import content_hash, discover_files, load_json
+from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, do_not_perform_ids, medication_requests, patient_reference
+from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
+from pytest_groundeval.scorers import extraction as scorer
+from pytest_groundeval.tasks import BUILTIN
+from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object
 
 ANSWER_KEY = "active_medications"
 
@@ -188,7 +188,7 @@ class ExtractionTask(Task):
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """``list_medication_requests`` and ``read_resource`` over THIS case's bundle only
         (a fresh list per case; HealthChain's FHIRToolkit over the loaded R4B Bundle)."""
-        from ..hc_tools import langchain_record_tools
+        from pytest_groundeval.fhir.hc_tools import langchain_record_tools
 
         bundle = inputs.get("bundle")
         return langchain_record_tools(bundle if bundle is not None else inputs["bundle_json"])

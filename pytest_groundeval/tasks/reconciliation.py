@@ -12,7 +12,7 @@ record lacks can be coded from the prompt (a tool-using agent looks it up instea
 Ground truth is derived at load from the bundle plus the reported codes:
 
 * *active* codes: MedicationRequests with status ``active`` (RxNorm coding, inline or by
-  ``medicationReference``; :func:`pytest_groundeval.fhir.medication_requests`);
+  ``medicationReference``; :func:`pytest_groundeval.fhir.medications.medication_requests`);
 * *ended* codes: status ``stopped`` or ``completed`` and not active. Both mean "the record
   says the patient should no longer be taking this" (discontinued, or a course that was
   finished), so a reported ended code is the same discrepancy for the reconciler;
@@ -44,12 +44,12 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..datasets import discover_case_records, load_case_record, read_bytes
-from ..fhir import RXNORM, distinct_codes, medication_requests, patient_reference
-from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
-from ..scorers import reconciliation as scorer
-from . import BUILTIN
-from .base import CaseSource, Task, extract_json_object, require_keys
+from pytest_groundeval.tasks.datasets import discover_case_records, load_case_record, read_bytes
+from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, medication_requests, patient_reference
+from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
+from pytest_groundeval.scorers import reconciliation as scorer
+from pytest_groundeval.tasks import BUILTIN
+from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object, require_keys
 
 ANSWER_KEY = "medications"
 VERDICTS = scorer.VERDICTS  # matched, unreported, unrecorded, stopped-but-taking
@@ -134,7 +134,7 @@ def site_catalog() -> dict[str, str]:
     global _catalog_codes
     with _catalog_lock:
         if _catalog_codes is None:
-            from ..hc_tools import load_catalog
+            from pytest_groundeval.fhir.hc_tools import load_catalog
 
             _catalog_codes = {e["code"]: e["display"] for e in load_catalog().entries}
         return _catalog_codes
@@ -362,7 +362,7 @@ def _best(catalog: Any, phrase: str) -> dict[str, Any] | None:
 def baseline_answer(bundle_json: str, report: str) -> str:
     """String matching: each phrase of the note against the record's medications (all
     statuses), else against the site catalog; active codes nobody reported are unreported."""
-    from ..hc_tools import Catalog, get_catalog
+    from pytest_groundeval.fhir.hc_tools import Catalog, get_catalog
 
     meds = _record_meds(bundle_json)
     statuses: dict[str, set[str]] = {}
@@ -455,7 +455,7 @@ class ReconciliationTask(Task):
 
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """The catalog lookup and a reader of THIS case's bundle (a fresh list per case)."""
-        from ..hc_tools import langchain_bundle_tools
+        from pytest_groundeval.fhir.hc_tools import langchain_bundle_tools
 
         return langchain_bundle_tools(inputs["bundle_json"])
 

@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..datasets import content_hash, discover_case_records, load_case_record
-from ..model import AgentOutput, Case, CaseError, CaseRef, CaseResult
-from ..scorers.aggregate import summarize_rates
-from ..scorers.base import Score
-from . import BUILTIN
-from .base import CaseSource, Task, extract_json_object, require_keys
+from pytest_groundeval.tasks.datasets import content_hash, discover_case_records, load_case_record
+from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult
+from pytest_groundeval.scorers.aggregate import summarize_rates
+from pytest_groundeval.scorers.base import Score
+from pytest_groundeval.tasks import BUILTIN
+from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object, require_keys
 
 DIMENSIONS = ("schema", "coding", "constraints", "safety")
 CASE_KEYS = ("case_id", "subject", "note", "expected")
@@ -47,7 +47,7 @@ def _check_case(item: Any, source: str) -> dict[str, Any]:
     """The case object, its top-level fields checked (``case_id``, ``subject``, ``note`` are
     non-empty strings; ``expected`` an object holding the truth's keys); the expected block's
     fields are checked by :class:`~pytest_groundeval.scorers.write.WriteTruth` in ``load``."""
-    from ..scorers.write import _json_kind
+    from pytest_groundeval.scorers.write import _json_kind
 
     item = require_keys(item, CASE_KEYS, source, "write case")
     for key in ("case_id", "subject", "note"):
@@ -104,7 +104,7 @@ class WriteTask(Task):
         item = _check_case(data, source)
         if ref.index is None and item["case_id"] != ref.case_id:
             raise CaseError(f"{source}: case_id {item['case_id']!r} does not match the file name")
-        from ..scorers.write import WriteTruth
+        from pytest_groundeval.scorers.write import WriteTruth
 
         try:  # read the expected block now: a broken case is never sent to the agent
             WriteTruth(item)
@@ -124,7 +124,7 @@ class WriteTask(Task):
         return extract_json_object(output.text)
 
     def score(self, prediction: Any, case: Case):
-        from ..scorers.write import score_write
+        from pytest_groundeval.scorers.write import score_write
 
         return score_write(prediction, case.truth)
 
@@ -136,7 +136,7 @@ class WriteTask(Task):
         return summarize_rates(results, self.metrics)
 
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
-        from .write_baseline import run_baseline_write
+        from pytest_groundeval.tasks.write_baseline import run_baseline_write
 
         out = run_baseline_write(inputs["note"], inputs["subject"])
         resource = out.get("resource")
@@ -150,7 +150,7 @@ class WriteTask(Task):
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """The HealthChain FHIR tools over the site catalog (the same for every case)."""
         if self._tools is None:
-            from ..hc_tools import langchain_tools
+            from pytest_groundeval.fhir.hc_tools import langchain_tools
 
             self._tools = langchain_tools()
         return self._tools
@@ -160,7 +160,7 @@ class WriteTask(Task):
 
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
         """The resource's RxNorm code(s) and display(s), and the dose strengths in them."""
-        from ..grounding import strengths
+        from pytest_groundeval.scorers.grounding import strengths
 
         concept = prediction.get("medicationCodeableConcept") if isinstance(prediction, dict) else None
         concept = concept if isinstance(concept, dict) else {}

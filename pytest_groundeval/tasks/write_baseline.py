@@ -3,7 +3,7 @@
 It reads a clinical note excerpt with regular expressions and drives the same
 three tools an LLM agent gets (``lookup_medication_code``,
 ``build_medication_statement``, ``validate_medication_statement`` from
-``pytest_groundeval.hc_tools``), recording every call in a transcript.
+``pytest_groundeval.fhir.hc_tools``), recording every call in a transcript.
 
 It is an honest reference point, not a tuned solver: the rules are generic
 (drug words and strength for the lookup, number of tablets x strength, mg/g/
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from pytest_groundeval.hc_tools import (
+from pytest_groundeval.fhir.hc_tools import (
     build_medication_statement,
     lookup_medication_code,
     validate_medication_statement,

@@ -1,0 +1,1 @@
+"""FHIR: medications in bundles and the eval-free HealthChain tools."""

@@ -1,0 +1,1 @@
+"""LangSmith: tracing and experiments."""

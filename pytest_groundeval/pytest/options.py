@@ -1,0 +1,282 @@
+"""groundeval's command-line and ini options, parsed once into a frozen :class:`Settings`.
+
+``--agent`` and ``--model`` are the user's interface; every other option has a name no
+common plugin uses (pytest-timeout owns ``--timeout``, pytest-retry ``--retries``,
+pytest-base-url ``--base-url``, pytest-rerunfailures ``--reruns``). Each task adds the
+option that says where its cases live (``Task.source``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pytest
+
+if TYPE_CHECKING:  # imported where Settings are made: registering the options imports nothing
+    from pytest_groundeval.agents.base import AgentSpec
+    from pytest_groundeval.run.calls import CallPolicy
+    from pytest_groundeval.reporting.gate import Threshold
+
+# the model-call cache's modes (cache.MODES; a test keeps the two equal)
+CACHE_MODES = ("off", "read", "write", "readwrite", "strict")
+
+DEFAULT_AGENT_TIMEOUT = 120.0
+
+
+def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, Any]:
+    """Register the options (``tasks``: name → anything with ``name``, ``description`` and
+    ``source``); returns each option's dest and default (to tell whether any was given)."""
+    group = parser.getgroup("groundeval", "groundeval: evals for healthcare AI agents")
+    defaults: dict[str, Any] = {}
+
+    def add(*names: str, **kw: Any) -> None:
+        group.addoption(*names, **kw)
+        defaults[kw["dest"]] = kw.get("default")
+    add("--agent", dest="groundeval_agent", default=None, metavar="NAME",
+        help="agent to evaluate: baseline (default, offline), claude, langgraph (tools), chat (the same model, "
+        "one call, no tools), or module:Class")
+    add("--model", dest="groundeval_model", default=None, metavar="MODEL",
+        help="model id for live agents (claude: default claude-opus-4-8; "
+        "langgraph: e.g. anthropic:claude-opus-4-8 or openai:NAME)")
+    add("--model-base-url", dest="groundeval_base_url", default=None, metavar="URL",
+        help="OpenAI-compatible server for --agent=langgraph|chat --model openai:NAME (vLLM, Ollama, llama.cpp)")
+    add("--agent-timeout", dest="groundeval_agent_timeout", type=float, default=None, metavar="SECONDS",
+        help=f"timeout of one agent call, per attempt (default {DEFAULT_AGENT_TIMEOUT:g})")
+    add("--agent-retries", dest="groundeval_retries", type=int, default=4, metavar="N",
+        help="retries of a transient agent failure (rate limit, overload, network) per call (default 4)")
+    add("--agent-retry-delay", dest="groundeval_retry_base_delay", type=float, default=1.0, metavar="SECONDS",
+        help="first backoff delay between agent retries, doubled per retry, with jitter (default 1)")
+    add("--case-deadline", dest="groundeval_case_deadline", type=float, default=None, metavar="SECONDS",
+        help="time for all attempts of one case together; no retry starts past it (default: none)")
+    add("--agent-max-retry-after", dest="groundeval_max_retry_after", type=float, default=60.0, metavar="SECONDS",
+        help="longest wait a server's retry-after may ask for before a retry (default 60)")
+    add("--max-consecutive-errors", dest="groundeval_max_consecutive_errors", type=int, default=5, metavar="N",
+        help="stop calling the agent after N identical agent errors in a row (default 5; 0: never)")
+    add("--no-preflight", dest="groundeval_no_preflight", action="store_true", default=False,
+        help="skip the start-up checks that the agent can be built and --model-base-url answers")
+    add("--concurrency", dest="groundeval_concurrency", type=int, default=None, metavar="N",
+        help="agent calls in flight per pytest process (default 8 for live agents, 1 offline)")
+    add("--max-cost", dest="groundeval_max_cost", type=float, default=None, metavar="USD",
+        help="spend at most about this much: a call starts only with room reserved for it, so the run "
+        "ends at most one case's cost over (shared by all -n workers)")
+    add("--resume", dest="groundeval_resume", default=None, metavar="RUN",
+        help="a record/journal path or 'last': re-run only the cases that run did not finish")
+    add("--rescore", dest="groundeval_rescore", default=None, metavar="RUN",
+        help="a record/journal path or 'last': re-score its stored outputs, no agent call")
+    add("--model-cache", dest="groundeval_model_cache", default="off",
+        choices=CACHE_MODES,
+        help="model-call cache mode (default off; strict: a miss is an error)")
+    add("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
+        help="model-call cache folder (default .groundeval/cache under the rootdir)")
+    add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
+        help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
+    add("--groundeval-html", dest="groundeval_html", default=None, metavar="PATH",
+        help="also write the run's HTML report (one self-contained file) to PATH, after the record")
+    add("--threshold", dest="groundeval_thresholds", action="append", default=[], metavar="TASK.METRIC=VALUE",
+        help=f"CI gate, repeatable, e.g. {next(iter(tasks), 'TASK')}.METRIC=0.95 (a metric of the task's "
+        "summary); when set, the thresholds decide the exit status")
+    add("--repeat", dest="groundeval_repeat", type=int, default=1, metavar="N",
+        help="run every eval case N times (items <case>[r1]..[rN]): per-case pass rate, pass^k, pass@k, "
+        "and the share of flaky cases in the summary (default 1)")
+    add("--groundeval-shard", dest="groundeval_shard", default=None, metavar="K/N",
+        help="run shard K of N of the eval cases (split by a stable hash of task and case id), for CI jobs "
+        "on several machines; `groundeval merge` makes one record of the N shard records")
+    add("--require-grounded", dest="groundeval_require_grounded", action="store_true", default=False,
+        help="a case fails when it is not grounded by the tool calls the harness observed (no call, its "
+        "answer's codes not from an earlier successful tool result, no validation, repeated calls), and "
+        "when grounded does not apply (the agent was given no harness tools); by default the grounded "
+        "dimension is reported only")
+    parser.addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
+    parser.addini("groundeval_agent", "default agent", default="baseline")
+    for task in tasks.values():
+        src = task.source
+        add(src.flag, dest=src.dest, default=None, metavar="PATH", help=src.help)
+        parser.addini(src.ini, f"{task.name} cases ({task.description})", default="")
+    return defaults
+
+
+def _task_path(config: pytest.Config, task: Any) -> Path:
+    """The command-line value is relative to the current folder; the ini value to the
+    rootdir; the default to groundeval's packaged data (built-in suites) or the rootdir."""
+    given = config.getoption(task.source.dest)
+    ini = config.getini(task.source.ini)
+    if given:
+        path = Path(given)
+        return path if path.is_absolute() else Path.cwd() / path
+    if ini:
+        path = Path(ini)
+        return path if path.is_absolute() else config.rootpath / path
+    if task.source.packaged:
+        from pytest_groundeval.tasks.resources import data_path
+
+        return data_path(task.source.default)
+    return config.rootpath / task.source.default
+
+
+MAX_CONCURRENCY = 256
+MAX_RETRIES = 20
+MAX_REPEAT = 1000
+
+
+def _check_values(opt: Any) -> None:
+    """Option values that cannot mean anything are usage errors at start, never clamped."""
+    def bad(flag: str, value: Any, why: str) -> None:
+        raise pytest.UsageError(f"groundeval: {flag} {value!r}: {why}")
+
+    def finite(x: Any) -> bool:
+        return isinstance(x, (int, float)) and math.isfinite(x)
+
+    n = opt("groundeval_concurrency")
+    if n is not None and not 1 <= n <= MAX_CONCURRENCY:
+        bad("--concurrency", n, f"must be between 1 and {MAX_CONCURRENCY}")
+    cost = opt("groundeval_max_cost")
+    if cost is not None and not (finite(cost) and cost > 0):
+        bad("--max-cost", cost, "must be a positive number of USD")
+    deadline = opt("groundeval_case_deadline")
+    if deadline is not None and not (finite(deadline) and deadline > 0):
+        bad("--case-deadline", deadline, "must be a positive number of seconds")
+    timeout = opt("groundeval_agent_timeout")
+    if timeout is not None and not (finite(timeout) and timeout > 0):
+        bad("--agent-timeout", timeout, "must be a positive number of seconds")
+    if opt("groundeval_max_consecutive_errors") < 0:
+        bad("--max-consecutive-errors", opt("groundeval_max_consecutive_errors"), "must be 0 (never stop) or more")
+    repeat = opt("groundeval_repeat")
+    if not 1 <= repeat <= MAX_REPEAT:
+        bad("--repeat", repeat, f"must be between 1 and {MAX_REPEAT}")
+    retries = opt("groundeval_retries")
+    if not 0 <= retries <= MAX_RETRIES:
+        bad("--agent-retries", retries, f"must be between 0 and {MAX_RETRIES}")
+    for flag, dest in (("--agent-retry-delay", "groundeval_retry_base_delay"),
+                       ("--agent-max-retry-after", "groundeval_max_retry_after")):
+        value = opt(dest)
+        if not (finite(value) and value >= 0):
+            bad(flag, value, "must be a number of seconds, 0 or more")
+
+
+@dataclass(frozen=True)
+class Settings:
+    agent: AgentSpec
+    policy: CallPolicy
+    concurrency: int | None
+    max_cost: float | None
+    resume: str | None
+    rescore: str | None
+    run_record: Path | None
+    runs_dir: Path
+    rootdir: Path
+    thresholds: tuple[Threshold, ...]
+    task_paths: Mapping[str, Path]
+    is_worker: bool
+    worker_count: int
+    max_consecutive_errors: int = 5
+    preflight: bool = True
+    selection: Mapping[str, Any] = field(default_factory=dict)
+    shard: tuple[int, int] | None = None  # --groundeval-shard K/N
+    repeat: int = 1  # --repeat N
+    html_report: Path | None = None  # --groundeval-html PATH
+    require_grounded: bool = False  # --require-grounded
+    spend_file: Path | None = None  # an xdist worker under --max-cost: the session's shared spend (spend.py)
+
+    @classmethod
+    def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
+        from pytest_groundeval.agents.base import AgentSpec
+        from pytest_groundeval.run.calls import CallPolicy
+        from pytest_groundeval.reporting.gate import parse_threshold
+        from pytest_groundeval.pytest.shard import parse_shard
+
+        opt = config.getoption
+        name = opt("groundeval_agent") or config.getini("groundeval_agent")
+        timeout = opt("groundeval_agent_timeout") or DEFAULT_AGENT_TIMEOUT
+        cache_dir = opt("groundeval_model_cache_dir")
+        resume, rescore = opt("groundeval_resume"), opt("groundeval_rescore")
+        if resume and rescore:
+            raise pytest.UsageError("groundeval: --resume and --rescore cannot be combined")
+        thresholds = []
+        given = [(text, "ini") for text in config.getini("groundeval_thresholds")]
+        given += [(text, "option") for text in opt("groundeval_thresholds")]
+        for text, origin in given:
+            try:
+                thresholds.append(parse_threshold(text, tasks, origin))
+            except ValueError as e:
+                raise pytest.UsageError(f"groundeval: {e}") from None
+        _check_values(opt)
+        shard = None
+        if opt("groundeval_shard") is not None:
+            try:
+                shard = parse_shard(opt("groundeval_shard"))
+            except ValueError as e:
+                raise pytest.UsageError(f"groundeval: --groundeval-shard {e}") from None
+        workerinput = getattr(config, "workerinput", None)
+        record = opt("groundeval_run_record")
+        return cls(
+            agent=AgentSpec(
+                name=name, model=opt("groundeval_model"), base_url=opt("groundeval_base_url"), timeout=timeout,
+                cache_mode=opt("groundeval_model_cache"),
+                cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
+            ),
+            policy=CallPolicy(timeout=timeout, max_attempts=opt("groundeval_retries") + 1,
+                              base_delay=opt("groundeval_retry_base_delay"),
+                              max_retry_after=opt("groundeval_max_retry_after"),
+                              case_deadline=opt("groundeval_case_deadline")),
+            concurrency=opt("groundeval_concurrency"),
+            max_cost=opt("groundeval_max_cost"),
+            resume=resume,
+            rescore=rescore,
+            run_record=Path(record) if record else None,
+            runs_dir=config.rootpath / "runs",
+            rootdir=config.rootpath,
+            thresholds=tuple(thresholds),
+            task_paths={n: _task_path(config, t) for n, t in tasks.items()},
+            is_worker=workerinput is not None,
+            max_consecutive_errors=opt("groundeval_max_consecutive_errors"),
+            preflight=not opt("groundeval_no_preflight"),
+            worker_count=int(workerinput.get("workercount", 1)) if workerinput else 1,
+            selection={
+                "keyword": opt("keyword", None) or None,
+                "markexpr": opt("markexpr", None) or None,
+                "numprocesses": opt("numprocesses", None),
+                "args": list(config.args),
+            },
+            shard=shard,
+            repeat=opt("groundeval_repeat"),
+            html_report=Path(opt("groundeval_html")) if opt("groundeval_html") else None,
+            require_grounded=bool(opt("groundeval_require_grounded")),
+            spend_file=Path(workerinput["groundeval_spend"]) if workerinput and workerinput.get("groundeval_spend")
+            else None,
+        )
+
+    @property
+    def mode(self) -> str:
+        return "resume" if self.resume else "rescore" if self.rescore else "run"
+
+    @property
+    def stored_spec(self) -> str | None:
+        return self.resume or self.rescore
+
+    def default_concurrency(self, agent: Any = None) -> int:
+        if self.concurrency is not None:
+            return self.concurrency
+        return getattr(agent, "concurrency", None) or (8 if self.agent.is_live else 1)
+
+    def record_options(self, tasks: Mapping[str, Any], concurrency: int, stored_run_id: str | None) -> dict[str, Any]:
+        opts: dict[str, Any] = {name: task.options for name, task in tasks.items()}
+        opts.update({
+            "base_url": self.agent.base_url,
+            "agent_timeout": self.agent.timeout,
+            "thresholds": [f"{t.label}={t.value}" for t in self.thresholds],
+            **{k: v for k, v in self.selection.items() if k != "args"},
+            "concurrency": concurrency,
+            "retries": self.policy.max_attempts - 1,
+            "max_cost_usd": self.max_cost,
+            "model_cache": self.agent.cache_mode,
+            "resumed_from": stored_run_id if self.mode == "resume" else None,
+            "rescored_from": stored_run_id if self.mode == "rescore" else None,
+            "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
+            "repeat": self.repeat,
+            "require_grounded": self.require_grounded,
+            "args": self.selection.get("args", []),
+        })
+        return opts

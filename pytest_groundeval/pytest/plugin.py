@@ -1,0 +1,362 @@
+"""The pytest plugin (the ``pytest11`` entry point): options, markers, cases as
+parametrized items, the fixtures, and the report hook that puts each case's result on its
+item's ``TestReport``.
+
+pytest is the runner. Each case is one item (id = case id). Settings are parsed once
+(``options.Settings``). Every process that runs items has an ``Evaluator``
+(``worker.py``); only the controller has the ``Reporter`` (``reporter.py``), which turns
+the reports it receives (its own, or those of xdist workers) into the journal, the record,
+the gate and the terminal summary. Nothing here knows a task: they come from the registry.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_groundeval.pytest.options import add_options
+from pytest_groundeval.tasks import TaskLoadError, task_infos
+
+if TYPE_CHECKING:
+    from pytest_groundeval.model import CaseResult
+    from pytest_groundeval.pytest.evaluator import Evaluator
+
+# Start-up is lazy: registering the options and markers imports only ``options`` and the
+# task declarations (``tasks/source.py``). The rest of groundeval (settings, the evaluator,
+# the reporter, pydantic) is set up at configure time when the run asks for groundeval (one
+# of its options given, or an xdist controller), else when collection first meets an eval
+# test; a pytest run with no eval item imports nothing more (scripts/bench_startup.py).
+EVALUATOR = pytest.StashKey["Evaluator"]()
+RESULT = pytest.StashKey["CaseResult"]()
+FROZE = pytest.StashKey[bool]()
+DEFAULTS = pytest.StashKey[dict]()
+
+
+def _infos() -> dict[str, Any]:
+    try:
+        return task_infos()
+    except TaskLoadError as e:
+        raise _redacted(pytest.UsageError(str(e))) from None
+
+
+def _registry() -> dict[str, Any]:
+    from pytest_groundeval.tasks import registry
+
+    try:
+        return registry()
+    except TaskLoadError as e:
+        raise _redacted(pytest.UsageError(str(e))) from None
+
+
+_OPTION_DEFAULTS: dict[str, Any] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    _OPTION_DEFAULTS.update(add_options(parser, _infos()))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A clean-up registered before pytest's own (clean-ups run last-in, first-out), so it runs
+    after them: pytest's final ``gc.collect()`` skips what the session froze, then this hands
+    it back to the garbage collector (for a pytest run inside a longer-lived process)."""
+    def unfreeze() -> None:
+        if config.stash.get(FROZE, False):
+            gc.unfreeze()
+
+    config.add_cleanup(unfreeze)
+
+
+def _asked_for(config: pytest.Config) -> bool:
+    """Does this run ask for groundeval up front: one of its options given (their values are
+    checked at start), or an xdist controller (it collects nothing itself)?"""
+    if any(getattr(config.option, dest, default) != default for dest, default in _OPTION_DEFAULTS.items()):
+        return True
+    return config.pluginmanager.has_plugin("dsession")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for name, info in _infos().items():
+        config.addinivalue_line("markers", f"{name}: groundeval {name} eval cases ({info.description})")
+    if _asked_for(config):
+        _ensure(config)
+
+
+def _redacted(error: pytest.UsageError) -> pytest.UsageError:
+    """A usage error as the terminal may show it: through the redaction step (``redact.py``)."""
+    from pytest_groundeval.store.redact import redact_text
+
+    return pytest.UsageError(redact_text(str(error)))
+
+
+def _ensure(config: pytest.Config) -> "Evaluator":
+    """Set groundeval up for this session (once): settings, the evaluator, and on the
+    controller the reporter. Every usage error on the way (options, the stored run, the
+    preflight) goes through the redaction step."""
+    evaluator = config.stash.get(EVALUATOR, None)
+    if evaluator is not None:
+        return evaluator
+    from pytest_groundeval.store import redact
+
+    # the session's secrets, read once (also the credentials of --model-base-url)
+    redact.configure(urls=[config.getoption("groundeval_base_url", None)])
+    try:
+        return _set_up(config)
+    except pytest.UsageError as e:
+        raise _redacted(e) from None
+
+
+def _set_up(config: pytest.Config) -> "Evaluator":
+    from pytest_groundeval.pytest.options import Settings
+    from pytest_groundeval.pytest.reporter import Reporter
+    from pytest_groundeval.pytest.shard import register_sharder
+    from pytest_groundeval.pytest.evaluator import Evaluator, load_stored
+
+    classes = _registry()
+    settings = Settings.from_config(config, classes)
+    problem = settings.agent.check(needs_key=settings.mode != "rescore")
+    if problem:
+        raise pytest.UsageError(f"groundeval: {problem}")
+    tasks = {name: cls(settings.task_paths[name]) for name, cls in classes.items()}
+    stored = load_stored(settings)
+    evaluator = Evaluator(settings, tasks, stored)
+    config.stash[EVALUATOR] = evaluator
+    _EVALUATORS.append(evaluator)
+    sharder = register_sharder(config, settings.shard)  # --groundeval-shard K/N, else None
+    # an agent chosen on the command line is checked at start; so is any agent under a budget
+    # (--max-cost on an unpriced model is a usage error)
+    chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None
+    if chosen and settings.preflight and settings.mode != "rescore" and not settings.is_worker \
+            and not config.option.help:
+        evaluator.preflight()
+    from pytest_groundeval.pytest.signals import install as handle_sigterm
+
+    handle_sigterm(config)  # SIGTERM as Ctrl-C: the record of what finished
+    if not settings.is_worker and settings.max_cost is not None:  # -n: one spend shared by all workers
+        from pytest_groundeval.run.spend import register_spend_share
+
+        register_spend_share(config, settings.run_record.parent if settings.run_record else settings.runs_dir)
+    if not settings.is_worker:  # the controller (or the only process) records
+        if settings.run_record is not None:  # one run per --run-record path (runlock.py)
+            from pytest_groundeval.store.lock import acquire
+
+            lock = acquire(settings.run_record)
+            if lock is not None:
+                config.add_cleanup(lock.release)
+        reporter = Reporter(settings, tasks, stored)
+        reporter.local_concurrency = lambda: evaluator.concurrency
+        reporter.local_selection = lambda: (evaluator.selected, evaluator.deselected)
+        reporter.find_case = evaluator.find_case
+        reporter.local_stop = lambda: evaluator.stop_reason
+        reporter.shard = sharder.record if sharder is not None else None
+        config.pluginmanager.register(reporter, "groundeval-reporter")
+    from pytest_groundeval.pytest.crashes import register as crash_ledgers
+
+    crash_ledgers(config, evaluator, config.pluginmanager.get_plugin("groundeval-reporter"))  # xdist only
+    from pytest_groundeval.pytest.timeouts import register as timeout_kinds
+    from pytest_groundeval.pytest.evaluator import case_ref
+
+    timeout_kinds(config, case_ref)  # pytest-timeout's kills are kind timeout
+    from pytest_groundeval.integrations.langsmith.tracing import LangSmith
+
+    LangSmith.register(config, settings, evaluator)  # LANGSMITH_API_KEY set: datasets, experiments, runs; else nothing
+    # registered after the reporter: its session-finish (stop the calls) runs before the record
+    config.pluginmanager.register(evaluator, "groundeval-evaluator")
+    from pytest_groundeval.pytest.reruns import Reruns
+
+    config.pluginmanager.register(Reruns(config), "groundeval-reruns")  # reruns cannot replace a result
+    return evaluator
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    evaluator = config.stash.get(EVALUATOR, None)
+    if evaluator is None:
+        return
+    if evaluator in _EVALUATORS:
+        _EVALUATORS.remove(evaluator)
+    froze = False
+    for name in ("groundeval-evaluator", "groundeval-reporter", "groundeval-sharder", "groundeval-reruns"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            froze = froze or plugin.froze
+            config.pluginmanager.unregister(plugin)
+    config.stash[FROZE] = froze
+
+
+# ------------------------------------------------------------------ collection
+def _task_of(definition: Any, tasks: Any) -> str | None:
+    names = [name for name in tasks if definition.get_closest_marker(name) is not None]
+    if len(names) > 1:
+        raise pytest.UsageError(f"{definition.nodeid}: marked with several groundeval tasks {names}")
+    return names[0] if names else None
+
+
+def _user_parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if name in ([n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)):
+            return True
+    return False
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test function marked with a task marker that takes ``case`` and groundeval's
+    ``evaluate`` fixture gets one item per case (a test that merely shares a marker name or
+    takes a ``case`` of its own is left alone). Only file names are listed here; the case is
+    read when its item runs."""
+    if "case" not in metafunc.fixturenames or "evaluate" not in metafunc.fixturenames:
+        return
+    if _user_parametrized(metafunc, "case"):
+        return
+    task = _task_of(metafunc.definition, _infos())
+    if task is None:
+        return
+    evaluator = _ensure(metafunc.config)
+    try:
+        refs = evaluator.refs(task)
+    except (FileNotFoundError, ValueError) as e:
+        raise _redacted(pytest.UsageError(str(e))) from None
+    metafunc.parametrize("case", refs, ids=[r.item_id for r in refs])
+
+
+# ------------------------------------------------------------------ fixtures
+# The fixtures are session-scoped and take no other fixture: pytest resolves every fixture
+# (and its dependencies) again for each item, so an eval item pays for three lookups, not six.
+_EVALUATORS: list["Evaluator"] = []  # this process's session (a stack: pytester nests sessions)
+
+
+@pytest.fixture(scope="session")
+def agent() -> Any:
+    """The agent under evaluation, as chosen by ``--agent`` (override in a conftest to inject your own)."""
+    return _EVALUATORS[-1].get_agent()
+
+
+@pytest.fixture(scope="session")
+def scorer() -> Any:
+    """``scorer(prediction, case) -> Score``: the scorer of the case's own task (override in a
+    conftest to inject your own)."""
+    return _EVALUATORS[-1].score
+
+
+@pytest.fixture(scope="session")
+def evaluate() -> Any:
+    """``evaluate(case, agent, scorer)``: run the case, attach its result to the running item's
+    report, and fail the item (with the reason) unless the case passed."""
+    evaluator = _EVALUATORS[-1]
+
+    from pytest_groundeval.store.record import escape_unencodable
+    from pytest_groundeval.store.redact import redact_text
+    from pytest_groundeval.pytest.reruns import first_result
+
+    def run(case: Any, agent: Any, scorer: Any = None) -> "CaseResult":
+        item = evaluator.current_item
+        # a plugin re-running this item gets its first result again, not a new call (reruns.py)
+        result = first_result(item)
+        if result is None:
+            result = evaluator.evaluate(case, agent, scorer)
+        if item is not None:
+            item.stash[RESULT] = result
+        if result.outcome == "skipped":
+            pytest.skip(result.reason or "skipped")
+        if result.outcome != "passed":
+            label = "ERROR" if result.outcome == "error" else "FAILED"
+            message = redact_text(escape_unencodable(f"{label} {case.task}:{case.case_id}: {result.reason}"))
+            pytest.fail(message, pytrace=False)
+        return result
+
+    return run
+
+
+# ------------------------------------------------------------------ reporting
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+
+
+def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "CaseResult | None":
+    """The case result a report carries: the evaluated case (call), or an item pytest
+    stopped before its case ran (a skip, a failing setup, a test that never evaluated)."""
+    if when == "teardown" or (when == "setup" and report.passed):
+        return None  # the common phases: nothing to carry, nothing imported
+    from pytest_groundeval.pytest.evaluator import case_ref
+
+    ref = case_ref(item)
+    if ref is None:
+        return None
+    if when == "call":
+        result = item.stash.get(RESULT, None)
+        if result is not None:
+            return result
+    from pytest_groundeval.model import ErrorInfo
+    from pytest_groundeval.run.runner import not_run
+    from pytest_groundeval.pytest.timeouts import timeout_error
+
+    timed_out = timeout_error(item, report)  # pytest-timeout (signal method) failed it
+    if timed_out is not None:
+        return not_run(ref, error=timed_out)
+    if report.skipped:
+        return not_run(ref, skip_reason=_skip_reason(report))
+    if when == "call":
+        message = (f"the test failed before evaluating the case: {report.longreprtext[-2000:]}" if report.failed
+                   else "the test did not call evaluate(case, agent, scorer)")
+        return not_run(ref, error=ErrorInfo(kind="internal", message=message))
+    return not_run(ref, error=ErrorInfo(kind="internal", message=f"setup failed: {report.longreprtext[-2000:]}"))
+
+
+def _redact_report(item: pytest.Item, report: pytest.TestReport) -> None:
+    """An eval item's captured stdout/stderr/log and its failure report, through the
+    redaction step: made on the process that ran it (an xdist worker too), so the terminal,
+    junitxml and every other reader of the report get the redacted text."""
+    from pytest_groundeval.store.redact import redact_text
+    from pytest_groundeval.pytest.evaluator import case_ref
+
+    if case_ref(item) is None:
+        return
+    report.sections = [(title, redact_text(text)) for title, text in report.sections]
+    if report.failed and report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = str(report.longrepr)
+        red = redact_text(text)
+        if red != text:  # only then: the report keeps its structure (and colours) otherwise
+            report.longrepr = red
+
+
+def _properties(result: "CaseResult") -> list[tuple[str, Any]]:
+    """A case's outcome and figures as ``record_property`` pairs (already redacted)."""
+    props: list[tuple[str, Any]] = [("groundeval.task", result.task), ("groundeval.case_id", result.case_id),
+                                    ("groundeval.outcome", result.outcome)]
+    if result.repeat is not None:
+        props.append(("groundeval.repeat", result.repeat))
+    if result.error is not None:
+        props.append(("groundeval.error_kind", result.error.kind))
+    if result.score is not None:
+        props += [(f"groundeval.{name}", value) for name, value in result.score.metrics.items()]
+        props += [(f"groundeval.{name}", "pass" if dim.passed else "fail")
+                  for name, dim in result.score.dimensions.items()]
+    if result.cost_usd is not None:
+        props.append(("groundeval.cost_usd", result.cost_usd))
+    return props
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    if item.config.stash.get(EVALUATOR, None) is None:
+        return report  # groundeval was not set up: no eval item in this session
+    if report.sections or report.failed:
+        _redact_report(item, report)
+    result = _result_for(item, report, call.when)
+    if result is not None:
+        from pytest_groundeval.store.record import case_json
+        from pytest_groundeval.pytest.reporter import REPORT_ATTR
+
+        result, data, blob = case_json(result)
+        setattr(report, REPORT_ATTR, data)  # plain data: travels through xdist
+        # junitxml's <properties> (it reads them off the teardown report, made from the item's)
+        item.user_properties.extend(_properties(result))
+        reporter = item.config.pluginmanager.get_plugin("groundeval-reporter")
+        if reporter is not None:  # the same process: hand over the typed value as well
+            reporter.hand_over(report, result, blob)
+    return report

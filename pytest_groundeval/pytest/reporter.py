@@ -1,0 +1,377 @@
+"""The controller's reporter, modelled on pytest's junitxml ``LogXML``: a plugin object
+registered only in the controller process, fed by ``pytest_runtest_logreport`` (its own
+reports, or those xdist workers send), that keeps the journal, builds the record, decides
+the gate and writes the terminal summary. Workers never see it.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from pytest_groundeval.reporting.gate import run_gate
+from pytest_groundeval.store.journal import Journal, JournalWriteError, StoredRun
+from pytest_groundeval.model import CaseResult, Completeness, ErrorInfo, RunRecord
+from pytest_groundeval.pytest.options import Settings
+from pytest_groundeval.store.record import (build_record, case_json, new_run_id, now_iso, record_bytes, sort_cases, summarize, user_subset,
+                     write_json_atomic)
+from pytest_groundeval.store.redact import redact_json, redact_obj
+from pytest_groundeval.run.runner import not_run
+from pytest_groundeval.pytest.signals import terminated
+from pytest_groundeval.tasks.base import Task
+from pytest_groundeval.run.usage import budget_record, total_usage
+
+REPORT_ATTR = "groundeval"
+FREEZE_EVERY = 256  # the attribute of a TestReport that carries its case result
+
+
+class Reporter:
+    def __init__(self, settings: Settings, tasks: Mapping[str, Task], stored: StoredRun | None) -> None:
+        self.settings = settings
+        self.tasks = tasks
+        self.stored = stored
+        self.run_id = new_run_id()
+        self.started_at = now_iso()
+        self.results: dict[tuple[str, str], CaseResult] = {}
+        self._local: dict[int, tuple[CaseResult, bytes]] = {}
+        self.data: dict[tuple[str, str], bytes] = {}  # each result as it was reported (JSON)
+        self.reruns: list[CaseResult] = []  # executions of a case after its first (reruns.py)
+        self.journal: Journal | None = None
+        self.tracer: Any = None  # LangSmith (tracing.py), set when LANGSMITH_API_KEY is: it sends the cases itself
+        self.record: RunRecord | None = None
+        self.record_path: Path | None = None
+        self.problems: list[str] = []
+        self.write_error: str | None = None
+        self.html_error: str | None = None  # --groundeval-html: why the page could not be written
+        self.html_path: Path | None = None  # --groundeval-html: the page written
+        self.fold_journal = False
+        self.journal_failed = False
+        self.worker_concurrency: list[int] = []
+        self.worker_selection: tuple[int, int] | None = None  # (selected, deselected) from workers
+        self.find_case: Any = None  # case id -> [CaseRef] (the in-process evaluator's)
+        self.local_selection: Any = None  # () -> (selected, deselected), when items ran here
+        self.local_stop: Any = None  # () -> why the in-process evaluator stopped calling, or None
+        self.worker_stops: list[str] = []
+        self.unresolved_crashes: list[str] = []
+        self.froze = False  # gc.freeze() was called (undone at unconfigure)
+        self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
+        self.own_failure_lines = False
+        self.local_concurrency: Any = None  # () -> int, the in-process evaluator's, when there is one
+        self.shard: Any = None  # () -> ShardRecord | None, the sharder's under --groundeval-shard (shard.py)
+        self.crashes: Any = None  # crashes.CrashLedgers under xdist: what a dead worker was doing
+
+    @property
+    def path(self) -> Path:
+        return self.settings.run_record or self.settings.runs_dir / f"{self.run_id}.json"
+
+    def requested(self) -> dict[str, str | None]:
+        return {"agent": self.settings.agent.name, "model": self.settings.agent.model}
+
+    def header(self) -> dict[str, Any]:
+        return redact_obj({"run_id": self.run_id, "started_at": self.started_at, "agent": self.settings.agent.name,
+                           "model": self.settings.agent.model, "requested": self.requested(),
+                           "options": self.options()})
+
+    def attribution(self, cases: list[CaseResult]) -> tuple[str, str | None]:
+        """The agent as it names itself and the model it reports, from the cases it answered;
+        a rescore keeps the stored run's (it makes no call)."""
+        if self.settings.mode == "rescore" and self.stored is not None:
+            return self.stored.answered_by or self.settings.agent.name, self.stored.answered_model
+        agents = sorted({c.agent for c in cases if c.agent})
+        models = sorted({c.model for c in cases if c.model})
+        return (", ".join(agents) or self.settings.agent.name,
+                ", ".join(models) or self.settings.agent.model)
+
+    def options(self) -> dict[str, Any]:
+        if self.worker_concurrency:
+            concurrency = max(self.worker_concurrency)
+        else:
+            concurrency = self.local_concurrency() if self.local_concurrency else 1
+        return self.settings.record_options(self.tasks, concurrency, self.stored.run_id if self.stored else None)
+
+    def hand_over(self, report: pytest.TestReport, result: CaseResult, blob: bytes) -> None:
+        """In-process reports bring their typed result and its JSON along (no re-validation)."""
+        self._local[id(report)] = (result, blob)
+
+    # -- hooks --
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, REPORT_ATTR, None)
+        if data is None:
+            if report.failed:
+                self.other_failures += 1
+            return
+        local = self._local.pop(id(report), None)
+        if local is not None:
+            result, blob = local
+        else:  # from an xdist worker: plain data, checked here
+            try:
+                result = CaseResult.model_validate(data)
+            except ValidationError as e:  # a groundeval bug: say so, keep the rest of the run
+                self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
+                return
+            blob = orjson.dumps(data, default=str)
+        if result.result_key in self.results:
+            self._again(result, blob)
+            return
+        self._keep(result, blob)
+        self._journal(blob)
+
+    def _again(self, result: CaseResult, blob: bytes) -> None:
+        """A case reported again (a plugin re-ran its item): the first result stands
+        (reruns.py made the report agree with it). The same result again (re-reported, the
+        agent not called) is nothing new; another execution is kept apart with its usage
+        (the record's ``reruns``, the journal's ``rerun`` lines), never as the case's result."""
+        if orjson.loads(blob) == orjson.loads(self.data[result.result_key]):
+            return
+        self.reruns.append(result)
+        self._journal(blob, kind="rerun")
+
+    def _keep(self, result: CaseResult, blob: bytes) -> None:
+        self.results[result.result_key] = result
+        # kept as bytes until the record is written: no Python objects for the garbage
+        # collector to traverse on every collection of a long run
+        self.data[result.result_key] = blob
+        if len(self.results) % FREEZE_EVERY == 0:
+            # the results are kept to the end: after a young collection (which frees this
+            # stretch's cyclic garbage) move them out of the collector's way, so a long run's
+            # full collections do not traverse every earlier result again and again
+            gc.collect(0)
+            gc.freeze()
+            self.froze = True
+
+    def _journal(self, blob: bytes, kind: str = "case") -> None:
+        if self.journal is None and not self.journal_failed:
+            try:
+                self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
+            except OSError as e:
+                self.journal_failed = True
+                self.problems.append(f"could not open the journal {self.path.with_suffix('.jsonl')}: "
+                                     f"{e.strerror or e} (the cases are kept for the record)")
+        if self.journal is not None:
+            try:
+                self.journal.append_json(blob, kind)
+            except JournalWriteError as e:  # disk full mid-run: stop cleanly, the record keeps what finished
+                self.problems.append(f"{e}; the run was stopped (the cases that finished are kept for the record)")
+                # as an interrupt (pytest prints no terminal summary for INTERNAL_ERROR); the
+                # problem makes the exit status 3 once the record is written
+                pytest.exit(f"groundeval: {e}", returncode=pytest.ExitCode.INTERRUPTED)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        out = getattr(node, "workeroutput", None) or {}
+        if "groundeval_concurrency" in out:
+            self.worker_concurrency.append(int(out["groundeval_concurrency"]))
+        if out.get("groundeval_stop_reason"):
+            self.worker_stops.append(out["groundeval_stop_reason"])
+        if out.get("groundeval_selected") is not None:  # every worker collects every item
+            self.worker_selection = (int(out["groundeval_selected"]), int(out.get("groundeval_deselected") or 0))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """An xdist worker died running ``crashitem``: its case gets an error of kind ``crash``
+        on the crash report (the report xdist logs next), so it is in the record once."""
+        case_id = crashitem.split("[", 1)[1][:-1] if crashitem.endswith("]") and "[" in crashitem else None
+        refs = self.find_case(case_id) if case_id is not None and self.find_case else []
+        if len(refs) != 1:
+            if refs or case_id is not None:
+                self.unresolved_crashes.append(crashitem)
+            return  # not an eval item (or an id several tasks share): pytest reports it as always
+        if self.crashes is not None:  # which call crashed it, from the worker's ledger (crashes.py)
+            error = self.crashes.diagnose(getattr(report, "node", None), refs[0], crashitem)
+        else:
+            error = ErrorInfo(kind="crash", message=(
+                f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"))
+        result, data, blob = case_json(not_run(refs[0], error=error))
+        setattr(report, REPORT_ATTR, data)
+        self.hand_over(report, result, blob)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
+        try:
+            self.finish(session, exitstatus)
+            self._one_line_failures(session.config)
+        finally:
+            if self.journal is not None:
+                self.journal.close()
+                if self.fold_journal:
+                    self.journal.path.unlink(missing_ok=True)
+        return (yield)
+
+    def completeness(self, session: pytest.Session, exitstatus: int, cases: list[CaseResult],
+                     budget: Any) -> Completeness:
+        """Selected vs recorded, the user's selection, and whether (and why) the run stopped
+        before every selected case had a result."""
+        if self.worker_selection is not None:
+            selected, deselected = self.worker_selection
+        elif self.crashes is not None and self.crashes.selected is not None:  # every worker died
+            selected, deselected = self.crashes.selected, 0
+        elif self.local_selection is not None:
+            selected, deselected = self.local_selection()
+        else:
+            selected, deselected = None, 0
+        sel = {k: v for k, v in self.settings.selection.items()}
+        sel["last_failed"] = bool(session.config.getoption("lf", False))
+        subset = user_subset(sel, deselected)  # a shard is a subset too: the other shards' cases are deselected
+        reasons = []
+        if terminated(session.config):  # SIGTERM (signals.py)
+            reasons.append(terminated(session.config))
+        elif self.journal is not None and self.journal.error is not None:  # disk full: the run was stopped
+            reasons.append(f"stopped: {self.journal.error}")
+        elif exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop and not session.shouldfail:
+            reasons.append(f"interrupted ({session.shouldstop or 'KeyboardInterrupt'})")
+        if session.shouldfail:
+            reasons.append(f"-x / --maxfail: {session.shouldfail}")
+        if budget is not None and budget.stopped:
+            reasons.append(f"--max-cost reached ({budget.cases_not_run} cases not run)")
+        stops = self.worker_stops or ([self.local_stop()] if self.local_stop else [])
+        reasons += sorted({r.split(":", 1)[0] for r in stops if r})
+        crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
+        if crashed:
+            reasons.append(f"a worker crashed ({crashed} case(s))")
+        interrupted = sum(c.error_kind == "interrupted" for c in cases)
+        if interrupted:
+            reasons.append(f"{interrupted} case(s) interrupted by another case's crash")
+        missing = (selected - len(cases)) if selected is not None else 0
+        if missing > 0:
+            reasons.append(f"{missing} selected case(s) have no result")
+        return Completeness(selected=selected, deselected=deselected, recorded=len(cases), subset=subset,
+                            selection=sel, cut_short=bool(reasons), reason="; ".join(reasons) or None,
+                            shard=self.shard() if self.shard is not None else None)
+
+    def _one_line_failures(self, config: pytest.Config) -> None:
+        """pytest's FAILURES section looks up teardown sections once per failure by scanning
+        every passed report (O(failures x items): 5,000 mostly failing cases cost 9x 1,000).
+        An eval failure is one line with no traceback, so when every failure of the session is
+        an eval case and ``--tb`` was left at its default, pytest's section is switched off
+        (``--tb=no``) and the terminal summary lists each failed case with its whole reason."""
+        failing = any(r.outcome in ("failed", "error") for r in self.results.values())
+        if failing and self.other_failures == 0 and config.option.tbstyle == "auto":
+            config.option.tbstyle = "no"
+            self.own_failure_lines = True
+
+    def selected_any(self) -> bool:
+        """Did this session select any eval item (here, or on any xdist worker)?"""
+        if self.worker_selection is not None:
+            return bool(self.worker_selection[0])
+        return bool(self.local_selection is not None and (self.local_selection()[0] or 0))
+
+    def finish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Summary → gate → record (written atomically) → exit status. With thresholds set,
+        the gate decides the exit status."""
+        if session.config.option.collectonly:
+            return  # --collect-only: nothing ran, nothing to record
+        if not self.results and not self.selected_any() \
+                and not any(t.origin == "option" for t in self.settings.thresholds):
+            return  # no eval item collected (e.g. the project's own tests): inert, no record
+        self.record = self._build(session, exitstatus)
+        if self.tracer is not None:  # the experiments' summary feedback; their URLs go in the record
+            self.record.langsmith = self.tracer.finish(self.record, self.path)
+        payload = self._write(session)
+        if payload is None:
+            return
+        gate = self.record.gate
+        if self.problems:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        elif gate is not None and exitstatus in (
+            pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED
+        ):
+            session.exitstatus = pytest.ExitCode.OK if gate.passed else pytest.ExitCode.TESTS_FAILED
+        self._write_html(session)
+
+    def _build(self, session: pytest.Session, exitstatus: int) -> RunRecord:
+        # in case-id order: aggregates (bootstrap resamples, float sums) must not depend on
+        # the order results arrived in (xdist workers finish in any order)
+        cases = sort_cases(self.results.values())
+        summary = summarize(self.tasks, cases)
+        usage = total_usage(cases + self.reruns)  # every execution's usage, the first results' figures
+        budget = budget_record(self.settings.max_cost, cases, usage)
+        completeness = self.completeness(session, exitstatus, cases, budget)
+        gate = run_gate(self.settings.thresholds, summary, completeness)
+        agent, model = self.attribution(cases)
+        record = build_record(
+            run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
+            requested=self.requested(), options=self.options(), cases=cases, summary=summary,
+            completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
+        )
+        record.reruns = sort_cases(self.reruns) or None
+        return record
+
+    def _write(self, session: pytest.Session) -> dict[str, Any] | None:
+        """Write the record (redacted); the payload written, or None when it could not be."""
+        assert self.record is not None
+        # the cases as reported (already JSON), in the record's order: not serialised twice
+        head = self.record.model_dump(mode="json", exclude={"cases"})
+        payload = {k: ([orjson.loads(self.data[c.result_key]) for c in self.record.cases] if k == "cases" else head[k])
+                   for k in RunRecord.model_fields}
+        try:
+            write_json_atomic(self.path, redact_json(record_bytes(payload)))
+        except OSError as e:  # disk full, no permission, a file where a folder should be
+            self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
+            if self.journal is not None and self.journal.error is not None:
+                kept = (f"; the journal {self.journal.path} holds only the cases before that failed "
+                        f"({self.journal.error.strerror}): re-run, or --resume {self.journal.path}")
+            else:
+                kept = f"; its cases are in the journal {self.journal.path}" if self.journal is not None else ""
+            self.problems.append(self.write_error + kept)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            return None
+        self.record_path = self.path
+        if self.journal is not None and not self.record.completeness.cut_short:
+            self.fold_journal = True  # complete: the record holds every case; the journal goes
+        return payload
+
+    def _write_html(self, session: pytest.Session) -> None:
+        """``--groundeval-html``: the report of the record just written (read back: the page
+        shows exactly the file). A failure is one terminal line and INTERNAL_ERROR."""
+        target = self.settings.html_report
+        if target is None:
+            return
+        from pytest_groundeval.reporting.html import write as write_html
+
+        try:
+            self.html_path = write_html(orjson.loads(self.path.read_bytes()), target)
+        except Exception as e:  # noqa: BLE001 - disk, permissions, or a bug of the page: said, not raised
+            why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            self.html_error = f"could not write the HTML report {target}: {why}"
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.write_error is not None:
+            for problem in self.problems:
+                terminalreporter.write_line(f"groundeval: {problem}", red=True)
+            return
+        if self.record is None:
+            return
+        from pytest_groundeval.reporting.terminal import terminal_lines
+
+        tr = terminalreporter
+        if self.own_failure_lines:
+            tr.write_sep("=", "groundeval failures")
+            for c in self.record.cases:
+                if c.outcome in ("failed", "error"):
+                    label = "ERROR" if c.outcome == "error" else "FAILED"
+                    tr.write_line(f"{label} {c.task}:{c.case_id}: {c.reason}", red=True)
+        tr.write_sep("=", "groundeval summary")
+        for line in terminal_lines(self.record, self.tasks):
+            tr.write_line(line)
+        if self.problems:
+            tr.write_line("groundeval: some case results could not be recorded (a groundeval bug):", red=True)
+            for p in self.problems[:20]:
+                tr.write_line(f"  {p}", red=True)
+        comp = self.record.completeness
+        if comp.subset:
+            shown = {k: v for k, v in comp.selection.items() if v and k != "numprocesses"}
+            tr.write_line(f"groundeval: a subset of the cases ({comp.recorded} of {comp.recorded + comp.deselected} "
+                          f"collected): {shown}", yellow=True)
+        if comp.cut_short:
+            tr.write_line(f"groundeval: the run was cut short: {comp.reason}", red=True)
+        tr.write_line(f"run record: {self.record_path}")
+        if self.html_error is not None:
+            tr.write_line(f"groundeval: {self.html_error}", red=True)
+        elif self.html_path is not None:
+            tr.write_line(f"HTML report: {self.html_path}")

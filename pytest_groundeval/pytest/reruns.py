@@ -1,0 +1,187 @@
+"""Reruns cannot replace a result: pytest-rerunfailures and pytest-retry.
+
+A case's result is its first execution's. A plugin that re-runs failed tests would turn an
+agent that is wrong on its first try and right on its second into a pass (and call the agent
+again, its usage unrecorded). Flakiness is what ``--repeat`` measures; transient agent errors
+are what ``--agent-retries`` handles. So:
+
+1. Eval items opt out of both plugins through their documented per-test marker: ``flaky``
+   with ``condition=False`` (rerunfailures and pytest-retry both skip a test whose marker
+   condition is false, whatever ``--reruns``, ``--force-reruns``, ``--reruns-mode append`` or
+   ``--retries`` say, in ini ``addopts`` too), put first among the item's own markers so it is
+   the one both read. One terminal line says so when such a plugin is set to rerun.
+2. An item whose call phase runs again in the same process anyway (a plugin that ignores the
+   marker) does not call the agent again: ``evaluate`` reports the item's first result again
+   (:func:`first_result`), and no call is prefetched for it.
+3. A report for a case that already has a result (another process ran it again:
+   pytest-rerunfailures reschedules the item of a crashed xdist worker) is made to agree with
+   the first result (outcome, longrepr, junitxml properties) before pytest's counts, junitxml,
+   the exit status or the reporter see it; the reporter keeps that execution apart, with its
+   usage (``RunRecord.reruns``), never as the case's result.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_groundeval.model import CaseResult
+
+#: the plugins that re-run failed tests, by module (whatever name they were registered under)
+RERUN_PLUGINS = {"pytest_rerunfailures": "pytest-rerunfailures", "pytest_retry.retry_plugin": "pytest-retry"}
+#: their shared per-test marker, as both read it: no reruns, no retries, and a false condition
+#: (the one switch each honours even under --force-reruns / --reruns-mode append)
+EXEMPT = {"reruns": 0, "retries": 0, "condition": False}
+
+
+def first_result(item: pytest.Item | None) -> "CaseResult | None":
+    """The result this item's case already produced in this session (its call phase ran
+    before), else None."""
+    from pytest_groundeval.pytest.plugin import RESULT
+
+    return item.stash.get(RESULT, None) if item is not None else None
+
+
+def rerun_plugins(config: pytest.Config) -> list[str]:
+    """The rerun plugins loaded in this session (distribution names)."""
+    loaded = {getattr(p, "__name__", None) for p in config.pluginmanager.get_plugins()}
+    return [dist for module, dist in RERUN_PLUGINS.items() if module in loaded]
+
+
+def _value(config: pytest.Config, option: str, ini: str | None) -> int | None:
+    try:
+        value = config.getoption(option)
+    except ValueError:  # the plugin is not loaded
+        return None
+    if value is None and ini is not None:
+        try:
+            value = int(config.getini(ini))
+        except (TypeError, ValueError):
+            return None
+    return value
+
+
+def rerun_settings(config: pytest.Config) -> list[str]:
+    """The session's settings that would re-run failed tests, as a user writes them."""
+    found = []
+    for option, ini, flag in (("force_reruns", None, "--force-reruns"), ("reruns", "reruns", "--reruns"),
+                              ("retries", "retries", "--retries")):
+        value = _value(config, option, ini)
+        if value:
+            found.append(f"{flag} {value}")
+    return found
+
+
+def _key(data: Any) -> tuple | None:
+    try:
+        task, case_id, repeat = data["task"], data["case_id"], data.get("repeat")
+    except (TypeError, KeyError):
+        return None
+    return (task, case_id) if repeat is None else (task, case_id, repeat)
+
+
+def _props_key(props: list[tuple[str, Any]]) -> tuple | None:
+    found = {k: v for k, v in props if k in ("groundeval.task", "groundeval.case_id", "groundeval.repeat")}
+    if "groundeval.task" not in found or "groundeval.case_id" not in found:
+        return None
+    return _key({"task": found["groundeval.task"], "case_id": found["groundeval.case_id"],
+                 "repeat": found.get("groundeval.repeat")})
+
+
+class Reruns:
+    """Registered in every process groundeval is set up in (``plugin._ensure``)."""
+
+    froze = False  # (plugin.pytest_unconfigure reads it off every groundeval plugin)
+
+    def __init__(self, config: pytest.Config) -> None:
+        from pytest_groundeval.pytest.reporter import REPORT_ATTR
+
+        self.config = config
+        self.plugins = rerun_plugins(config)
+        self.settings = rerun_settings(config) if self.plugins else []
+        self.attr = REPORT_ATTR
+        self.reporter = config.pluginmanager.get_plugin("groundeval-reporter")  # the controller's, else None
+        self.again: set[tuple] = set()  # (controller) cases reported more than once
+
+    # -- 1. the marker --
+    @pytest.hookimpl(tryfirst=True)  # before pytest-retry marks every item flaky(retries=N)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Where a plugin would re-run an eval item (a rerun setting, or a ``flaky`` marker of
+        the test's own), the item gets the opt-out; elsewhere the plugins leave it alone as it is
+        (a marked item takes pytest-rerunfailures' own protocol, a status-DB round trip per item
+        under xdist)."""
+        if not self.plugins:
+            return
+        from pytest_groundeval.pytest.evaluator import case_ref
+
+        mark = pytest.mark.flaky(**EXEMPT)
+        for item in items:
+            if case_ref(item) is not None and (self.settings or item.get_closest_marker("flaky") is not None):
+                item.add_marker(mark, append=False)  # before any flaky marker of the test's own
+
+    # -- 3. a later report of a case agrees with its first result --
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Any:
+        if self.reporter is not None:
+            self._agree(report, self.reporter.results)
+        return (yield)
+
+    def _agree(self, report: pytest.TestReport, results: dict[tuple, "CaseResult"]) -> None:
+        data = getattr(report, self.attr, None)
+        if data is not None:
+            key = _key(data)
+            first = results.get(key) if key is not None else None
+            if first is None:
+                return  # the case's first report (the common path: one lookup)
+            self.again.add(key)
+            _set_outcome(report, first)
+        elif self.again and report.when == "teardown" and report.user_properties:
+            key = _props_key(report.user_properties)
+            first = results.get(key) if key is not None else None
+            if first is not None and key in self.again:
+                # junitxml reads a testcase's properties off its teardown report
+                from pytest_groundeval.pytest.plugin import _properties
+
+                report.user_properties = [(k, v) for k, v in report.user_properties
+                                          if not str(k).startswith("groundeval.")] + _properties(first)
+
+    # -- the one terminal line --
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        reporter = self.reporter
+        if reporter is None or reporter.record is None:
+            return  # no eval case ran
+        if self.again:
+            later = len(reporter.record.reruns or [])
+            terminalreporter.write_line(
+                f"groundeval: {len(self.again)} case(s) ran again (a plugin re-ran the item): each keeps its first "
+                f"result; {later} later execution(s) with an agent call are in the record's reruns, with their usage",
+                yellow=True)
+        if not self.settings:
+            return  # no rerun asked for
+        terminalreporter.write_line(
+            f"groundeval: eval cases are not re-run by {' / '.join(self.plugins)} ({', '.join(self.settings)}): "
+            "a case's first result stands; --repeat N measures flakiness, --agent-retries N retries "
+            "transient agent errors", yellow=True)
+
+
+def _set_outcome(report: pytest.TestReport, first: "CaseResult") -> None:
+    """The report of a later execution says what the case's first result says."""
+    from pytest_groundeval.store.record import escape_unencodable
+    from pytest_groundeval.store.redact import redact_text
+
+    if report.outcome not in ("passed", "failed", "skipped"):
+        return  # a plugin's own outcome for an attempt it will repeat ("rerun", "retried"): not counted
+    if first.outcome == "passed":
+        report.outcome, report.longrepr = "passed", None
+    elif first.outcome == "skipped":
+        path, lineno = report.location[0], report.location[1]
+        report.outcome, report.longrepr = "skipped", (str(path), lineno if lineno is not None else -1,
+                                                      f"Skipped: {first.skip_reason}")
+    else:
+        label = "ERROR" if first.outcome == "error" else "FAILED"
+        report.outcome = "failed"
+        report.longrepr = redact_text(escape_unencodable(
+            f"{label} {first.task}:{first.case_id}: {first.reason} (its first result: this case ran again, "
+            "which cannot replace it)"))

@@ -1,0 +1,1 @@
+"""What a person reads: terminal summary, HTML report, compare, the CI gate."""

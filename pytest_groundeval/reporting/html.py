@@ -1,0 +1,1106 @@
+"""The HTML report of a run record: one self-contained file, openable from disk.
+
+``groundeval report RUN -o report.html`` (and ``groundeval report BASE NEW -o diff.html``),
+or ``--groundeval-html PATH`` at the end of a pytest run. No network: the CSS, the script
+and the SVG charts are inline, and the page's Content-Security-Policy allows nothing else
+(its one script and one style sheet by hash, no connection, no image but ``data:``).
+
+What is shown, all taken from the record (nothing is recomputed that the record holds):
+
+* the run header: agent, model, what was requested, git sha, times, completeness, gate,
+  options, versions;
+* per task: the outcome counts and every summary figure with its 95% interval;
+* charts (inline SVG, drawn here): the pass rate per scoring dimension with its interval
+  (tasks whose scorer has dimensions: write), a histogram of per-case F1 (tasks with a
+  per-case ``f1``: extraction, reconciliation), and per-verdict precision / recall / F1
+  with the summed TP / FP / FN (reconciliation);
+* tokens and cost, for the run and per task;
+* with a base run: the two summaries side by side and the cases whose outcome changed;
+* the cases: a table the page's script builds from the record's cases (inlined as JSON),
+  filtered by outcome and task and searched by case id; a row opens to predicted vs truth
+  (codes the agent added or missed highlighted), the scorer's reason per dimension and
+  check, the tool-call transcript, the raw output and the attempts.
+
+Every figure is formatted here, once (:func:`num`: 3 decimals; :func:`usd`: 4), and the
+script only places the strings: what the page shows is what the record holds. Every record
+string is untrusted (agents write it): the server-side parts are HTML-escaped, the JSON
+block has ``<``, ``>`` and ``&`` as ``\\u003c`` ... (so no ``</script>`` can end it), and the
+script sets text only (``textContent``; no ``innerHTML``).
+
+The script's state is in the URL fragment, so a view can be linked (and tested):
+``#q=<id substring>&outcome=failed&task=write&change=changed&open=<task>:<case_id>``.
+A script error is written into ``#errors`` (also ``console.error``); when the script has
+run to its end, ``<body>`` carries ``data-ready="1"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import html
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import orjson
+
+from pytest_groundeval.store.record import escape_unencodable, open_private
+
+RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+OUTCOMES = ("passed", "failed", "error", "skipped")
+HIST_BINS = tuple(f"{k / 10:.1f}–{(k + 1) / 10:.1f}" for k in range(10)) + ("1.0",)
+
+
+# ---------------------------------------------------------------- formatting (the one place)
+def num(value: Any) -> str:
+    """A figure as the page shows it: floats with 3 decimals, integers as they are."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def usd(value: Any) -> str:
+    return "–" if value is None else f"${float(value):.4f}"
+
+
+def interval(ci: Any) -> str:
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_number(x) for x in ci):
+        return f"[{float(ci[0]):.3f}, {float(ci[1]):.3f}]"
+    return ""
+
+
+def delta(new: Any, base: Any) -> str:
+    if isinstance(new, bool) or isinstance(base, bool) or not (
+            isinstance(new, (int, float)) and isinstance(base, (int, float))):
+        return ""
+    d = new - base
+    if isinstance(new, int) and isinstance(base, int):
+        return f"{d:+d}"
+    return f"{d:+.3f}"
+
+
+def seconds(value: Any) -> str:
+    return "–" if not isinstance(value, (int, float)) else f"{float(value):.3f} s"
+
+
+def e(value: Any) -> str:
+    """Any value as HTML text (attribute-safe)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _pretty(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _number(x: Any) -> bool:
+    """A finite number (NaN and infinities are drawn as nothing, and shown as they are)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ---------------------------------------------------------------- what the record holds, per task
+def tasks_of(record: Mapping[str, Any]) -> list[str]:
+    names = list((record.get("summary") or {}).keys())
+    for c in record.get("cases") or []:
+        if c.get("task") not in names:
+            names.append(c.get("task"))
+    return names
+
+
+def cases_of(record: Mapping[str, Any], task: str) -> list[dict[str, Any]]:
+    return [c for c in record.get("cases") or [] if c.get("task") == task]
+
+
+def _scored(c: Mapping[str, Any]) -> bool:
+    return c.get("outcome") in ("passed", "failed") and isinstance(c.get("score"), dict)
+
+
+def _metrics(c: Mapping[str, Any]) -> dict[str, Any]:
+    return (c.get("score") or {}).get("metrics") or {} if isinstance(c.get("score"), dict) else {}
+
+
+def dimensions_of(cases: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The scoring dimensions the task's cases carry, in their order of first appearance."""
+    found: list[str] = []
+    for c in cases:
+        for d in ((c.get("score") or {}).get("dimensions") or {}) if isinstance(c.get("score"), dict) else {}:
+            if d not in found:
+                found.append(d)
+    return found
+
+
+def dimension_rates(summary: Mapping[str, Any], cases: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]:
+    """``(dimension, pass rate, ci95)`` per dimension, then the overall ``pass`` when the
+    summary has it: the summary's figures (computed from the cases only when it lacks one)."""
+    rows = []
+    run = [c for c in cases if c.get("outcome") != "skipped"]
+    for d in dimensions_of(cases):
+        value = summary.get(d)
+        if not _number(value):
+            passed = sum(bool(((c.get("score") or {}).get("dimensions") or {}).get(d, {}).get("passed"))
+                         for c in run if _scored(c))
+            value = round(passed / len(run), 6) if run else None
+        rows.append((d, value, summary.get(f"{d}_ci95")))
+    if _number(summary.get("pass")) and "pass" not in dict.fromkeys(r[0] for r in rows):
+        rows.append(("pass", summary["pass"], summary.get("pass_ci95")))
+    return rows
+
+
+def has_f1(cases: Iterable[Mapping[str, Any]]) -> bool:
+    return any("f1" in _metrics(c) for c in cases)
+
+
+def f1_bin(f1: float) -> int:
+    """Bin ``k`` (0..9) holds ``k/10 <= F1 < (k+1)/10``; bin 10 holds F1 = 1 exactly."""
+    if f1 >= 1.0:
+        return 10
+    return max(0, min(9, math.floor(f1 * 10)))
+
+
+def f1_histogram(cases: list[dict[str, Any]]) -> tuple[list[int], int]:
+    """Counts of scored cases per :data:`HIST_BINS` bin, and the errored cases (no score;
+    they count 0 in the summary's means) apart."""
+    counts = [0] * len(HIST_BINS)
+    errors = 0
+    for c in cases:
+        if _scored(c) and _number(_metrics(c).get("f1")):
+            counts[f1_bin(float(_metrics(c)["f1"]))] += 1
+        elif c.get("outcome") == "error":
+            errors += 1
+    return counts, errors
+
+
+def _slug(verdict: Any) -> str:
+    return str(verdict).replace("-", "_")
+
+
+def verdicts_of(cases: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """``(slug, name)`` per verdict: the per-case ``<slug>_tp`` metrics, named as the truth
+    spells them (``stopped_but_taking`` is ``stopped-but-taking``)."""
+    slugs: list[str] = []
+    for c in cases:
+        for k in _metrics(c):
+            if k.endswith("_tp") and k != "tp" and k[:-3] not in slugs:
+                slugs.append(k[:-3])
+    names = {}
+    for c in cases:
+        for side in (c.get("ground_truth"), c.get("predicted")):
+            for item in side if isinstance(side, list) else []:
+                if isinstance(item, dict) and "verdict" in item:
+                    names.setdefault(_slug(item["verdict"]), str(item["verdict"]))
+    return [(s, names.get(s, s.replace("_", "-"))) for s in slugs]
+
+
+def verdict_rows(summary: Mapping[str, Any], cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for slug, name in verdicts_of(cases):
+        row: dict[str, Any] = {"slug": slug, "name": name}
+        for m in ("precision", "recall", "f1"):
+            row[m] = summary.get(f"{slug}_{m}")
+        for m in ("tp", "fp", "fn"):
+            row[m] = int(sum(float(_metrics(c).get(f"{slug}_{m}", 0) or 0) for c in cases if _scored(c)))
+        for side, key in (("ground_truth", "truth"), ("predicted", "predicted")):
+            row[key] = sum(1 for c in cases for item in (c.get(side) if isinstance(c.get(side), list) else [])
+                           if isinstance(item, dict) and _slug(item.get("verdict")) == slug)
+        rows.append(row)
+    return rows
+
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def task_usage(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: 0 for k in USAGE_KEYS}
+    cost, priced, unpriced = 0.0, 0, 0
+    for c in cases:
+        usage = c.get("usage") or {}
+        for k in USAGE_KEYS:
+            if _number(usage.get(k)):
+                out[k] += int(usage[k])
+        if _number(c.get("cost_usd")):
+            cost += float(c["cost_usd"])
+            priced += 1
+        elif usage:
+            unpriced += 1
+    out.update(cost_usd=round(cost, 6), cases_priced=priced, cases_unpriced=unpriced)
+    return out
+
+
+# ---------------------------------------------------------------- one case, as the script shows it
+def _codes(value: Any) -> list[dict[str, Any]] | None:
+    """The coded items of an answer or a truth: a list of ``{code, display[, verdict]}``,
+    a truth's ``expected.rxnorm_code``, or a FHIR resource's RxNorm codings."""
+    if isinstance(value, list):
+        items = [v for v in value if isinstance(v, dict) and "code" in v]
+        return items if items or not value else None
+    if isinstance(value, dict):
+        exp = value.get("expected")
+        if isinstance(exp, dict) and "rxnorm_code" in exp:
+            return [{"code": exp.get("rxnorm_code"), "display": exp.get("display")}]
+        concept = value.get("medicationCodeableConcept")
+        if isinstance(concept, dict):
+            codings = concept.get("coding") if isinstance(concept.get("coding"), list) else []
+            return [{"code": c.get("code"), "display": c.get("display")} for c in codings
+                    if isinstance(c, dict) and c.get("system") in (RXNORM, None)]
+        if value.get("resourceType") == "MedicationStatement":
+            return []
+    return None
+
+
+def code_diff(case: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """Truth's codes and the answer's, side by side: ``match``, ``added`` (answered, not in
+    the truth), ``missed`` (in the truth, not answered), ``wrong-verdict`` (both, but the
+    verdicts differ); ``wrong_name`` where the scorer found the display wrong."""
+    truth, pred = _codes(case.get("ground_truth")), _codes(case.get("predicted"))
+    if truth is None or (pred is None and case.get("predicted") is not None):
+        return None
+    if pred is None and case.get("outcome") != "failed":
+        return None  # not answered (an error): nothing to compare
+    pred = pred or []
+    details = (case.get("score") or {}).get("details") or {} if isinstance(case.get("score"), dict) else {}
+    wrong_names = {str(x) for x in details.get("wrong_names") or [] if isinstance(x, (str, int))}
+    answered: dict[str, dict[str, Any]] = {}
+    for p in pred:
+        answered.setdefault(str(p.get("code")), p)
+    rows, seen = [], set()
+    for t in truth:
+        code = str(t.get("code"))
+        if code in seen:
+            continue
+        seen.add(code)
+        p = answered.get(code)
+        status = "missed" if p is None else "match"
+        if p is not None and "verdict" in t and p.get("verdict") != t.get("verdict"):
+            status = "wrong-verdict"
+        rows.append({"code": code, "truth_display": t.get("display"), "predicted_display": (p or {}).get("display"),
+                     "truth_verdict": t.get("verdict"), "predicted_verdict": (p or {}).get("verdict"),
+                     "status": status, "wrong_name": code in wrong_names})
+    for code, p in answered.items():
+        if code not in seen:
+            rows.append({"code": code, "truth_display": None, "predicted_display": p.get("display"),
+                         "truth_verdict": None, "predicted_verdict": p.get("verdict"), "status": "added",
+                         "wrong_name": False})
+    return rows
+
+
+def case_summary(case: Mapping[str, Any]) -> str:
+    """The row's one-line score: F1, or each dimension passed (✓) or not (✗)."""
+    if not _scored(case):
+        return ""
+    metrics, dims = _metrics(case), (case.get("score") or {}).get("dimensions") or {}
+    if dims:
+        return " ".join(f"{d} {'✓' if (v or {}).get('passed') else '✗'}" for d, v in dims.items())
+    if _number(metrics.get("f1")):
+        return f"F1 {num(float(metrics['f1']))}"
+    return ""
+
+
+def case_view(case: Mapping[str, Any], base: Mapping[str, Any] | None) -> dict[str, Any]:
+    score = case.get("score") if isinstance(case.get("score"), dict) else None
+    error = case.get("error") if isinstance(case.get("error"), dict) else None
+    usage = case.get("usage") if isinstance(case.get("usage"), dict) else None
+    reason = (error or {}).get("message") or (score or {}).get("reason") or case.get("skip_reason") or ""
+    tokens = ""
+    if usage and (_number(usage.get("input_tokens")) or _number(usage.get("output_tokens"))):
+        tokens = f"{num(usage.get('input_tokens'))} / {num(usage.get('output_tokens'))}"
+    dims = []
+    for name, d in ((score or {}).get("dimensions") or {}).items():
+        d = d if isinstance(d, dict) else {}
+        dims.append({"name": name, "passed": bool(d.get("passed")), "reason": d.get("reason") or "",
+                     "checks": [{"name": ch.get("name"), "passed": bool(ch.get("passed")), "reason": ch.get("reason")}
+                                for ch in d.get("checks") or [] if isinstance(ch, dict)]})
+    structured = case.get("structured_output")
+    view = {
+        "key": f"{case.get('task')}:{case.get('case_id')}",
+        "id": case.get("case_id"), "task": case.get("task"), "outcome": case.get("outcome"),
+        "kind": (error or {}).get("kind"), "reason": reason, "summary": case_summary(case),
+        "duration": seconds(case.get("duration_s")), "tokens": tokens,
+        "cost": usd(case.get("cost_usd")) if case.get("cost_usd") is not None else "",
+        "agent": case.get("agent"), "model": case.get("model"),
+        "attempts": case.get("attempts"), "steps": case.get("steps"),
+        "metrics": [[k, num(v)] for k, v in ((score or {}).get("metrics") or {}).items()],
+        "dimensions": dims,
+        "codes": code_diff(case),
+        "predicted": _pretty(case.get("predicted")), "truth": _pretty(case.get("ground_truth")),
+        "structured": _pretty(structured) if structured is not None and structured != case.get("predicted") else "",
+        "details": _pretty((score or {}).get("details")) if (score or {}).get("details") else "",
+        "raw_output": raw if isinstance(raw := case.get("raw_output"), str) else _pretty(raw),
+        "error": None if error is None else {k: error.get(k) for k in ("kind", "error_class", "message", "traceback")},
+        "usage": _pretty(usage) if usage else "",
+        "transcript": case.get("transcript") if isinstance(case.get("transcript"), list) else None,
+        "agent_reported": case.get("agent_reported") if isinstance(case.get("agent_reported"), list) else None,
+        "attempt_log": [[a.get("attempt"), a.get("error_class") or "", a.get("error") or "",
+                         seconds(a.get("duration_s"))] for a in case.get("attempt_log") or [] if isinstance(a, dict)],
+        "warnings": [str(w) for w in case.get("warnings") or []]
+        + [f"truncated (groundeval's output bounds): {t}" for t in case.get("truncated") or []],
+    }
+    if base is not None:
+        view["base_outcome"] = base.get("outcome")
+    return view
+
+
+# ---------------------------------------------------------------- server-side parts
+def _table(head: Iterable[str], rows: Iterable[str], cls: str = "") -> str:
+    th = "".join(f"<th>{e(h)}</th>" for h in head)
+    return f'<table class="{e(cls)}"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _kv(pairs: Iterable[tuple[str, str, str]]) -> str:
+    """``(label, field, html)`` rows of a definition list (the html already escaped)."""
+    return "<dl class=\"kv\">" + "".join(
+        f'<dt>{e(label)}</dt><dd data-field="{e(field)}">{value}</dd>' for label, field, value in pairs) + "</dl>"
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, (dict, list)):
+        return f"<code>{e(json.dumps(v, ensure_ascii=False, default=str))}</code>"
+    return e(num(v) if isinstance(v, (bool, int, float)) else ("–" if v is None else v))
+
+
+def _header(record: Mapping[str, Any]) -> str:
+    comp = record.get("completeness") or {}
+    gate = record.get("gate")
+    if comp.get("cut_short"):
+        status = f'<span class="bad" data-status="cut-short">cut short</span>: {e(comp.get("reason"))}'
+    else:
+        status = '<span class="good" data-status="complete">complete</span>'
+    if comp.get("subset"):
+        status += ' <span class="warn" data-status="subset">(a subset of the cases)</span>'
+    shard = comp.get("shard")
+    comp_html = status + _kv([
+        ("selected", "completeness.selected", _value(comp.get("selected"))),
+        ("deselected", "completeness.deselected", _value(comp.get("deselected"))),
+        ("recorded", "completeness.recorded", _value(comp.get("recorded"))),
+        ("subset", "completeness.subset", _value(comp.get("subset"))),
+        ("cut short", "completeness.cut_short", _value(comp.get("cut_short"))),
+    ] + ([("shard", "completeness.shard", e(f"{shard.get('index')}/{shard.get('count')}"))]
+         if isinstance(shard, dict) else []))
+    if gate is None:
+        gate_html = '<span data-gate="none">no gate (no threshold set)</span>'
+    else:
+        word = "PASSED" if gate.get("passed") else "FAILED"
+        gate_html = f'<span class="{"good" if gate.get("passed") else "bad"}" data-gate="{word}">{word}</span>'
+        if gate.get("reason"):
+            gate_html += f" — {e(gate.get('reason'))}"
+        rows = []
+        for t in gate.get("thresholds") or []:
+            ok = "met" if t.get("passed") else "MISSED"
+            if t.get("applied") is False:
+                ok = "not applied"
+            rows.append(f'<tr data-threshold="{e(t.get("metric"))}"><td>{e(t.get("metric"))}</td>'
+                        f'<td>{e(num(t.get("value")))}</td><td>{e(num(t.get("threshold")))}</td>'
+                        f'<td>{e(ok)}</td><td>{e(t.get("reason") or "")}</td></tr>')
+        if rows:
+            gate_html += _table(("threshold", "value", "needs ≥", "", "reason"), rows, "gate")
+    requested = record.get("requested") or {}
+    opts = record.get("options") or {}
+    opt_rows = [f'<tr data-option="{e(k)}"><td>{e(k)}</td><td>{_value(v)}</td></tr>' for k, v in opts.items()]
+    versions = record.get("versions") or {}
+    ver_rows = [f"<tr><td>{e(k)}</td><td>{e(v or '–')}</td></tr>" for k, v in versions.items()]
+    return (
+        "<section id=\"run\"><h2>Run</h2>" + _kv([
+            ("run id", "run_id", e(record.get("run_id"))),
+            ("agent", "agent", e(record.get("agent"))),
+            ("model", "model", e(record.get("model") or "–")),
+            ("requested", "requested", e(", ".join(f"{k}={v}" for k, v in requested.items() if v) or "–")),
+            ("git sha", "git_sha", f"<code>{e(record.get('git_sha') or '–')}</code>"),
+            ("started", "started_at", e(record.get("started_at"))),
+            ("finished", "finished_at", e(record.get("finished_at"))),
+            ("record format", "schema_version", e(record.get("schema_version"))),
+            ("completeness", "completeness", comp_html),
+            ("gate", "gate", gate_html),
+        ])
+        + "<details><summary>options</summary>" + _table(("option", "value"), opt_rows, "options") + "</details>"
+        + "<details><summary>versions</summary>" + _table(("package", "version"), ver_rows, "versions")
+        + "</details></section>"
+    )
+
+
+COUNT_LABELS = (("n_cases", "cases"), ("n_passed", "passed"), ("n_failed", "failed"),
+                ("n_errors", "errors"), ("n_skipped", "skipped"))
+
+
+def _task_metrics(task: str, summary: Mapping[str, Any], shown_elsewhere: set[str]) -> str:
+    counts = " ".join(
+        f'<span class="count {e(label)}"><b data-metric="{e(task)}.{e(key)}">{e(num(summary.get(key)))}</b> '
+        f'{e(label)}</span>'
+        for key, label in COUNT_LABELS if key in summary)
+    rows = []
+    for key, value in summary.items():
+        if key.startswith("n_") or key.endswith("_ci95") or key in shown_elsewhere:
+            continue
+        ci = summary.get(f"{key}_ci95")
+        rows.append(f'<tr><td>{e(key)}</td><td class="num" data-metric="{e(task)}.{e(key)}">{_value(value)}</td>'
+                    f'<td class="num" data-metric="{e(task)}.{e(key)}_ci95">{e(interval(ci))}</td></tr>')
+    return f'<p class="counts">{counts}</p>' + (_table(("metric", "value", "95% interval"), rows, "metrics")
+                                                 if rows else "")
+
+
+def _svg(width: int, height: int, body: str, label: str, cls: str) -> str:
+    return (f'<svg class="chart {e(cls)}" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{e(label)}" '
+            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">{body}</svg>')
+
+
+def hbar_chart(rows: list[tuple[str, Any, Any]], label: str, attr: str, cls: str = "",
+               row_classes: list[str] | None = None) -> str:
+    """Horizontal bars on [0, 1]: ``(label, value, ci95)``; the value written beside each."""
+    lw, bw, rh, top = 190, 320, 24, 8
+    height = top + rh * len(rows) + 22
+    width = lw + bw + 70
+    parts = []
+    for t in (0.0, 0.5, 1.0):
+        x = lw + t * bw
+        parts.append(f'<line class="grid" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - 18}"/>'
+                     f'<text class="tick" x="{x:.1f}" y="{height - 4}" text-anchor="middle">{t:.1f}</text>')
+    for i, (name, value, ci) in enumerate(rows):
+        y = top + i * rh
+        v = float(value) if _number(value) else 0.0
+        v = min(max(v, 0.0), 1.0)
+        extra = f" {row_classes[i]}" if row_classes else ""
+        parts.append(f'<g class="bar-row{e(extra)}" {attr}="{e(name)}">'
+                     f'<text class="label" x="{lw - 8}" y="{y + rh / 2 + 4:.1f}" text-anchor="end">{e(name)}</text>'
+                     f'<rect class="bar" x="{lw}" y="{y + 4}" width="{v * bw:.1f}" height="{rh - 8}"/>')
+        if interval(ci):
+            lo, hi = (min(max(float(x), 0.0), 1.0) for x in ci)
+            mid = y + rh / 2
+            x0, x1 = lw + lo * bw, lw + hi * bw
+            parts.append(f'<path class="ci" d="M{x0:.1f} {mid:.1f}H{x1:.1f}M{x0:.1f} {mid - 5:.1f}V{mid + 5:.1f}'
+                         f'M{x1:.1f} {mid - 5:.1f}V{mid + 5:.1f}"/>')
+        parts.append(f'<text class="value" x="{lw + bw + 8}" y="{y + rh / 2 + 4:.1f}">{e(num(value))}</text></g>')
+    return _svg(width, height, "".join(parts), label, cls)
+
+
+def histogram_chart(counts: list[int], labels: tuple[str, ...], label: str, extra: list[tuple[str, int]]) -> str:
+    """Vertical bars, one per bin (and one per extra column, e.g. errors), counts on top."""
+    cols = [(lbl, n, "bin") for lbl, n in zip(labels, counts)] + [(lbl, n, "extra") for lbl, n in extra]
+    cw, ch, top, bottom = 52, 150, 18, 34
+    width, height = cw * len(cols) + 20, top + ch + bottom
+    peak = max([n for _, n, _ in cols] + [1])
+    parts = [f'<line class="grid" x1="10" y1="{top + ch}" x2="{width - 10}" y2="{top + ch}"/>']
+    for i, (lbl, n, kind) in enumerate(cols):
+        x = 10 + i * cw
+        h = ch * n / peak
+        parts.append(f'<g class="hist-bin {kind}" data-bin="{e(lbl)}">'
+                     f'<rect class="bar" x="{x + 6}" y="{top + ch - h:.1f}" width="{cw - 12}" height="{h:.1f}"/>'
+                     f'<text class="count" x="{x + cw / 2:.1f}" y="{top + ch - h - 4:.1f}" '
+                     f'text-anchor="middle">{n}</text>'
+                     f'<text class="tick" x="{x + cw / 2:.1f}" y="{top + ch + 16}" '
+                     f'text-anchor="middle">{e(lbl)}</text></g>')
+    return _svg(width, height, "".join(parts), label, "histogram")
+
+
+def verdict_chart(rows: list[dict[str, Any]]) -> str:
+    """Per verdict, three bars on [0, 1]: precision, recall, F1."""
+    flat, classes = [], []
+    for r in rows:
+        for m in ("precision", "recall", "f1"):
+            flat.append((f"{r['name']} · {m}", r[m], None))
+            classes.append(f"m-{m}")
+    return hbar_chart(flat, "precision, recall and F1 per verdict", "data-verdict-metric", "verdicts", classes)
+
+
+def _task_section(task: str, record: Mapping[str, Any]) -> str:
+    summary = (record.get("summary") or {}).get(task) or {}
+    cases = cases_of(record, task)
+    parts = [f'<section class="task" id="task-{e(task)}" data-task="{e(task)}"><h2>{e(task)}</h2>']
+    verdicts = verdict_rows(summary, cases)
+    elsewhere = {f"{v['slug']}_{m}" for v in verdicts for m in ("precision", "recall", "f1")}
+    parts.append(_task_metrics(task, summary, elsewhere))
+    charts = []
+    dims = dimension_rates(summary, cases)
+    if dims:
+        rows = "".join(f'<tr data-dimension="{e(d)}"><td>{e(d)}</td><td class="num">{e(num(v))}</td>'
+                       f'<td class="num">{e(interval(ci))}</td></tr>' for d, v, ci in dims)
+        charts.append('<figure class="dimensions"><figcaption>Pass rate per dimension (95% interval)</figcaption>'
+                      + hbar_chart(dims, f"{task}: pass rate per dimension", "data-dimension", "dimension-chart")
+                      + _table(("dimension", "pass rate", "95% interval"), [rows], "dimension-table") + "</figure>")
+    if has_f1(cases):
+        counts, errors = f1_histogram(cases)
+        extra = [("error", errors)] if errors else []
+        rows = "".join(f'<tr data-bin="{e(lbl)}"><td>{e(lbl)}</td><td class="num">{n}</td></tr>'
+                       for lbl, n in list(zip(HIST_BINS, counts)) + extra)
+        charts.append('<figure class="f1-histogram"><figcaption>Per-case F1 (cases per bin; "error": no score, '
+                      'counted 0)</figcaption>' + histogram_chart(counts, HIST_BINS, f"{task}: per-case F1", extra)
+                      + '<details><summary>counts</summary>' + _table(("F1", "cases"), [rows], "hist-table")
+                      + "</details></figure>")
+    if verdicts:
+        rows = []
+        for v in verdicts:
+            cells = "".join(f'<td class="num" data-metric="{e(task)}.{e(v["slug"])}_{m}">{e(num(v[m]))}</td>'
+                            for m in ("precision", "recall", "f1"))
+            cells += "".join(f'<td class="num" data-count="{m}">{v[m]}</td>'
+                             for m in ("tp", "fp", "fn", "truth", "predicted"))
+            rows.append(f'<tr data-verdict="{e(v["name"])}"><td>{e(v["name"])}</td>{cells}</tr>')
+        charts.append('<figure class="verdicts"><figcaption>Per verdict</figcaption>' + verdict_chart(verdicts)
+                      + _table(("verdict", "precision", "recall", "F1", "TP", "FP", "FN", "in truth", "answered"),
+                               rows, "verdict-table") + "</figure>")
+    parts.extend(charts)
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _usage_section(record: Mapping[str, Any]) -> str:
+    u = record.get("usage") or {}
+    run = _kv([
+        ("input tokens", "usage.input_tokens", e(num(u.get("input_tokens")))),
+        ("output tokens", "usage.output_tokens", e(num(u.get("output_tokens")))),
+        ("cost", "usage.cost_usd", e(usd(u.get("cost_usd")))),
+        ("cases priced", "usage.cases_priced", e(num(u.get("cases_priced")))),
+        ("cases unpriced", "usage.cases_unpriced", e(num(u.get("cases_unpriced")))),
+        ("prices as of", "usage.prices_as_of", e(u.get("prices_as_of") or "–")),
+        ("prices from", "usage.prices_source", e(u.get("prices_source") or "–")),
+    ])
+    rows = []
+    for task in tasks_of(record):
+        t = task_usage(cases_of(record, task))
+        rows.append(f'<tr data-usage-task="{e(task)}"><td>{e(task)}</td>'
+                    + "".join(f'<td class="num" data-usage="{k}">{e(num(t[k]))}</td>' for k in USAGE_KEYS)
+                    + f'<td class="num" data-usage="cost_usd">{e(usd(t["cost_usd"]))}</td>'
+                    f'<td class="num" data-usage="cases_priced">{t["cases_priced"]}</td></tr>')
+    budget = record.get("budget")
+    budget_html = ""
+    if isinstance(budget, dict):
+        budget_html = "<h3>Budget</h3>" + _kv([
+            ("max cost", "budget.max_cost_usd", e(usd(budget.get("max_cost_usd")))),
+            ("spent", "budget.spent_usd", e(usd(budget.get("spent_usd")))),
+            ("stopped", "budget.stopped", e(num(budget.get("stopped")))),
+            ("cases not run", "budget.cases_not_run", e(num(budget.get("cases_not_run")))),
+        ])
+    return ('<section id="usage"><h2>Tokens and cost</h2>' + run
+            + _table(("task", "input tokens", "output tokens", "cache written", "cache read", "cost", "cases priced"),
+                     rows, "usage-table") + budget_html + "</section>")
+
+
+def _key(c: Mapping[str, Any]) -> str:
+    return f"{c.get('task')}:{c.get('case_id')}"
+
+
+def comparison(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The side-by-side of two runs: per task the summary figures of both, and the cases
+    whose outcome changed (``regression``: was passed, now not; ``fix``: now passed)."""
+    tasks = tasks_of(base) + [t for t in tasks_of(new) if t not in tasks_of(base)]
+    summaries = {}
+    for t in tasks:
+        b, n = (base.get("summary") or {}).get(t) or {}, (new.get("summary") or {}).get(t) or {}
+        keys = list(b) + [k for k in n if k not in b]
+        summaries[t] = [(k, b.get(k), n.get(k)) for k in keys if not k.endswith("_ci95")]
+    before = {_key(c): c for c in base.get("cases") or []}
+    after = {_key(c): c for c in new.get("cases") or []}
+    flips = []
+    for k, c in after.items():
+        if k in before and before[k].get("outcome") != c.get("outcome"):
+            was, now = before[k].get("outcome"), c.get("outcome")
+            kind = "regression" if was == "passed" else "fix" if now == "passed" else "changed"
+            flips.append({"key": k, "task": c.get("task"), "case_id": c.get("case_id"), "base": was, "new": now,
+                          "kind": kind})
+    return {"tasks": tasks, "summaries": summaries, "flips": flips,
+            "only_base": [k for k in before if k not in after], "only_new": [k for k in after if k not in before]}
+
+
+def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    cmp = comparison(base, new)
+    head = _table(("", "base", "new"), [
+        f'<tr><td>{e(label)}</td><td data-base="{e(f)}">{e(base.get(f) or "–")}</td>'
+        f'<td data-new="{e(f)}">{e(new.get(f) or "–")}</td></tr>'
+        for label, f in (("run id", "run_id"), ("agent", "agent"), ("model", "model"), ("git sha", "git_sha"),
+                         ("started", "started_at"))], "compare-head")
+    parts = ['<section id="comparison"><h2>Comparison with the base run</h2>', head]
+    for t in cmp["tasks"]:
+        b_sum, n_sum = (base.get("summary") or {}).get(t) or {}, (new.get("summary") or {}).get(t) or {}
+        rows = []
+        for k, bv, nv in cmp["summaries"][t]:
+            rows.append(f'<tr data-compare="{e(t)}.{e(k)}"><td>{e(k)}</td>'
+                        f'<td class="num" data-side="base">{_value(bv)}</td>'
+                        f'<td class="num ci">{e(interval(b_sum.get(f"{k}_ci95")))}</td>'
+                        f'<td class="num" data-side="new">{_value(nv)}</td>'
+                        f'<td class="num ci">{e(interval(n_sum.get(f"{k}_ci95")))}</td>'
+                        f'<td class="num" data-side="delta">{e(delta(nv, bv))}</td></tr>')
+        parts.append(f"<h3>{e(t)}</h3>" + _table(("metric", "base", "95%", "new", "95%", "Δ"), rows, "compare"))
+    flips = cmp["flips"]
+    n_reg = sum(f["kind"] == "regression" for f in flips)
+    n_fix = sum(f["kind"] == "fix" for f in flips)
+    parts.append(f'<h3>Outcome changes</h3><p><b data-flips="all">{len(flips)}</b> changed: '
+                 f'<b data-flips="regression">{n_reg}</b> regressions, <b data-flips="fix">{n_fix}</b> fixes; '
+                 f'<b data-only="base">{len(cmp["only_base"])}</b> only in the base run, '
+                 f'<b data-only="new">{len(cmp["only_new"])}</b> only in the new run.</p>')
+    if flips:
+        parts.append(_table(("case", "task", "base", "new", ""), [
+            f'<tr data-flip="{e(f["key"])}" class="{e(f["kind"])}"><td>{e(f["case_id"])}</td><td>{e(f["task"])}</td>'
+            f'<td class="outcome {e(f["base"])}">{e(f["base"])}</td>'
+            f'<td class="outcome {e(f["new"])}">{e(f["new"])}</td>'
+            f'<td>{e(f["kind"])}</td></tr>' for f in flips], "flips"))
+    for side in ("only_base", "only_new"):
+        if cmp[side]:
+            parts.append(f"<details><summary>only in the {side[5:]} run</summary><ul>"
+                         + "".join(f'<li data-{side.replace("_", "-")}="{e(k)}">{e(k)}</li>' for k in cmp[side])
+                         + "</ul></details>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _cases_section(record: Mapping[str, Any], comparing: bool) -> str:
+    outcomes = [o for o in OUTCOMES if any(c.get("outcome") == o for c in record.get("cases") or [])]
+    opt = "".join(f'<option value="{e(o)}">{e(o)}</option>' for o in outcomes)
+    topt = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in tasks_of(record))
+    change = ('<label>change <select id="change"><option value="">all</option>'
+              '<option value="changed">outcome changed</option></select></label>') if comparing else ""
+    cols = (["case", "task", "outcome"] + (["base"] if comparing else [])
+            + ["score", "reason", "time", "tokens in / out", "cost"])
+    return ('<section id="cases"><h2>Cases</h2><div class="controls">'
+            '<label>search <input id="q" type="search" placeholder="case id" autocomplete="off"></label>'
+            f'<label>outcome <select id="outcome"><option value="">all</option>{opt}</select></label>'
+            f'<label>task <select id="task"><option value="">all</option>{topt}</select></label>{change}'
+            '<span id="shown" aria-live="polite"></span></div>'
+            '<noscript>The case table needs JavaScript; every case is in the run record.</noscript>'
+            + _table(cols, [], "cases").replace('<table class="cases">', '<table class="cases" id="case-table">', 1)
+            + "</section>")
+
+
+# ---------------------------------------------------------------- the page
+CSS = """
+:root{--good:#1a7f37;--bad:#c62828;--warn:#b26a00;--muted:#666;--line:#ddd;--bar:#4a78b5;--bg2:#f6f8fa}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 40px;color:#222}
+h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:26px 0 8px;border-bottom:1px solid var(--line)}h3{font-size:15px}
+code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+pre{background:var(--bg2);padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap;word-break:break-word;margin:4px 0}
+table{border-collapse:collapse;margin:6px 0}th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
+th{background:var(--bg2)}td.num{text-align:right;font-variant-numeric:tabular-nums}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}dl.kv dt{color:var(--muted)}dl.kv dd{margin:0}
+dl.kv dl.kv{grid-template-columns:max-content max-content}
+.good{color:var(--good);font-weight:600}.bad{color:var(--bad);font-weight:600}.warn{color:var(--warn)}
+.counts .count{margin-right:12px}
+figure{margin:10px 0 18px}figcaption{font-weight:600;margin-bottom:4px}
+svg.chart{display:block;max-width:100%;height:auto}
+svg .bar{fill:var(--bar)}svg .ci{stroke:#111;stroke-width:1.5;fill:none}svg .grid{stroke:#ccc}
+svg text{font-size:12px;fill:#222}svg .tick{fill:var(--muted);font-size:11px}
+svg .hist-bin.extra .bar{fill:var(--warn)}svg .m-recall .bar{fill:#7aa6d8}svg .m-f1 .bar{fill:#1f4e8c}
+td.num{white-space:nowrap}
+.controls{display:flex;flex-wrap:wrap;gap:14px;align-items:center;margin:8px 0}
+.controls input{width:260px}#shown{color:var(--muted)}
+table.cases{width:100%}table.cases tr.case{cursor:pointer}table.cases tr.case:hover{background:#f0f4fa}
+table.cases td.reason{max-width:380px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+table.cases tr.case td.id::before{content:"▸ ";color:var(--muted)}table.cases tr.case.open td.id::before{content:"▾ "}
+.outcome.passed{color:var(--good)}.outcome.failed{color:var(--bad)}.outcome.error{color:var(--warn)}.outcome.skipped{color:var(--muted)}
+tr.detail>td{background:#fcfcfd;padding:8px 14px 14px}
+.detail h4{margin:12px 0 4px}
+.side{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px}
+table.cases td.id{overflow-wrap:anywhere;min-width:12em}table.cases td.summary{min-width:9em}
+tr.code-added td{background:#fdecea}tr.code-missed td{background:#fff4e0}tr.code-wrong-verdict td{background:#f3e8fd}
+tr.code-match td{background:#eef8f0}
+.tag{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px;font-weight:600}
+.tag.added{background:var(--bad);color:#fff}.tag.missed{background:var(--warn);color:#fff}
+.tag.wrong-verdict{background:#7b3fb5;color:#fff}.tag.match{background:var(--good);color:#fff}.tag.wrong-name{background:#555;color:#fff}
+.check.fail{color:var(--bad)}.check.ok{color:var(--good)}
+ol.transcript>li{margin-bottom:8px}
+#errors{border:2px solid var(--bad);color:var(--bad);padding:8px;white-space:pre-wrap}
+tr.regression td{background:#fdecea}tr.fix td{background:#eef8f0}
+"""
+
+JS = r"""
+(function () {
+  "use strict";
+  var errs = [];
+  function report(msg) {
+    errs.push(String(msg));
+    var box = document.getElementById("errors");
+    if (box) { box.hidden = false; box.textContent = errs.join("\n"); }
+  }
+  window.addEventListener("error", function (ev) { report("error: " + (ev.message || ev.type)); });
+  window.addEventListener("unhandledrejection", function (ev) { report("unhandled rejection: " + ev.reason); });
+  var consoleError = console.error;
+  console.error = function () {
+    report("console.error: " + Array.prototype.map.call(arguments, String).join(" "));
+    return consoleError.apply(console, arguments);
+  };
+
+  function el(tag, cls, text) {
+    var n = document.createElement(tag);
+    if (cls) { n.className = cls; }
+    if (text !== undefined && text !== null) { n.textContent = String(text); }
+    return n;
+  }
+  function add(parent) {
+    for (var i = 1; i < arguments.length; i++) {
+      var c = arguments[i];
+      if (c === null || c === undefined) { continue; }
+      parent.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+    }
+    return parent;
+  }
+  function pre(text, cls) { return el("pre", cls || "", text); }
+  function heading(text) { return el("h4", "", text); }
+  function fold(title, body) {
+    var d = el("details");
+    add(d, el("summary", "", title), body);
+    return d;
+  }
+  function json(v) {
+    if (v === null || v === undefined) { return ""; }
+    if (typeof v === "string") { return v; }
+    try { return JSON.stringify(v, null, 2); } catch (x) { return String(v); }
+  }
+  function row(cells, cls) {
+    var tr = el("tr", cls || "");
+    cells.forEach(function (c) { add(tr, typeof c === "string" || typeof c === "number" ? el("td", "", c) : c); });
+    return tr;
+  }
+  function table(head, rows, cls) {
+    var t = el("table", cls || ""), th = el("thead"), hr = el("tr"), tb = el("tbody");
+    head.forEach(function (h) { add(hr, el("th", "", h)); });
+    add(th, hr); add(t, th, tb);
+    rows.forEach(function (r) { add(tb, r); });
+    return t;
+  }
+
+  var DATA = JSON.parse(document.getElementById("groundeval-data").textContent);
+  var CASES = DATA.cases;
+  var comparing = !!DATA.comparing;
+  var tbody = document.querySelector("#case-table tbody");
+  var rows = [];
+
+  function codesTable(codes) {
+    var withVerdicts = codes.some(function (c) { return c.truth_verdict || c.predicted_verdict; });
+    var head = ["", "code", "display (truth)", "display (answer)"];
+    if (withVerdicts) { head.push("verdict (truth)", "verdict (answer)"); }
+    return table(head, codes.map(function (c) {
+      var tag = el("td");
+      add(tag, el("span", "tag " + c.status, c.status));
+      if (c.wrong_name) { add(tag, " ", el("span", "tag wrong-name", "wrong name")); }
+      var cells = [tag, el("td", "code", c.code), el("td", "", c.truth_display || ""),
+                   el("td", "", c.predicted_display || "")];
+      if (withVerdicts) { cells.push(el("td", "", c.truth_verdict || ""), el("td", "", c.predicted_verdict || "")); }
+      var tr = row(cells, "code-" + c.status);
+      tr.setAttribute("data-status", c.status);
+      tr.setAttribute("data-code", c.code);
+      return tr;
+    }), "codes");
+  }
+
+  function dimensionsBlock(dims) {
+    var box = el("div", "dimensions");
+    dims.forEach(function (d) {
+      var h = el("div", "dimension");
+      h.setAttribute("data-dimension", d.name);
+      add(h, el("b", "check " + (d.passed ? "ok" : "fail"), (d.passed ? "✓ " : "✗ ") + d.name), ": ",
+          el("span", "dim-reason", d.reason));
+      var ul = el("ul");
+      d.checks.forEach(function (ch) {
+        var li = el("li", "check " + (ch.passed ? "ok" : "fail"));
+        li.setAttribute("data-check", ch.name);
+        add(li, (ch.passed ? "✓ " : "✗ ") + ch.name + ": ", el("span", "", ch.reason || ""));
+        add(ul, li);
+      });
+      add(box, add(h, ul));
+    });
+    return box;
+  }
+
+  function transcriptBlock(steps) {
+    var ol = el("ol", "transcript");
+    steps.forEach(function (s) {
+      var li = el("li", "step");
+      var rest = {};
+      if (s && typeof s === "object") {
+        var label = s.tool ? "tool " + s.tool : (s.type || s.role || "step");
+        add(li, el("b", "", label));
+        Object.keys(s).forEach(function (k) {
+          if (k === "tool" || k === "type" || k === "role") { return; }
+          if (k === "args" || k === "result" || k === "content" || k === "tool_calls") {
+            if (s[k] === "" || (Array.isArray(s[k]) && !s[k].length)) { return; }
+            if (k === "tool_calls") {
+              s[k].forEach(function (call) {
+                add(li, el("div", "call", "→ calls " + (call && call.name)), pre(json(call && call.args), "args"));
+              });
+              return;
+            }
+            add(li, el("div", "field", k), pre(json(s[k]), k));
+          } else { rest[k] = s[k]; }
+        });
+        if (Object.keys(rest).length) { add(li, pre(json(rest), "more")); }
+      } else { add(li, pre(json(s))); }
+      add(ol, li);
+    });
+    return ol;
+  }
+
+  function detailFor(c) {
+    var box = el("div", "detail-body");
+    var r = el("p", "reason");
+    add(r, el("b", "", "reason: "), el("span", "", c.reason || "–"));
+    add(box, r);
+    var facts = [["agent", c.agent], ["model", c.model], ["attempts", c.attempts], ["steps", c.steps]]
+      .filter(function (f) { return f[1] !== null && f[1] !== undefined && f[1] !== ""; })
+      .map(function (f) { return f[0] + " " + f[1]; }).join(" · ");
+    if (facts) { add(box, el("p", "facts", facts)); }
+    c.warnings.forEach(function (w) { add(box, el("p", "warn", "warning: " + w)); });
+    if (c.error) {
+      add(box, heading("error (" + c.error.kind + ")"));
+      add(box, pre((c.error.error_class ? c.error.error_class + ": " : "") + (c.error.message || ""), "error-message"));
+      if (c.error.traceback) { add(box, fold("traceback", pre(c.error.traceback, "traceback"))); }
+    }
+    if (c.codes) { add(box, heading("codes: answer vs truth"), codesTable(c.codes)); }
+    if (c.predicted || c.truth) {
+      var side = el("div", "side");
+      add(side, add(el("div", "predicted"), heading("predicted"), pre(c.predicted || "–", "predicted")),
+                add(el("div", "truth"), heading("truth"), pre(c.truth || "–", "truth")));
+      add(box, side);
+    }
+    if (c.dimensions.length) { add(box, heading("dimensions"), dimensionsBlock(c.dimensions)); }
+    if (c.metrics.length) {
+      add(box, heading("metrics"), table(["metric", "value"], c.metrics.map(function (m) {
+        var tr = row([m[0], el("td", "num", m[1])]);
+        tr.setAttribute("data-case-metric", m[0]);
+        return tr;
+      }), "case-metrics"));
+    }
+    if (c.details) { add(box, fold("scorer details", pre(c.details, "details"))); }
+    if (c.transcript && c.transcript.length) {
+      add(box, heading("tool calls the harness observed (" + c.transcript.length + ")"), transcriptBlock(c.transcript));
+    }
+    if (c.agent_reported && c.agent_reported.length) {
+      add(box, fold("transcript the agent reported (" + c.agent_reported.length + " steps; not evidence)",
+                    transcriptBlock(c.agent_reported)));
+    }
+    if (c.structured) { add(box, fold("structured output", pre(c.structured, "structured"))); }
+    if (c.raw_output) { add(box, fold("raw output", pre(c.raw_output, "raw-output"))); }
+    if (c.usage) { add(box, fold("usage", pre(c.usage, "usage"))); }
+    if (c.attempt_log.length) {
+      add(box, heading("attempts"), table(["attempt", "error class", "error", "time"],
+        c.attempt_log.map(function (a) { return row(a.map(function (x) { return x === null ? "" : String(x); })); }),
+        "attempts"));
+    }
+    return box;
+  }
+
+  CASES.forEach(function (c) {
+    var tr = el("tr", "case");
+    tr.setAttribute("data-key", c.key);
+    tr.setAttribute("data-case-id", c.id);
+    tr.setAttribute("data-task", c.task);
+    tr.setAttribute("data-outcome", c.outcome);
+    tr.tabIndex = 0;
+    var outcome = el("td", "outcome " + c.outcome, c.outcome + (c.kind ? " (" + c.kind + ")" : ""));
+    var cells = [el("td", "id", c.id), el("td", "task", c.task), outcome];
+    if (comparing) {
+      var b = c.base_outcome || "–";
+      cells.push(el("td", "outcome base " + b, b));
+      if (c.base_outcome && c.base_outcome !== c.outcome) { tr.setAttribute("data-changed", "1"); }
+    }
+    var reason = el("td", "reason", c.reason);
+    reason.title = c.reason;
+    cells.push(el("td", "summary", c.summary), reason, el("td", "num", c.duration), el("td", "num", c.tokens),
+               el("td", "num", c.cost));
+    cells.forEach(function (td) { add(tr, td); });
+    var entry = { c: c, tr: tr, detail: null, open: false };
+    function toggle() { setOpen(entry, !entry.open); sync(); }
+    tr.addEventListener("click", toggle);
+    tr.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); toggle(); }
+    });
+    add(tbody, tr);
+    rows.push(entry);
+  });
+
+  function setOpen(entry, open) {
+    entry.open = open;
+    entry.tr.classList.toggle("open", open);
+    if (open && !entry.detail) {
+      var d = el("tr", "detail");
+      d.setAttribute("data-for", entry.c.key);
+      var td = el("td");
+      td.colSpan = entry.tr.children.length;
+      add(d, add(td, detailFor(entry.c)));
+      entry.tr.parentNode.insertBefore(d, entry.tr.nextSibling);
+      entry.detail = d;
+    }
+    if (entry.detail) { entry.detail.hidden = !open || entry.tr.hidden; }
+  }
+
+  var q = document.getElementById("q"), fo = document.getElementById("outcome"),
+      ft = document.getElementById("task"), fc = document.getElementById("change");
+
+  function state() {
+    var p = new URLSearchParams();
+    if (q.value) { p.set("q", q.value); }
+    if (fo.value) { p.set("outcome", fo.value); }
+    if (ft.value) { p.set("task", ft.value); }
+    if (fc && fc.value) { p.set("change", fc.value); }
+    var open = rows.filter(function (r) { return r.open; }).map(function (r) { return r.c.key; });
+    open.forEach(function (k) { p.append("open", k); });
+    return p.toString();
+  }
+  function sync() {
+    try { history.replaceState(null, "", "#" + state()); } catch (x) { /* a file: URL may refuse: keep going */ }
+  }
+  function choose(select, value) {
+    var known = Array.prototype.some.call(select.options, function (o) { return o.value === value; });
+    select.value = known ? value : "";
+  }
+  function fromHash() {
+    var p = new URLSearchParams(location.hash.replace(/^#/, ""));
+    q.value = p.get("q") || "";
+    choose(fo, p.get("outcome") || "");
+    choose(ft, p.get("task") || "");
+    if (fc) { choose(fc, p.get("change") || ""); }
+    var open = {};
+    p.getAll("open").forEach(function (k) { k.split(",").forEach(function (x) { open[x] = true; }); });
+    rows.forEach(function (r) { if (open[r.c.key] || r.open) { setOpen(r, !!open[r.c.key]); } });
+    apply();
+  }
+  function apply() {
+    var needle = q.value.trim().toLowerCase(), o = fo.value, t = ft.value, ch = fc ? fc.value : "";
+    var shown = 0;
+    rows.forEach(function (r) {
+      var c = r.c;
+      var visible = (!needle || String(c.id).toLowerCase().indexOf(needle) >= 0) && (!o || c.outcome === o)
+        && (!t || c.task === t) && (!ch || r.tr.getAttribute("data-changed") === "1");
+      r.tr.hidden = !visible;
+      if (r.detail) { r.detail.hidden = !visible || !r.open; }
+      if (visible) { shown++; }
+    });
+    var counter = document.getElementById("shown");
+    counter.textContent = shown + " of " + rows.length + " cases shown";
+    counter.setAttribute("data-shown", String(shown));
+    counter.setAttribute("data-total", String(rows.length));
+  }
+  [q, fo, ft, fc].forEach(function (input) {
+    if (!input) { return; }
+    input.addEventListener("input", function () { apply(); sync(); });
+    input.addEventListener("change", function () { apply(); sync(); });
+  });
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+  document.body.setAttribute("data-ready", "1");
+})();
+"""
+
+
+def _sha256(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+
+
+def data_json(value: Any) -> str:
+    """JSON safe inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` only
+    occur in JSON strings, where ``\\u003c`` ... mean the same, so nothing can close the
+    element or open a comment (``</script>``, ``<!--``)."""
+    try:
+        blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode("utf-8")
+    except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, say: shown as the text \\udXXX
+        blob = orjson.dumps(escape_unencodable(value), option=orjson.OPT_NON_STR_KEYS, default=str).decode("utf-8")
+    return blob.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
+    """The report of ``record`` (a run record as JSON data) as one HTML page; with ``base``,
+    compared with that earlier run."""
+    before = {_key(c): c for c in base.get("cases") or []} if base is not None else {}
+    views = [case_view(c, before.get(_key(c)) if base is not None else None) for c in record.get("cases") or []]
+    data = data_json({"comparing": base is not None, "cases": views})
+    css, js = CSS.strip(), JS.strip()
+    csp = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; img-src data:; "
+           "base-uri 'none'; form-action 'none'")
+    title = f"groundeval {record.get('run_id') or ''}" + (f" vs {base.get('run_id')}" if base is not None else "")
+    gate = record.get("gate")
+    verdict = "" if gate is None else (" — gate PASSED" if gate.get("passed") else " — gate FAILED")
+    sections = [_header(record)]
+    if base is not None:
+        sections.append(_comparison_section(base, record))
+    sections += [_task_section(t, record) for t in tasks_of(record)]
+    sections += [_usage_section(record), _cases_section(record, base is not None)]
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{e(csp)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)}</title><style>{css}</style></head>\n<body>"
+        f"<h1>groundeval report{' (comparison)' if base is not None else ''}</h1>"
+        f'<p class="subtitle">{e(record.get("agent"))} · {e(record.get("model") or "no model")} · '
+        f"{e(record.get('run_id'))}{e(verdict)}</p>"
+        '<div id="errors" hidden></div>\n'
+        + "\n".join(sections)
+        + f'\n<script type="application/json" id="groundeval-data">{data}</script>'
+        f"\n<script>{js}</script>\n</body></html>\n"
+    )
+
+
+def write(record: Mapping[str, Any], path: Path | str, base: Mapping[str, Any] | None = None) -> Path:
+    """Render and write the report to ``path`` (owner-only, like every file the harness
+    writes: it holds the cases' data); the path written."""
+    path = Path(path)
+    text = render(record, base)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = open_private(path)
+    with open(fd, "wb") as fh:
+        fh.write(text.encode("utf-8", "backslashreplace"))
+    return path
+
+
+# ---------------------------------------------------------------- groundeval report
+class ReportError(Exception):
+    """A record that cannot be reported on (unreadable, not a run record)."""
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    if path.suffix == ".jsonl":
+        raise ReportError(f"{path} is a journal; give the run record (.json) its run wrote")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReportError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path} is not a JSON run record: {exc}") from None
+    if not (isinstance(record, dict) and isinstance(record.get("cases"), list)
+            and isinstance(record.get("summary"), dict)):
+        raise ReportError(f"{path} is not a groundeval run record (no cases and summary)")
+    return record
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "report", help="write a run record (or two, compared) as one self-contained HTML page",
+        description="Write the HTML report of a run record: the run header, per-task figures with their "
+        "intervals and charts, tokens and cost, and a case table to filter, search and open. With two records "
+        "(BASE NEW), the page compares NEW with BASE. The file needs no network. Exit status: 0 written, "
+        "2 a record could not be read or the page could not be written.")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="a run record (runs/*.json); or BASE NEW")
+    p.add_argument("-o", "--output", type=Path, metavar="REPORT.html",
+                   help="where to write the page (default: the (new) record's path with .html)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.runs) > 2:
+        print("groundeval report: give one run record, or two (BASE NEW)", file=sys.stderr)
+        return 2
+    try:
+        records = [load_record(path) for path in args.runs]
+    except ReportError as exc:
+        print(f"groundeval report: {exc}", file=sys.stderr)
+        return 2
+    new, base = records[-1], (records[0] if len(records) == 2 else None)
+    out = args.output or args.runs[-1].with_suffix(".html")
+    if any(out.resolve() == path.resolve() for path in args.runs):
+        print(f"groundeval report: {out} is a record given to read; name another file with -o", file=sys.stderr)
+        return 2
+    try:
+        write(new, out, base)
+    except OSError as exc:
+        print(f"groundeval report: could not write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"groundeval report: wrote {out}")
+    return 0

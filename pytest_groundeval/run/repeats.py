@@ -1,0 +1,72 @@
+"""Repeats (``--repeat N``): each case runs N times (items ``<case>[r1]..[rN]``, each its own
+result in the record, the repeat index in the model-call cache key). Per case, its pass
+rate, pass^k (all N passed) and pass@k (at least one did); per task, the mean pass rate with
+a 95% interval (a seeded bootstrap over cases: a case's repeats are not independent
+draws), the share of cases with pass^k and pass@k, and the share of flaky cases (passed
+some repeats and failed others), each with a Wilson interval. Threshold names: ``TASK.pass_rate``, ``TASK.pass_hat_k``,
+``TASK.pass_at_k`` and ``TASK.flaky`` (a maximum: lower is better).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from pytest_groundeval.model import CaseResult, RepeatCase, RepeatRecord
+from pytest_groundeval.scorers.aggregate import rate_ci
+from pytest_groundeval.scorers.base import bootstrap_ci
+
+REPEAT_METRICS = ("pass_rate", "pass_hat_k", "pass_at_k", "flaky")
+LOWER_IS_BETTER = frozenset({"flaky"})  # a threshold on these is a maximum
+
+
+def _per_case(results: Iterable[CaseResult]) -> dict[str, RepeatCase] | None:
+    by_case: dict[str, list[CaseResult]] = {}
+    repeated = False
+    for r in results:
+        if r.outcome == "skipped":
+            continue
+        repeated = repeated or r.repeat is not None
+        by_case.setdefault(r.case_id, []).append(r)
+    if not repeated or not by_case:
+        return None
+    out = {}
+    for case_id in sorted(by_case):
+        runs = by_case[case_id]
+        passed = sum(r.outcome == "passed" for r in runs)
+        out[case_id] = RepeatCase(runs=len(runs), passed=passed, pass_rate=round(passed / len(runs), 6),
+                                  pass_hat_k=passed == len(runs), pass_at_k=passed > 0,
+                                  flaky=0 < passed < len(runs))
+    return out
+
+
+def repeat_summary(results: Iterable[CaseResult], *, seed: int = 0) -> dict[str, Any] | None:
+    """The task summary's repeat figures (None when no result is a repeat)."""
+    per_case = _per_case(results)
+    if per_case is None:
+        return None
+    n = len(per_case)
+    rates = [c.pass_rate for c in per_case.values()]
+    out: dict[str, Any] = {"repeats": max(c.runs for c in per_case.values()),
+                           "pass_rate": round(sum(rates) / n, 6), "pass_rate_ci95": bootstrap_ci(rates, seed=seed)}
+    for key in ("pass_hat_k", "pass_at_k", "flaky"):
+        flags = [1.0 if getattr(c, key) else 0.0 for c in per_case.values()]
+        out[key] = round(sum(flags) / n, 6)
+        out[f"{key}_ci95"] = rate_ci(flags)  # a share of cases: Wilson
+    return out
+
+
+def repeat_records(cases: Iterable[CaseResult]) -> dict[str, RepeatRecord] | None:
+    """The record's ``repeats``: per task, each case's figures (None without --repeat)."""
+    by_task: dict[str, list[CaseResult]] = {}
+    for c in cases:
+        by_task.setdefault(c.task, []).append(c)
+    out = {}
+    for task in sorted(by_task):
+        per_case = _per_case(by_task[task])
+        if per_case is not None:
+            out[task] = RepeatRecord(repeats=max(c.runs for c in per_case.values()),
+                                     flaky_cases=[cid for cid, c in per_case.items() if c.flaky], per_case=per_case)
+    return out or None
+
+
+__all__ = ["LOWER_IS_BETTER", "REPEAT_METRICS", "repeat_records", "repeat_summary"]

@@ -1,0 +1,476 @@
+"""One case, as values: load → call → parse → score, producing a :class:`CaseResult`.
+
+Pure of pytest. The call half (:func:`call_case`) is separate from the pure finish
+(:func:`finish_case`), so calls can run ahead of the items, concurrently, while each item
+still scores and reports in order. :func:`run_case` is both halves in one; :func:`reuse`
+takes a case from a stored run (``--resume`` / ``--rescore``); :func:`not_run` records an
+item pytest stopped before its case ran. These are the only producers of a CaseResult.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from pytest_groundeval.run.bounds import MAX_DEPTH, MAX_STEP, MAX_STEPS, answer_was_cut, bound, bound_output, too_deep, usage_beyond
+from pytest_groundeval.run.calls import AgentCallError, CallPolicy, call_with_policy, is_timeout, repeat_of, spending_into
+from pytest_groundeval.pytest.ledger import agent_thread
+from pytest_groundeval.model import (
+    AgentOutput,
+    Case,
+    CaseError,
+    CaseRef,
+    CaseResult,
+    ErrorInfo,
+    ParseError,
+    ScoreRecord,
+    Usage,
+)
+from pytest_groundeval.tasks.base import Task
+from pytest_groundeval.run.toolcalls import ToolLog, observe
+from pytest_groundeval.integrations.langsmith.tracing import case_trace
+from pytest_groundeval.run.usage import Budget, cost_usd, costs_nothing
+
+
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+MAX_MESSAGE = 2000
+MAX_TRACEBACK = 8000
+
+
+def _short(text: str) -> str:
+    """An error message for the record and the terminal, truncated when an agent's is huge."""
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + f" ... [{len(text) - MAX_MESSAGE} more characters]"
+
+
+def _agent_traceback(exc: BaseException) -> str:
+    """The user agent's own traceback (the last frames), kept in the record."""
+    frames = "".join(traceback.format_tb(exc.__traceback__, limit=-12))
+    if len(frames) > MAX_TRACEBACK:
+        frames = "...\n" + frames[-MAX_TRACEBACK:]
+    return "Traceback (most recent call last):\n" + frames + _short(f"{type(exc).__name__}: {exc}")
+
+
+def _internal(what: str, exc: BaseException) -> ErrorInfo:
+    return ErrorInfo(kind="internal", message=f"internal error {what}: {_text(exc)}",
+                     error_class=type(exc).__name__, traceback=traceback.format_exc(limit=8))
+
+
+def agent_name(agent: Any) -> str:
+    """How the record names an agent: its own ``name``, and its class where that says more."""
+    name = getattr(agent, "name", None)
+    cls = type(agent)
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    if not isinstance(name, str) or not name:
+        return path
+    return name if cls.__module__.startswith("pytest_groundeval.") else f"{name} ({path})"
+
+
+def call_agent(agent: Any, task: Task, case: Case) -> AgentOutput:
+    """Built-in agents implement ``run_case(task, prompt, inputs)`` (the task supplies their
+    strategy, system prompt and tools); any other agent gets ``run(prompt)``. With
+    ``--repeat``, the repeat is known to the model-call cache while the agent runs."""
+    agent_thread(case.ref)  # an xdist worker notes which thread calls the agent (ledger.py)
+    with repeat_of(case.ref.repeat):
+        if hasattr(agent, "run_case"):
+            return AgentOutput.coerce(agent.run_case(task, case.prompt, case.inputs))
+        return AgentOutput.coerce(agent.run(case.prompt))
+
+
+@dataclass
+class Called:
+    """What the prefetchable half produced: the loaded case and the agent's answer, or the
+    error that stops the case."""
+
+    ref: CaseRef
+    case: Case | None = None
+    output: AgentOutput | None = None
+    error: ErrorInfo | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+    agent_s: float | None = None  # how long the agent took (all attempts)
+    observed: ToolLog | None = None  # the harness's log of the answering attempt's tool calls
+    failed_usage: list[dict[str, Any]] = field(default_factory=list)  # what failed attempts spent
+    uncounted: str | None = None  # why the answer's spend could not be counted (usage dropped)
+
+
+def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
+    problem = ref.meta.get("problem")
+    if problem:  # found when the cases were listed (e.g. two cases share an id)
+        return None, ErrorInfo(kind="case", message=problem)
+    try:
+        return task.load(ref), None
+    except CaseError as exc:
+        return None, ErrorInfo(kind="case", message=str(exc))
+    except Exception as exc:  # a bug in a task must not lose the case either
+        return None, _internal(f"loading {ref.task}:{ref.case_id}", exc)
+
+
+def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = None,
+              budget: Budget | None = None) -> Called:
+    """Load the case and call the agent (with timeout/retries when a policy is given)."""
+    called = Called(ref=ref)
+    case, called.error = load_case(task, ref)
+    if case is None:
+        return called
+    called.case = case
+    called.fields.update(content_hash=case.content_hash, ground_truth=case.truth)
+    ticket = None
+    if budget is not None:  # room for this call reserved, or it does not start (usage.Budget)
+        ticket, why = budget.reserve()
+        if ticket is None:
+            called.error = ErrorInfo(kind="budget", message=f"not run: {why}")
+            return called
+    try:
+        output = _call_agent(called, task, case, agent, policy)
+        if output is not None:
+            _take_output(called, output, agent, budget)
+    finally:
+        if budget is not None:
+            budget.settle(ticket, called.fields.get("cost_usd"), _uncounted(called, agent, budget))
+    return called
+
+
+def _uncounted(called: Called, agent: Any, budget: Budget) -> str | None:
+    """Why this call's spend could not be counted toward ``--max-cost`` (which then stops),
+    or None. A failed call that reported nothing is taken to have spent nothing known."""
+    if budget.max_cost is None:
+        return None
+    if called.uncounted is None and called.fields.get("cost_usd") is not None:
+        return None
+    label = agent_name(agent)
+    if called.uncounted is not None:
+        return called.uncounted
+    if costs_nothing(label):
+        return None
+    usage = called.fields.get("usage")
+    where = f"{called.ref.task}:{called.ref.item_id}"
+    if usage is None:
+        if called.output is None:
+            return None
+        return f"agent {label!r} reported no token usage for {where}, so its cost is unknown"
+    model = called.fields.get("model") or getattr(agent, "model", None)
+    return f"{where} used model {model!r}, which has no price in the price table, so its cost is unknown"
+
+
+def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None) -> AgentOutput | None:
+    """The agent's answer, or None with ``called.error`` set (kind agent or timeout). What
+    failed attempts spent (``exc.usage`` on the exception, as the LangGraph agent sets it,
+    and the usage an API error's body reports) is charged to the case and, through
+    :func:`call_case`, to the budget all the same."""
+    name = getattr(agent, "name", None) or type(agent).__name__
+    spent: list[float] = []  # the agent's own time per attempt, measured where it runs
+    logs: dict[int, tuple[AgentOutput, ToolLog]] = {}
+    # what each attempt spent: the agent's running tally (calls.spending_into), or what its
+    # exception says; an attempt the harness stopped waiting for is read as it stands then
+    tallies: list[dict[str, Any]] = []
+    trace = case_trace(case)  # LangSmith's root run of the case (tracing.py); a shared no-op without it
+
+    def attempt() -> AgentOutput:
+        began = time.perf_counter()
+        tally: dict[str, Any] = {}
+        tallies.append(tally)
+        try:
+            # on the thread that calls: the agent's own runs nest under the case; the harness
+            # records every call of the tools it hands the agent (toolcalls.py), per attempt,
+            # and what the attempt spends (calls.spending_into)
+            with trace.attempt(), observe() as log, spending_into(tally):
+                output = call_agent(agent, task, case)
+            logs[id(output)] = (output, log)  # the answering attempt's log, whichever thread ran it
+            tally["answered"] = True
+            return output
+        except BaseException as exc:
+            usage = _failed_usage(exc)
+            if usage:
+                tally["usage"] = usage
+            raise
+        finally:
+            spent.append(time.perf_counter() - began)
+
+    def failed() -> list[dict[str, Any]]:
+        return [dict(t["usage"]) for t in list(tallies) if not t.get("answered") and t.get("usage")]
+
+    try:
+        _prepare(agent)
+        if policy is None:
+            output = attempt()
+            attempts: list[dict[str, Any]] = [{"attempt": 1, "duration_s": round(spent[0], 6)}]
+        else:
+            output, attempts = call_with_policy(attempt, policy)
+    except AgentCallError as exc:
+        timed_out = is_timeout(exc.last)
+        called.error = ErrorInfo(
+            kind="timeout" if timed_out else "agent", error_class=exc.error_class,
+            message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
+            traceback=None if timed_out else _agent_traceback(exc.last))
+        called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent))
+        _charge(called, failed(), agent)
+        return None
+    except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
+        called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
+                                 error_class=type(exc).__name__, traceback=_agent_traceback(exc))
+        called.fields.update(attempts=1, agent=agent_name(agent))
+        _charge(called, failed(), agent)
+        return None
+    called.agent_s = sum(spent)
+    called.observed = logs[id(output)][1] if id(output) in logs else None
+    called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
+    called.failed_usage = failed()
+    return output
+
+
+def _prepare(agent: Any) -> None:
+    """An agent's ``prepare()`` (SDK imports, clients), before the attempt's clock starts: the
+    timeout is the model's to use, and a timeout must not interrupt an import half-way
+    (a module left half-initialised fails every later call)."""
+    prepare = getattr(agent, "prepare", None)
+    if callable(prepare):
+        prepare()
+
+
+def _valid_usage(raw: Any) -> dict[str, Any] | None:
+    """Token counts from an agent, or None when they are not token counts."""
+    if raw is None or usage_beyond(raw):
+        return None
+    try:
+        return Usage.model_validate(raw).model_dump()
+    except ValidationError:
+        return None
+
+
+def _failed_usage(exc: BaseException) -> dict[str, Any] | None:
+    """What a failed attempt spent: ``exc.usage`` (the requests that answered before it
+    failed), plus the usage an API error reports in its body (an SDK ``APIStatusError``'s
+    ``body``, Anthropic or OpenAI naming), where the server sent one."""
+    parts = [u for u in (_valid_usage(getattr(exc, "usage", None)), _body_usage(exc)) if u]
+    return _sum_usage(parts) if parts else None
+
+
+def _body_usage(exc: BaseException) -> dict[str, Any] | None:
+    body = getattr(exc, "body", None)
+    raw = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    if "prompt_tokens" in raw or "completion_tokens" in raw:  # OpenAI's names
+        raw = {"input_tokens": raw.get("prompt_tokens", 0), "output_tokens": raw.get("completion_tokens", 0)}
+    return _valid_usage({k: raw[k] for k in ("input_tokens", "output_tokens") if k in raw})
+
+
+def _sum_usage(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Token counts of several attempts added up (integer counters; the rest from the last)."""
+    total: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, int) and not isinstance(value, bool) and isinstance(total.get(key, 0), int):
+                total[key] = total.get(key, 0) + value
+            else:
+                total[key] = value
+    return total
+
+
+def _charge(called: Called, failed_usage: list[dict[str, Any]], agent: Any) -> None:
+    """A case that got no answer still paid for its failed attempts: usage and cost (the
+    budget is settled from them by :func:`call_case`)."""
+    if not failed_usage:
+        return
+    usage = _sum_usage(failed_usage)
+    model = getattr(agent, "model", None)
+    cost = cost_usd(model, usage)
+    called.fields.update(usage=Usage.model_validate(usage), cost_usd=cost)
+
+
+def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget | None) -> None:
+    """The output within groundeval's bounds (``bounds.py``: an answer that had to be cut is
+    an ``agent`` error, kept as cut), usage (typed: anything but token counts is dropped with
+    a warning), cost, and the answer. Usage and cost cover every attempt, the failed ones included."""
+    name = getattr(agent, "name", None) or type(agent).__name__
+    kept = bound_output(output)
+    output = kept.output
+    # the agent's own transcript is stored as agent_reported: its cuts are named so; the
+    # record's transcript is the harness's observed log, bounded here (a cut: not grounded)
+    cuts = [("agent_reported" + c[len("transcript"):]) if c.startswith("transcript") else c for c in kept.listed]
+    observed, observed_cuts = _bounded_calls(called.observed.transcript() if called.observed is not None else None)
+    if cuts or observed_cuts:
+        called.fields["truncated"] = cuts + observed_cuts
+    if kept.answer_cut:
+        called.error = ErrorInfo(kind="agent", message=_short(
+            f"agent {name!r} answered beyond groundeval's output bounds ({'; '.join(kept.cuts[:3])}): not scored, "
+            "since a cut answer could score better than the whole one; the record keeps what fits, marked truncated"))
+    try:
+        if kept.usage_problem:
+            raise ValueError(kept.usage_problem)
+        usage = Usage.model_validate(output.usage) if output.usage is not None else None
+    except (ValidationError, ValueError) as exc:  # bookkeeping, not the answer: dropped, with a warning on the case
+        uncounted = (" (its cost cannot be counted: --max-cost starts no further call)"
+                     if budget is not None and budget.max_cost else "")
+        why = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        shown = repr(output.usage) if not kept.usage_problem else type(output.usage).__name__
+        called.fields.setdefault("warnings", []).append(
+            _short(f"usage dropped: agent {name!r} returned usage that is not token counts: {shown} ({why}){uncounted}"))
+        usage = None
+        output = dataclasses.replace(output, usage=None)
+        called.uncounted = (f"agent {name!r} returned usage that is not token counts for "
+                            f"{called.ref.task}:{called.ref.item_id}, so its cost is unknown")
+    model = output.model or getattr(agent, "model", None)
+    paid = output.usage
+    if called.failed_usage:
+        paid = _sum_usage([*called.failed_usage, *([usage.model_dump()] if usage is not None else [])])
+        usage = Usage.model_validate(paid)
+    cost = cost_usd(model, paid)
+    called.output = output
+    called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost, agent=agent_name(agent),
+                         model=model if isinstance(model, str) else None,
+                         structured_output=output.structured, steps=output.steps, transcript=observed,
+                         tools_offered=called.observed.offered if called.observed is not None else None,
+                         agent_reported=output.transcript)
+
+
+def _bounded_calls(calls: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """The observed calls within groundeval's bounds (bounds.py: at most MAX_STEPS calls, each
+    call's args and result MAX_STEP characters), and what was cut (named ``transcript...``)."""
+    if calls is None:
+        return None, []
+    kept, cuts = [], []
+    for i, call in enumerate(calls):
+        if i >= MAX_STEPS:
+            cuts.append(f"transcript: {len(calls)} calls, kept {MAX_STEPS} (more than {MAX_STEPS} calls)")
+            break
+        call = dict(call)
+        for key in ("args", "result"):
+            call[key], found = bound(call.get(key), MAX_STEP, f"transcript[{i}].{key}")
+            cuts += found
+        kept.append(call)
+    return kept, cuts
+
+
+def _transcript_cut(truncated: list[str] | None) -> str | None:
+    """The first cut of the observed log (the record's ``truncated``), if any."""
+    return next((c for c in truncated or [] if c.startswith("transcript")), None)
+
+
+def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, *,
+               require_grounded: bool = False, observed: list[dict[str, Any]] | None = None,
+               offered: list[str] | None = None, transcript_cut: str | None = None) -> dict[str, Any]:
+    """Parse and score an answer: the fields ``outcome``, ``predicted``, ``score`` / ``error``.
+    The ``grounded`` dimension (grounding.py) is added beside the scorer's, judged from
+    ``observed`` (the harness's log of the tool calls, toolcalls.py) for an agent the harness
+    gave ``offered`` tools; ``output.transcript`` (the agent's own account) is never used."""
+    try:
+        try:
+            prediction = task.parse(output)
+        except ParseError as exc:
+            # the model answered, but not in the required form: a scored failure, every metric 0
+            score = task.unparsed(case, str(exc))
+            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut)
+            return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score.to_dict())}
+        if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
+            return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
+                f"the answer is nested deeper than {MAX_DEPTH} levels (groundeval's output bounds): not scored"))}
+        score = (scorer or task.score)(prediction, case)
+        _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut)
+        record = ScoreRecord.model_validate(score.to_dict())
+        return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
+    except CaseError as exc:  # e.g. a broken expected block discovered while scoring
+        return {"outcome": "error", "error": ErrorInfo(kind="case", message=str(exc))}
+    except Exception as exc:
+        return {"outcome": "error", "error": _internal(f"scoring {case.ref.task}:{case.case_id}", exc)}
+
+
+def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[str, Any]] | None,
+                  offered: list[str] | None, required: bool, transcript_cut: str | None = None) -> None:
+    """A tool-using agent's case: the ``grounded`` dimension and metric (a fail changes the
+    pass only when ``required``); an agent given no harness tools: ``details.grounded`` says
+    not applicable, and under ``--require-grounded`` the case fails saying why."""
+    from pytest_groundeval.scorers.grounding import NAME, grounded
+
+    values = task.grounding_values(prediction) if prediction is not None else {}
+    found = grounded(observed, values, offered=offered, must_validate=getattr(task, "validate_tool", None),
+                     answer_tool=getattr(task, "answer_tool", None), truncated=transcript_cut)
+    if not found.applicable:
+        score.details[NAME] = found.reason
+        if required and score.passed:
+            score.passed = False
+            score.reason = f"not grounded (--require-grounded): {found.reason}"
+        return
+    score.dimensions[NAME] = found.dimension()
+    score.metrics[NAME] = 1.0 if found.passed else 0.0
+    if found.ungrounded:
+        score.details["ungrounded"] = found.ungrounded
+    if required and not found.passed and score.passed:
+        score.passed = False
+        score.reason = f"ungrounded (--require-grounded): {found.reason}"
+
+
+def _result(ref: CaseRef, fields: dict[str, Any], duration: float | None) -> CaseResult:
+    try:
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, duration_s=duration, **fields)
+    except ValidationError as exc:  # e.g. a scorer's metric that is not a number
+        kept = {k: fields.get(k) for k in ("content_hash", "ground_truth", "raw_output", "usage", "cost_usd")}
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", duration_s=duration,
+                          error=_internal(f"recording {ref.task}:{ref.case_id}", exc), **kept)
+
+
+def finish_case(task: Task, called: Called, scorer: Any = None, *, require_grounded: bool = False) -> CaseResult:
+    fields = dict(called.fields)
+    if called.error is not None:
+        fields.update(outcome="error", error=called.error)
+    else:
+        observed = fields.get("transcript")
+        fields.update(score_case(task, called.case, called.output, scorer,  # type: ignore[arg-type]
+                                 require_grounded=require_grounded, observed=observed,
+                                 offered=fields.get("tools_offered"),
+                                 transcript_cut=_transcript_cut(fields.get("truncated"))))
+    return _result(called.ref, fields, round(time.perf_counter() - called.started, 6))
+
+
+def run_case(task: Task, ref: CaseRef, agent: Any, scorer: Any = None, policy: CallPolicy | None = None,
+             budget: Budget | None = None, *, require_grounded: bool = False) -> CaseResult:
+    """Run one case end to end."""
+    return finish_case(task, call_case(task, ref, agent, policy, budget), scorer, require_grounded=require_grounded)
+
+
+def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None) -> CaseResult:
+    """An item pytest skipped, or whose test failed before or without running the case."""
+    if skip_reason is not None:
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="skipped",
+                          skip_reason=skip_reason)
+    return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error)
+
+
+def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, *, rescore: bool,
+          scorer: Any = None, source: str = "the stored run", require_grounded: bool = False) -> CaseResult | None:
+    """``--resume``: the stored result when that run finished the case with the same content
+    (None: run it). ``--rescore``: the stored answer parsed and scored again, no agent call."""
+    started = time.perf_counter()
+    case, error = load_case(task, ref)
+    if not rescore:
+        if old is None or not old.finished or case is None or old.content_hash != case.content_hash:
+            return None
+        return old.model_copy(update={"resumed_from": run_id})
+    if old is None:
+        error = ErrorInfo(kind="case", message=f"not in {source}: nothing to re-score")
+    elif case is not None and old.content_hash != case.content_hash:
+        error = ErrorInfo(kind="case", message=(f"case content changed since run {run_id} (content hash "
+                                                "differs); re-run it instead of re-scoring"))
+    if error is not None or case is None:
+        return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
+                          content_hash=case.content_hash if case else None, rescored_from=run_id)
+    if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old):
+        # the stored case never got an answer (API error, budget), or only a cut one: keep it as it was
+        return old.model_copy(update={"rescored_from": run_id})
+    output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.agent_reported)
+    fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
+                                     "duration_s"})
+    fields.update(ground_truth=case.truth, rescored_from=run_id)
+    observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
+    fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded,
+                             observed=observed, offered=old.tools_offered,
+                             transcript_cut=_transcript_cut(old.truncated)))
+    return _result(ref, fields, round(time.perf_counter() - started, 6))

@@ -1,0 +1,270 @@
+"""Token usage and cost: a committed per-model price table and a run budget (``--max-cost``).
+
+Why a hand-kept table (``prices.json``) and not the ``genai-prices`` package (pydantic's
+price database, which would be a bundled snapshot): its Anthropic entries match model names
+by rules (``starts_with: claude-opus-4`` and the like), the very prefix matching that priced
+Opus 4.1 as Opus 4.5 here; its optional ``UpdatePrices`` swaps in prices fetched from GitHub
+while a process runs, so a cost could depend on when a run happened; its ``input_tokens``
+means all input, cache included, unlike the Anthropic usage our agents record; and it is one
+more dependency (with its HTTP client, and a lock change) for the ten Claude ids the built-in agents
+call. This table names each model by its exact API id plus an explicit alias list, and every
+run record carries its ``as_of`` date and ``source`` URL; a model it does not list costs
+``null``, never a neighbour's price.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_groundeval.model import BudgetRecord, CaseResult, RunUsage
+
+PRICES_PATH = Path(__file__).with_name("prices.json")
+PROVIDER_PREFIX = "anthropic:"  # how --agent=langgraph names Anthropic models ("anthropic:claude-…")
+RATES = ("input_per_mtok", "output_per_mtok", "cache_write_5m_per_mtok", "cache_write_1h_per_mtok",
+         "cache_read_per_mtok")
+
+
+@lru_cache(maxsize=1)
+def price_table() -> dict[str, Any]:
+    table = json.loads(PRICES_PATH.read_text())
+    for name, entry in table["models"].items():
+        missing = [r for r in RATES if not isinstance(entry.get(r), (int, float))]
+        if missing or set(entry) - set(RATES):
+            raise ValueError(f"{PRICES_PATH}: model {name!r} needs exactly the rates {', '.join(RATES)}")
+    for alias, target in table.get("aliases", {}).items():
+        if target not in table["models"] or alias in table["models"]:
+            raise ValueError(f"{PRICES_PATH}: alias {alias!r} must name a listed model, not be one")
+    return table
+
+
+def price_source() -> dict[str, str]:
+    """The table's date and where its prices come from (what a record carries)."""
+    table = price_table()
+    return {"as_of": table["as_of"], "source": table["source"]}
+
+
+def priced_name(model: str | None) -> str | None:
+    """The table entry ``model`` is priced by: its exact id or a listed alias, with an
+    optional ``anthropic:`` prefix. Nothing else (no prefix or family matching)."""
+    if not isinstance(model, str) or not model:
+        return None
+    name = model[len(PROVIDER_PREFIX):] if model.startswith(PROVIDER_PREFIX) else model
+    table = price_table()
+    if name in table["models"]:
+        return name
+    return table.get("aliases", {}).get(name)
+
+
+def price_for(model: str | None) -> dict[str, Any] | None:
+    name = priced_name(model)
+    return price_table()["models"][name] if name is not None else None
+
+
+def _count(usage: dict[str, Any], key: str) -> float | None:
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return value
+
+
+def cost_usd(model: str | None, usage: dict[str, Any] | None) -> float | None:
+    """Cost of one case's usage, or None when the model is not in the table or usage is unknown.
+
+    Anthropic's usage convention: ``input_tokens`` are the uncached input tokens;
+    ``cache_creation_input_tokens`` (written to the prompt cache, of which
+    ``cache_creation_1h_input_tokens`` with the 1-hour TTL, the rest 5-minute) and
+    ``cache_read_input_tokens`` (read from it) are counted apart and priced at their rates."""
+    if not usage:
+        return None
+    price = price_for(model)
+    tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
+    if price is None or not isinstance(tin, (int, float)) or not isinstance(tout, (int, float)):
+        return None
+    write, write_1h, read = (_count(usage, k) for k in (
+        "cache_creation_input_tokens", "cache_creation_1h_input_tokens", "cache_read_input_tokens"))
+    if write is None or write_1h is None or read is None or write_1h > write:
+        return None  # not token counts: unknown, not a guess
+    total = (tin * price["input_per_mtok"] + tout * price["output_per_mtok"]
+             + (write - write_1h) * price["cache_write_5m_per_mtok"]
+             + write_1h * price["cache_write_1h_per_mtok"]
+             + read * price["cache_read_per_mtok"])
+    return round(total / 1e6, 8)
+
+
+OFFLINE_AGENTS = ("baseline",)  # how the record names the built-in agents that call no model
+
+
+def costs_nothing(agent_label: str | None) -> bool:
+    """The built-in offline baseline: no model, no usage, no cost (a user agent named
+    "baseline" is recorded as "baseline (module:Class)", so it is not taken for it)."""
+    return agent_label in OFFLINE_AGENTS
+
+
+def unreported(case: CaseResult) -> bool:
+    """The agent ran for this case and reported no usage: its cost is unknown, not $0."""
+    return case.usage is None and case.cost_usd is None and case.attempts > 0 and case.agent is not None \
+        and not costs_nothing(case.agent)
+
+
+def total_usage(cases: list[CaseResult]) -> RunUsage:
+    tin = tout = 0
+    cost = 0.0
+    priced = unpriced = silent = 0
+    for c in cases:
+        u = c.usage
+        if u is not None:
+            tin += int(u.input_tokens or 0)
+            tout += int(u.output_tokens or 0)
+        if c.cost_usd is not None:
+            cost += c.cost_usd
+            priced += 1
+        elif u is not None:
+            unpriced += 1
+        elif unreported(c):
+            silent += 1
+    prices = price_source()
+    return RunUsage(input_tokens=tin, output_tokens=tout, cost_usd=round(cost, 6), cases_priced=priced,
+                    cases_unpriced=unpriced, cases_unreported=silent, prices_as_of=prices["as_of"],
+                    prices_source=prices["source"])
+
+
+class LocalSpend:
+    """The budget's state in this process only (a plain run, or no xdist): what was spent,
+    the highest cost seen for one case, and the reservations of the calls in flight.
+    ``transact`` is called with the budget's lock held. :class:`spend.SpendFile` is the same
+    state in a file every xdist worker shares."""
+
+    shared = False
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = new_state()
+
+    def transact(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
+        return fn(self.state)
+
+
+def new_state() -> dict[str, Any]:
+    return {"spent": 0.0, "seen": None, "flight": {}, "stop": None}
+
+
+class Budget:
+    """``--max-cost``: a call is admitted only with room for it reserved, so the spend ends
+    at most one call's cost over the cap (serial, with ``--concurrency`` and, through a
+    shared :class:`spend.SpendFile`, across xdist workers).
+
+    Until a case's cost has been seen, calls start one at a time (nobody knows what the
+    next one costs). After that each call in flight reserves the highest cost seen for one
+    case (at least ``floor``: the agent's ``max_tokens`` at its model's output price), and a
+    call starts only while what was spent plus what is reserved is below the cap; else it
+    waits for a call in flight to settle, and is refused once the spend reached the cap.
+    A call admitted at ``spent + reserved < cap`` ends the run at most at ``cap`` plus its own
+    cost. An answer whose cost cannot be counted stops the budget (no further call): it can
+    no longer be enforced, and saying so beats spending on."""
+
+    POLL_S = 0.05  # how often a call waiting for room re-reads a shared spend file
+
+    def __init__(self, max_cost: float | None, share: Any = None, floor: float | None = None) -> None:
+        self.max_cost = max_cost
+        self.floor = floor
+        self._ledger = share if share is not None else LocalSpend()
+        self._cond = threading.Condition()
+        self._ids = itertools.count(1)
+
+    @property
+    def spent(self) -> float:
+        with self._cond:
+            return float(self._ledger.transact(lambda st: st["spent"]))
+
+    def reserve(self) -> tuple[str | None, str | None]:
+        """Wait for room for one call: ``(ticket, None)`` to start it, ``(None, why)`` when
+        it may not start. Pass the ticket to :meth:`settle` when the call is over."""
+        if self.max_cost is None:
+            return "", None
+        ticket = f"{os.getpid()}-{next(self._ids)}"
+        with self._cond:
+            while True:
+                verdict, why = self._ledger.transact(lambda st: self._admit(st, ticket))
+                if verdict != "wait":
+                    return (ticket, None) if verdict == "start" else (None, why)
+                # a settle in this process notifies; one in another worker is seen on re-reading
+                self._cond.wait(self.POLL_S if self._ledger.shared else 1.0)
+
+    def _admit(self, st: dict[str, Any], ticket: str) -> tuple[str, str | None]:
+        cap = float(self.max_cost)  # type: ignore[arg-type]
+        if st["stop"]:
+            return "refuse", f"--max-cost {cap:g} USD can no longer be enforced: {st['stop']}"
+        if st["spent"] >= cap:
+            return "refuse", f"--max-cost {cap:g} USD reached (spent {st['spent']:.4f})"
+        flight = st["flight"]
+        if flight:
+            if st["seen"] is None:
+                return "wait", None  # no cost seen yet: one call at a time
+            if st["spent"] + sum(r["amount"] for r in flight.values()) >= cap:
+                return "wait", None  # no room while the calls in flight may spend their reservations
+        amount = max(st["seen"] or 0.0, self.floor or 0.0)
+        flight[ticket] = {"pid": os.getpid(), "amount": amount}
+        return "start", None
+
+    def settle(self, ticket: str | None, cost: float | None, uncounted: str | None = None) -> None:
+        """The call ``ticket`` is over and cost ``cost`` (None: nothing known spent);
+        ``uncounted``: why an answered call's cost could not be counted (stops the budget)."""
+        if self.max_cost is None or ticket is None:
+            return
+
+        def apply(st: dict[str, Any]) -> None:
+            st["flight"].pop(ticket, None)
+            if cost:
+                st["spent"] += cost
+                st["seen"] = max(st["seen"] or 0.0, cost)
+            if uncounted and not st["stop"]:
+                st["stop"] = uncounted
+
+        with self._cond:
+            self._ledger.transact(apply)
+            self._cond.notify_all()
+
+
+def call_floor(agent: Any) -> float | None:
+    """The least one call of ``agent`` may cost: its ``max_tokens`` at its model's output
+    price (None when either is unknown)."""
+    max_tokens = getattr(agent, "max_tokens", None)
+    price = price_for(getattr(agent, "model", None))
+    if price is None or isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        return None
+    return max_tokens * price["output_per_mtok"] / 1e6
+
+
+def budget_record(max_cost: float | None, cases: list[CaseResult], usage: RunUsage) -> BudgetRecord | None:
+    """What ``--max-cost`` did, from the cases themselves (so it is right under xdist too)."""
+    if max_cost is None:
+        return None
+    not_run = sum(c.error_kind == "budget" for c in cases)
+    return BudgetRecord(max_cost_usd=max_cost, spent_usd=usage.cost_usd, stopped=not_run > 0,
+                        cases_not_run=not_run)
+
+
+def unpriced_budget(model: str | None, max_cost: float | None, agent_label: str | None = None) -> str | None:
+    """Why ``--max-cost`` cannot be enforced for an agent using ``model`` (known at start),
+    else None. The offline baseline costs nothing: that budget holds. Any other agent must
+    name a priced model (a ``model`` attribute), or its spend cannot be counted."""
+    if max_cost is None or costs_nothing(agent_label):
+        return None
+    if not model:
+        return (f"--max-cost {max_cost:g}: the agent names no model (no `model` or `default_model` "
+                f"attribute), so the tokens it reports cannot be priced and the budget cannot be "
+                f"enforced; give it a `model` attribute with a model id listed in {PRICES_PATH}, "
+                "or drop --max-cost")
+    if priced_name(model) is not None:
+        return None
+    return (f"--max-cost {max_cost:g}: model {model!r} has no price in {PRICES_PATH} "
+            f"(prices as of {price_table()['as_of']}, from {price_table()['source']}), so its cost "
+            "cannot be counted and the budget cannot be enforced; use a listed model id or alias, "
+            "add the model to that table, or drop --max-cost")

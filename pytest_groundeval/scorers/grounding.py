@@ -1,0 +1,254 @@
+"""Behavioural consistency (``grounded``) of a tool-using agent, from what the harness saw.
+
+Correct is not the same as grounded: an agent that answers the right RxNorm code from
+memory is right by luck. The evidence is the harness's own log of the calls of the tools
+it handed the agent (toolcalls.py: sequence numbers, results, error status), never a
+transcript the agent returns itself (kept as ``agent_reported``, shown, not read here).
+Per case, four checks, each with a reason:
+
+* ``called``: the agent was given tools and the harness observed at least one call. A
+  tool-using agent that called none answered from memory: not grounded.
+* ``values``: every value the task names in the parsed answer (its ``grounding_values``:
+  codes; for write also the display and the dose strength in it, e.g. ``200 MG``) appears
+  in a *successful* result (status ``ok``: never an error value, a raised or unfinished
+  call) received *before the step that first uses the value*. That step is the first call
+  of a tool that takes the answer's values as its input (the task's ``answer_tool`` and
+  ``validate_tool``: write's ``build_medication_statement`` / ``validate_medication_statement``)
+  whose arguments carry the value; when none does, it is the final answer, after every
+  observed call. "Before" is by the log's clock (the result ended before that call started)
+  and, when the framework gives steps, in an earlier step (calls a model issued together in
+  one message cannot use each other's results). Building the resource from memory and
+  looking the code up afterwards is ungrounded. Evidence is a tool's own output: the
+  answer and validate tools only echo what the agent passed them, and a result's top-level
+  fields that equal an argument of the call (a lookup's ``query``) are echoes too.
+  Matching is on the results' JSON text, on whole tokens (a code ``10`` is not found
+  inside ``1049``), displays and strengths ignoring case and spacing.
+* ``validated`` (tasks with a ``validate_tool``): the agent validated before answering,
+  its last validation reported the resource valid (a failed validation was fixed and
+  validated again), and it did not rebuild after that last validation.
+* ``repeats``: no identical tool call (same name, same arguments) more than
+  ``max_repeats`` times.
+
+An agent the harness gave no tools (``observed`` is None: a single-call agent such as
+``claude`` or ``chat``, the baseline's fixed pipeline, a ``module:Class`` agent that does not
+take its tools from ``toolcalls.harness_tools``) is *not applicable*: it stays out of the
+``grounded`` rate, and under ``--require-grounded`` its case fails saying why (the runner,
+``runner.score_case``). Otherwise the dimension changes a case's pass only under
+``--require-grounded``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from pytest_groundeval.scorers.base import Check, Dimension
+
+NAME = "grounded"
+DEFAULT_MAX_REPEATS = 3
+NOT_APPLICABLE = ("not applicable: the harness gave this agent no tools, so it observed no tool call "
+                  "(a single-call agent such as claude or chat, the baseline's fixed pipeline, or a module:Class "
+                  "agent that does not take its tools from pytest_groundeval.run.toolcalls.harness_tools); a "
+                  "transcript an agent returns itself is never evidence")
+
+# a dose strength as RxNorm displays write it: "200 MG", "0.5 MG/ML", "250 MG/5ML", "5 %"
+STRENGTH = re.compile(r"(?<![\w./])(\d+(?:\.\d+)?)\s*(MG|MCG|G|ML|UNT|MEQ|MMOL|%|ACTUAT|HR)"
+                      r"(?:\s*/\s*((?:\d+(?:\.\d+)?)?\s*(?:ML|HR|ACTUAT|G|MG|L)))?(?![\w])", re.IGNORECASE)
+
+
+@dataclass
+class Step:
+    """One observed tool call (toolcalls.py) and what came back."""
+
+    seq: int
+    name: str | None
+    args: Any
+    result: Any = None
+    status: str = "unfinished"
+    step: int | None = None
+    started: int = 0
+    ended: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.ended is not None
+
+    def before(self, use: "Step | None") -> bool:
+        """This call's result was received before ``use`` started (None: the final answer)."""
+        if not self.ok:
+            return False
+        if use is None:
+            return True
+        if self.step is not None and use.step is not None and self.step >= use.step:
+            return False  # issued in the same model message (or later): its result was not seen
+        return self.ended < use.started  # type: ignore[operator]
+
+
+@dataclass
+class GroundingResult:
+    applicable: bool
+    checks: list[Check] = field(default_factory=list)
+    ungrounded: dict[str, list[str]] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.applicable and all(c.passed for c in self.checks)
+
+    def dimension(self) -> Dimension:
+        return Dimension.from_checks(NAME, self.checks)
+
+
+def strengths(text: str | None) -> list[str]:
+    """The dose strengths written in ``text`` (``"Ibuprofen 200 MG Oral Tablet"`` -> ``["200 MG"]``)."""
+    out = []
+    for m in STRENGTH.finditer(text or ""):
+        per = re.sub(r"\s+", "", m.group(3) or "").upper()
+        s = f"{m.group(1)} {m.group(2).upper()}" + (f"/{per}" if per else "")
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def _steps(observed: list[Any]) -> list[Step]:
+    """The observed calls (dicts or ``ToolCall`` records) in the order they started."""
+    steps = []
+    for e in observed:
+        e = e.model_dump() if hasattr(e, "model_dump") else e
+        if not isinstance(e, dict):
+            continue
+        steps.append(Step(seq=int(e.get("seq") or 0), name=e.get("tool"), args=e.get("args"), result=e.get("result"),
+                          status=str(e.get("status") or "unfinished"), step=e.get("step"),
+                          started=int(e.get("started") or 0), ended=e.get("ended")))
+    return sorted(steps, key=lambda s: (s.started, s.seq))
+
+
+def _args_text(step: Step) -> str:
+    return step.args if isinstance(step.args, str) else json.dumps(step.args, ensure_ascii=False, default=str)
+
+
+def _evidence(step: Step) -> str:
+    """A result's JSON text, without top-level fields that echo the call's arguments."""
+    result = step.result
+    if isinstance(result, dict) and isinstance(step.args, dict):
+        echoed = list(step.args.values())
+        result = {k: v for k, v in result.items() if v not in echoed}
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().casefold()
+
+
+def _found(value: str, texts: Iterable[str], kind: str) -> bool:
+    value = value.strip()
+    if not value:
+        return True
+    if kind == "code":
+        pattern = re.compile(rf"(?<![0-9A-Za-z]){re.escape(value)}(?![0-9A-Za-z])")
+        return any(pattern.search(t) for t in texts)
+    if kind == "strength":  # "200 MG" grounded by any strength written in the results
+        return any(value.upper() in strengths(t) for t in texts)
+    needle = _norm(value)
+    return any(needle in _norm(t) for t in texts)
+
+
+def _validation(steps: list[Step], tool: str, answer_tool: str | None) -> Check:
+    runs = [s for s in steps if s.name == tool]
+    if not runs:
+        return Check("validated", False, f"never called {tool} before answering")
+    last = runs[-1]
+    result = last.result if isinstance(last.result, dict) and last.ok else {}
+    failed = [s for s in runs if not s.ok or (isinstance(s.result, dict) and s.result.get("valid") is False)]
+    if result.get("valid") is not True:
+        issues = "; ".join(map(str, result.get("issues") or []))[:300]
+        why = "" if last.ok else f" (its call #{last.seq} ended {last.status})"
+        return Check("validated", False, f"the last {tool} before answering did not report the resource valid{why}"
+                     + (f" ({issues})" if issues else "") + "; it was not fixed and validated again")
+    rebuilt = [s for s in steps if answer_tool and s.name == answer_tool and s.started > last.started]
+    if rebuilt:
+        return Check("validated", False, f"called {answer_tool} again after the last {tool}: "
+                     "the answer was not validated")
+    again = f" after {len(failed)} failed validation(s), fixed and validated again" if failed else ""
+    return Check("validated", True, f"validated with {tool} before answering{again}")
+
+
+def _repeats(steps: list[Step], max_repeats: int) -> Check:
+    seen: dict[tuple[str, str], int] = {}
+    for s in steps:
+        key = (str(s.name), json.dumps(s.args, sort_keys=True, default=str))
+        seen[key] = seen.get(key, 0) + 1
+    worst = max(seen.items(), key=lambda kv: kv[1], default=None)
+    if worst is not None and worst[1] > max_repeats:
+        (name, args), n = worst
+        return Check("repeats", False, f"{name}({args[:120]}) called {n} times with the same arguments "
+                     f"(more than {max_repeats})")
+    return Check("repeats", True, f"no identical tool call more than {max_repeats} times")
+
+
+def _why_not(value: str, kind: str, use: Step | None, steps: list[Step], readers: list[Step]) -> str:
+    """Why ``value`` is ungrounded, for the reason (not part of the verdict)."""
+    where = f"first used in {use.name} (call #{use.seq})" if use is not None else "in the final answer"
+    if any(_found(value, [_evidence(s)], kind) for s in readers if s.ok):
+        return f"{where} before any tool result supplied it (looked up only afterwards)"
+    if any(_found(value, [_evidence(s)], kind) for s in readers if s.ended is not None and not s.ok):
+        return f"{where}; only an error result mentions it"
+    return f"{where}; in no tool result"
+
+
+def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offered: list[str] | None = None,
+             must_validate: str | None = None, answer_tool: str | None = None,
+             max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None) -> GroundingResult:
+    """The ``grounded`` checks of one case from the harness's observed tool calls
+    (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
+    tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
+    kinds ``code``/``strength`` match as tokens/strengths, any other kind as text.
+    ``truncated``: the observed log was cut to groundeval's bounds (``bounds.py``), so the
+    case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups)."""
+    if observed is None:
+        return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
+    if truncated:
+        check = Check("complete", False, f"the transcript was cut to groundeval's bounds ({truncated}); "
+                      "grounding is not judged on part of a transcript")
+        return GroundingResult(applicable=True, checks=[check], reason=check.reason)
+    steps = _steps(observed)
+    writers = {t for t in (must_validate, answer_tool) if t}
+    readers = [s for s in steps if s.name not in writers]  # whose results can be evidence
+    checks = []
+    if steps:
+        checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s)"))
+    else:
+        given = f" ({', '.join(offered)})" if offered else ""
+        checks.append(Check("called", False, f"the agent was given tools{given} and called none: "
+                            "it answered from memory"))
+    ungrounded: dict[str, list[str]] = {}
+    why: list[str] = []
+    n = 0
+    for kind, vals in values.items():
+        for v in vals:
+            if v is None or not str(v).strip():
+                continue
+            n += 1
+            v = str(v)
+            use = next((s for s in steps if s.name in writers and _found(v, [_args_text(s)], kind)), None)
+            texts = [_evidence(s) for s in readers if s.before(use)]
+            if not _found(v, texts, kind):
+                ungrounded.setdefault(kind, []).append(v)
+                why.append(f"{kind} {v!r} {_why_not(v, kind, use, steps, readers)}")
+    if ungrounded:
+        checks.append(Check("values", False, "not from a successful tool result received before it was used: "
+                            + "; ".join(why)))
+    else:
+        checks.append(Check("values", True, f"all {n} value(s) of the answer come from successful tool results "
+                            "received before they were used"))
+    if must_validate:
+        checks.append(_validation(steps, must_validate, answer_tool))
+    checks.append(_repeats(steps, max_repeats))
+    result = GroundingResult(applicable=True, checks=checks, ungrounded=ungrounded)
+    result.reason = result.dimension().reason
+    return result
+
+
+__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "grounded", "strengths"]

@@ -1,0 +1,1 @@
+"""Run records and journals on disk: reading, writing, redaction, merge, the run lock."""

@@ -1,0 +1,322 @@
+"""``groundeval merge SHARD... -o RUN.json``: the records of a sharded run
+(``--groundeval-shard K/N``, ``shard.py``) made into the one record the unsharded run writes.
+
+The cases are the shards' cases as recorded (byte for byte, in case-id order); the summary,
+usage, budget and gate are computed again from them by the functions the reporter uses
+(``record.summarize``, ``usage.total_usage`` / ``budget_record``, ``gate.run_gate``), so the
+merged record equals the unsharded one in cases, summary and gate (``record.comparable``).
+
+It refuses (exit 2, naming the files) shards that are not one run's: another record format,
+a record that is not a shard, a journal in place of a record, different agents, models,
+commits, package versions, options or selections, different shard counts or case sets, a
+shard given twice, a shard missing (unless the others account for every selected case: a
+shard that held no case writes no record), and a case in a record of a shard it does not
+belong to (which is also how two records of the same case are caught). A shard that was cut
+short is merged, and makes the merged run cut short with its reason: the gate fails, as it
+does for an unsharded run cut short.
+
+Exit status: 0 merged (gate passed, or no gate and every case passed), 1 merged but the gate
+failed (or, with no gate, a case failed or the run was cut short), 2 refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from pytest_groundeval.reporting.gate import parse_threshold, run_gate
+from pytest_groundeval.model import SCHEMA_VERSION, CaseResult, Completeness, RunRecord
+from pytest_groundeval.store.record import (build_record, new_run_id, record_bytes, sort_cases, summarize, user_subset, validate_record,
+                     write_json_atomic)
+from pytest_groundeval.store.redact import redact_json
+from pytest_groundeval.pytest.shard import selection_digest, shard_of
+from pytest_groundeval.run.usage import budget_record, total_usage
+
+# options that may differ between the shards of one run: they say how a shard ran, not what
+VOLATILE_OPTIONS = frozenset({"shard", "concurrency", "numprocesses", "resumed_from", "rescored_from"})
+VOLATILE_SELECTION = frozenset({"numprocesses"})
+USAGE_COUNTS = frozenset({"input_tokens", "output_tokens", "cost_usd", "cases_priced", "cases_unpriced",
+                          "cases_unreported"})
+
+
+class MergeError(Exception):
+    """The shards cannot be merged into one run's record (the message names the files)."""
+
+
+# ---------------------------------------------------------------- reading
+def read_shard(path: Path) -> dict[str, Any]:
+    """A shard's record, checked against the committed schema; a MergeError otherwise."""
+    if path.suffix == ".jsonl":
+        raise MergeError(f"{path}: a journal, not a run record: that shard did not write its record "
+                         "(killed, or its record could not be written); --resume it with the same "
+                         "--groundeval-shard to get one")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MergeError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MergeError(f"{path}: not a readable JSON run record ({e})") from None
+    if not isinstance(data, dict):
+        raise MergeError(f"{path}: not a run record (a JSON {type(data).__name__})")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise MergeError(f"{path}: written by another groundeval record format ({data.get('schema_version')!r}; "
+                         f"this one merges {SCHEMA_VERSION!r}); re-run that shard")
+    problems = validate_record(data)
+    if problems:
+        raise MergeError(f"{path}: not a valid run record: " + "; ".join(problems[:3]))
+    if data["completeness"].get("shard") is None:
+        raise MergeError(f"{path}: not a shard record (its run had no --groundeval-shard K/N): nothing to merge")
+    return data
+
+
+# ---------------------------------------------------------------- checks
+def _show(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _differ(what: str, values: dict[str, Any]) -> str | None:
+    """A problem line when the shards' values of ``what`` are not all equal."""
+    if len({_show(v) for v in values.values()}) <= 1:
+        return None
+    return f"the shards differ in {what}: " + "; ".join(f"{p}: {_show(v)}" for p, v in values.items())
+
+
+def _differing_keys(what: str, dicts: dict[str, dict[str, Any]], skip: Iterable[str]) -> list[str]:
+    skip = set(skip)
+    keys = sorted({k for d in dicts.values() for k in d} - skip)
+    found = [_differ(f"{what} {k}", {p: d.get(k) for p, d in dicts.items()}) for k in keys]
+    return [f for f in found if f]
+
+
+def _check_one_run(shards: dict[str, dict[str, Any]], override_thresholds: bool) -> list[str]:
+    """Everything that must be equal for the shards to be one run's."""
+    answered = {p: d for p, d in shards.items() if d["cases"]}  # an empty shard names the agent it was asked for
+    problems = [
+        _differ("the agent and model asked for (requested)", {p: d["requested"] for p, d in shards.items()}),
+        _differ("the agent that answered", {p: d["agent"] for p, d in answered.items()}),
+        _differ("the model that answered", {p: d["model"] for p, d in answered.items()}),
+        _differ("commit (git_sha)", {p: d["git_sha"] for p, d in shards.items() if d["git_sha"]}),
+        _differ("package versions", {p: d["versions"] for p, d in shards.items()}),
+        _differ("price table", {p: {k: v for k, v in d["usage"].items() if k not in USAGE_COUNTS}
+                                for p, d in shards.items()}),
+        _differ("shard count N", {p: d["completeness"]["shard"]["count"] for p, d in shards.items()}),
+        _differ("case set (the selection's size and digest of its case ids)",
+                {p: [d["completeness"]["shard"]["selection_size"], d["completeness"]["shard"]["selection_sha256"]]
+                 for p, d in shards.items()}),
+        _differ("eval items deselected by -k / -m / --lf", {p: _user_deselected(d) for p, d in shards.items()
+                                                            if d["completeness"]["selected"] is not None}),
+    ]
+    skip = VOLATILE_OPTIONS | ({"thresholds"} if override_thresholds else set())
+    problems += _differing_keys("option", {p: d["options"] for p, d in shards.items()}, skip)
+    problems += _differing_keys("selection", {p: d["completeness"]["selection"] for p, d in shards.items()},
+                                VOLATILE_SELECTION)
+    return [p for p in problems if p]
+
+
+def _user_deselected(data: dict[str, Any]) -> int:
+    """Eval items the user's selection left out (not the other shards' cases)."""
+    comp = data["completeness"]
+    return comp["deselected"] - (comp["shard"]["selection_size"] - comp["selected"])
+
+
+def _check_shard_set(shards: dict[str, dict[str, Any]]) -> tuple[int, list[str]]:
+    """The shard count and the problems with the set of shards given (twice, missing)."""
+    first = next(iter(shards.values()))["completeness"]["shard"]
+    count, size = first["count"], first["selection_size"]
+    by_index: dict[int, list[str]] = {}
+    for p, d in shards.items():
+        by_index.setdefault(d["completeness"]["shard"]["index"], []).append(p)
+    problems = [f"shard {k}/{count} is given twice: {', '.join(ps)}" for k, ps in sorted(by_index.items())
+                if len(ps) > 1]
+    missing = [k for k in range(1, count + 1) if k not in by_index]
+    selected = [d["completeness"]["selected"] for d in shards.values()]
+    counted = None if None in selected else sum(selected)
+    if missing and not problems and counted != size:
+        held = f"hold {counted} of the {size} selected cases" if counted is not None else "do not say how many they hold"
+        problems.append(f"shard(s) {', '.join(f'{k}/{count}' for k in missing)} missing: no record given, and the "
+                        f"given shards ({', '.join(shards)}) {held}")
+    elif not problems and counted is not None and counted != size:
+        problems.append(f"the shards' selected cases add up to {counted}, not to the {size} their selection holds")
+    return count, problems
+
+
+def _check_cases(shards: dict[str, dict[str, Any]], count: int) -> list[str]:
+    """Each case in its own shard's record, and in one record only."""
+    problems: list[str] = []
+    seen: dict[tuple[str, str, int | None], tuple[str, str | None]] = {}
+    for p, d in shards.items():
+        index = d["completeness"]["shard"]["index"]
+        for c in d["cases"]:
+            key = (c["task"], c["case_id"], c.get("repeat"))  # --repeat: each repeat once
+            if key in seen:
+                other, hash_ = seen[key]
+                content = ("with different content hashes: not the same case set"
+                           if hash_ != c.get("content_hash") else "the shards overlap")
+                again = f" (repeat {key[2]})" if key[2] is not None else ""
+                problems.append(f"case {key[0]}:{key[1]}{again} is in {other} and in {p} ({content})")
+                continue
+            seen[key] = (p, c.get("content_hash"))
+            belongs = shard_of(key[0], key[1], count)
+            if belongs != index:
+                problems.append(f"{p} (shard {index}/{count}) holds case {key[0]}:{key[1]}, which belongs to shard "
+                                f"{belongs}/{count}: not a record of this split")
+    return problems
+
+
+def _refuse(problems: list[str]) -> None:
+    if problems:
+        raise MergeError("cannot merge these shards into one run's record:\n  " + "\n  ".join(problems))
+
+
+# ---------------------------------------------------------------- merging
+def _tasks(names: Iterable[str], options: dict[str, Any]) -> dict[str, Any]:
+    """The task objects that sum the cases up, as the shards' runs built them."""
+    from pytest_groundeval.tasks import registry
+
+    classes = registry()
+    tasks = {}
+    for name in sorted(set(names)):
+        if name not in classes:
+            raise MergeError(f"task {name!r} of the shards is not installed here ({', '.join(sorted(classes))} are): "
+                             "merge where the shards ran")
+        cls = classes[name]
+        where = (options.get(name) or {}).get(cls.source.key) or "."
+        tasks[name] = cls(Path(where))
+    return tasks
+
+
+def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[dict[str, Any], RunRecord, dict[str, Any]]:
+    """The merged record (as written: the payload, and typed) and the task objects that summed it up.
+    ``thresholds`` (``TASK.METRIC=VALUE``) replace the shards' own as the merged run's gate."""
+    shards: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        key = str(path)
+        if key in shards:
+            raise MergeError(f"{path} is given twice")
+        shards[key] = read_shard(path)
+    # in stages: a shard set is only worth checking once the shards are one run's, and so on
+    _refuse(_check_one_run(shards, override_thresholds=thresholds is not None))
+    count, set_problems = _check_shard_set(shards)
+    _refuse(set_problems)
+    _refuse(_check_cases(shards, count))
+
+    ordered = sorted(shards.items(), key=lambda item: item[1]["completeness"]["shard"]["index"])
+    first = ordered[0][1]
+    raw = sorted((c for _, d in ordered for c in d["cases"]), key=lambda c: (c["task"], c["case_id"], c.get("repeat") or 0))
+    cut = [(p, d) for p, d in ordered if d["completeness"]["cut_short"]]
+    spec = first["completeness"]["shard"]
+    if not cut and selection_digest((c["task"], c["case_id"]) for c in raw) != spec["selection_sha256"]:
+        _refuse([f"their cases are not the selection they were split from ({len(raw)} cases; the selection "
+                 f"holds {spec['selection_size']})"])
+
+    cases = [CaseResult.model_validate(c) for c in raw]
+    tasks = _tasks((c.task for c in cases), first["options"])
+    from pytest_groundeval.tasks import registry
+
+    texts = thresholds if thresholds is not None else first["options"].get("thresholds", [])
+    try:
+        parsed = [parse_threshold(t, registry()) for t in texts]
+    except ValueError as e:
+        raise MergeError(str(e)) from None
+    if thresholds is None:  # the shards' own: those from the project's ini apply only where their task ran
+        ini = _ini_thresholds(d for _, d in ordered)
+        parsed = [dataclasses.replace(t, origin="ini") if f"{t.label}={t.value}" in ini else t for t in parsed]
+
+    selected = [d["completeness"]["selected"] for _, d in ordered]
+    known = [d for _, d in ordered if d["completeness"]["selected"] is not None]
+    deselected = _user_deselected(known[0]) if known else first["completeness"]["deselected"]
+    selection = first["completeness"]["selection"]
+    completeness = Completeness(
+        selected=None if None in selected else sum(selected), deselected=deselected, recorded=len(cases),
+        subset=user_subset(selection, deselected), selection=selection, cut_short=bool(cut),
+        reason="; ".join(f"shard {d['completeness']['shard']['index']}/{count} ({p}): {d['completeness']['reason']}"
+                         for p, d in cut) or None,
+        shard=None)
+    summary = summarize(tasks, cases)
+    gate = run_gate(parsed, summary, completeness)
+    price_table = {k: v for k, v in first["usage"].items() if k not in USAGE_COUNTS}  # the shards' (all equal)
+    # executions after a case's first (a plugin re-ran it, reruns.py): kept, and their usage counted
+    reruns = [CaseResult.model_validate(c) for _, d in ordered for c in d.get("reruns") or []]
+    usage = total_usage(cases + reruns).model_copy(update=price_table)
+    budgets = [d["budget"]["max_cost_usd"] for _, d in ordered if d.get("budget")]
+    budget = budget_record(sum(budgets) if budgets else None, cases, usage)  # --max-cost is per shard
+    answered = next((d for _, d in ordered if d["cases"]), first)
+    options = {**first["options"], "shard": None, "resumed_from": None, "rescored_from": None,
+               "concurrency": max(d["options"].get("concurrency") or 1 for _, d in ordered),
+               "thresholds": [f"{t.label}={t.value}" for t in parsed],
+               "merged_from": [d["run_id"] for _, d in ordered]}
+    record = build_record(
+        run_id=new_run_id(), started_at=min(d["started_at"] for _, d in ordered), agent=answered["agent"],
+        model=answered["model"], requested=first["requested"], options=options, cases=cases, summary=summary,
+        completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=Path.cwd())
+    record = record.model_copy(update={
+        "finished_at": max(d["finished_at"] for _, d in ordered),
+        "git_sha": next((d["git_sha"] for _, d in ordered if d["git_sha"]), None),
+        "versions": first["versions"],
+        "reruns": sort_cases(reruns) or None,
+    })
+    head = record.model_dump(mode="json", exclude={"cases"})
+    payload = {k: (raw if k == "cases" else head[k]) for k in RunRecord.model_fields}
+    return payload, record, tasks
+
+
+def _ini_thresholds(shards: Iterable[dict[str, Any]]) -> set[str]:
+    """The recorded thresholds that came from the project's ini (``TASK.METRIC=VALUE``), as far
+    as it matters: only those are ever left unapplied (their task had no case in that shard),
+    and one whose task ran in no shard is unapplied in every shard that recorded it."""
+    found: set[str] = set()
+    for d in shards:
+        if d["gate"] is None:  # thresholds, yet no gate: not one of them applied
+            found.update(d["options"].get("thresholds", []))
+            continue
+        found.update(f"{t['metric']}={t['threshold']}" for t in d["gate"]["thresholds"] if t.get("applied") is False)
+    return found
+
+
+def exit_status(record: RunRecord) -> int:
+    """As pytest's for the unsharded run: with a gate, the gate decides; else any failure."""
+    if record.gate is not None:
+        return 0 if record.gate.passed else 1
+    failing = record.completeness.cut_short or any(c.outcome in ("failed", "error") for c in record.cases)
+    return 1 if failing else 0
+
+
+# ---------------------------------------------------------------- the subcommand
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "merge", help="merge the records of a sharded run (--groundeval-shard K/N) into one run record",
+        description="Merge the N records of a run split with --groundeval-shard K/N into the record the "
+        "unsharded run writes: the cases, and their summary and gate computed again. Refuses shards of "
+        "different agents, models, options or case sets, a shard given twice and a missing shard. "
+        "Exit status: 0 merged and the gate passed (or no gate and no case failed), 1 the gate failed "
+        "(or a case failed, or a shard was cut short), 2 refused.")
+    p.add_argument("shards", nargs="+", type=Path, metavar="SHARD", help="the shard records (runs/*.json)")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="RUN.json", help="where to write the record")
+    p.add_argument("--threshold", dest="thresholds", action="append", default=None, metavar="TASK.METRIC=VALUE",
+                   help="the merged run's gate, repeatable (in place of the thresholds the shards recorded)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        payload, record, tasks = merge(args.shards, args.thresholds)
+    except MergeError as e:
+        print(f"groundeval merge: {e}", file=sys.stderr)
+        return 2
+    try:
+        write_json_atomic(args.output, redact_json(record_bytes(payload)))
+    except OSError as e:
+        print(f"groundeval merge: could not write {args.output}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    from pytest_groundeval.reporting.terminal import terminal_lines
+
+    for line in terminal_lines(record, tasks):
+        print(line)
+    if record.completeness.cut_short:
+        print(f"groundeval merge: the run was cut short: {record.completeness.reason}", file=sys.stderr)
+    print(f"merged {len(args.shards)} shard record(s), {len(record.cases)} cases: {args.output}")
+    return exit_status(record)
