@@ -23,7 +23,7 @@ import orjson
 from pytest_groundeval.store.redact import redact_json
 from pytest_groundeval.model import SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, RunRecord, RunUsage
 
-SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
+SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
 KEY_PACKAGES = (
     "groundeval", "pytest", "pytest-xdist", "healthchain", "fhir.resources",
     "pydantic", "anthropic", "langgraph", "langchain", "langchain-core", "langsmith",
