@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -369,26 +370,45 @@ def test_langchain_tools_with_explicit_catalog():
     assert lookup.invoke({"query": "foozamide"})["matches"][0]["code"] == "1"
 
 
-def test_module_is_eval_free():
-    """No imports from the rest of the package (but the packaged-data locator, which knows
-    nothing of evals), none of langchain at module level."""
-    import ast
+def _imports(tree):
+    """(module-level imports, every import) of one module's AST, as absolute-or-dotted names."""
+    def name(node, alias):
+        return alias.name if isinstance(node, ast.Import) else "." * node.level + (node.module or "")
+    every = {name(node, alias) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+             for alias in node.names}
+    top = {name(node, alias) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+           for alias in node.names}
+    return top, every
 
-    tree = ast.parse(Path(hc_tools.__file__).read_text(encoding="utf-8"))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported.add("." * node.level + (node.module or ""))
-    imported -= {".resources"}  # where the packaged catalog is; no eval concept
-    assert not any(name.startswith((".", "pytest_groundeval")) for name in imported), imported
-    top_level = {
-        alias.name if isinstance(node, ast.Import) else node.module
-        for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in (node.names if isinstance(node, ast.Import) else [None])
-    }
-    assert not any(name and name.startswith("langchain") for name in top_level), top_level
+
+def test_package_is_eval_free():
+    """hc_tools imports nothing of the rest of the package but ``fhir.codes`` (plain constants)
+    and itself; the packaged-data locator (which knows nothing of evals) only inside the
+    function that finds the default catalog; none of langchain/healthchain at module level."""
+    package = Path(hc_tools.__file__).parent
+    modules = sorted(package.glob("*.py"))
+    assert {p.stem for p in modules} >= {"__init__", "catalog", "build", "validate", "adapters"}
+    ours = ("pytest_groundeval.fhir.codes", "pytest_groundeval.fhir.hc_tools")
+    for path in modules:
+        top, every = _imports(ast.parse(path.read_text(encoding="utf-8")))
+        assert not any(n.startswith(".") for n in every), (path.name, every)
+        outside = {n for n in every if n.startswith("pytest_groundeval") and not n.startswith(ours)}
+        assert outside <= {"pytest_groundeval.tasks.resources"}, (path.name, outside)
+        assert not any(n.startswith("pytest_groundeval") and not n.startswith(ours) for n in top), (path.name, top)
+        assert not any(n.startswith(("langchain", "healthchain")) for n in top), (path.name, top)
+    # codes.py imports nothing itself
+    codes_top, codes_every = _imports(ast.parse(Path(package.parent, "codes.py").read_text(encoding="utf-8")))
+    assert codes_every <= {"__future__"}, codes_every
+
+
+def test_package_reexports_its_modules_public_names():
+    """``hc_tools.X`` is the same object as ``hc_tools.<module>.X`` for every public name."""
+    from pytest_groundeval.fhir.hc_tools import adapters, build, catalog, validate
+
+    for module in (adapters, build, catalog, validate):
+        for public in module.__all__:
+            assert getattr(hc_tools, public) is getattr(module, public), (module.__name__, public)
+            assert public in hc_tools.__all__, public
 
 
 # ---------------------------------------------------------------- the tools driven by the baseline agent

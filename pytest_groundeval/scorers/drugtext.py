@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from pytest_groundeval.fhir.hc_tools import _tokenize
+from pytest_groundeval.fhir.hc_tools.catalog import _tokenize
 
 SALTS = frozenset({
     "acetate", "besylate", "bitartrate", "bromide", "calcium", "citrate", "dipropionate", "fumarate",
