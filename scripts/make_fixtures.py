@@ -49,7 +49,12 @@ except ImportError:  # pragma: no cover
         return json.loads(data.decode("utf-8"))
 
 
-RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the package's one copy of the code systems and statuses
+
+from pytest_groundeval.fhir.codes import RXNORM as RXNORM_SYSTEM  # noqa: E402
+from pytest_groundeval.fhir.codes import REQUEST_ACTIVE, REQUEST_ENDED  # noqa: E402
+
 KEEP_TYPES = (
     "Patient",
     "MedicationRequest",
@@ -58,8 +63,8 @@ KEEP_TYPES = (
     "AllergyIntolerance",
 )
 STRATA = ("0", "1-3", "4-8", ">8")
-ACTIVE_STATUS = "active"
-ENDED_STATUSES = ("stopped", "completed")
+(ACTIVE_STATUS,) = REQUEST_ACTIVE
+ENDED_STATUSES = REQUEST_ENDED
 MIN_DECEASED = 2
 MIN_STOPPED_ACTIVE = 2
 

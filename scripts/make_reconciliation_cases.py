@@ -57,12 +57,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED  # noqa: E402
 from pytest_groundeval.fhir.medications import distinct_codes, medication_requests  # noqa: E402
 
 KINDS = ("unreported", "unrecorded", "stopped")
 STRATA = [tuple(k for k, on in zip(KINDS, bits) if on) for bits in
           [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, 0, 1), (0, 1, 1), (1, 1, 1)]]
-ENDED = ("stopped", "completed")
+ENDED = REQUEST_ENDED
 CONTRACEPTIVE = "hormonal contraceptive"
 
 # ------------------------------------------------------------------ reading a display
@@ -450,7 +451,8 @@ def read_patient(path: Path) -> Patient | None:
     patient = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
     if patient.get("deceasedDateTime") or patient.get("deceasedBoolean"):
         return None
-    statuses = ("active",) + ENDED + ("on-hold", "cancelled", "draft", "entered-in-error", "unknown")
+    # current, then ended, then the other MedicationRequest statuses (the order codes are first met in)
+    statuses = REQUEST_ACTIVE + ENDED + tuple(s for s in MEDICATION_REQUEST_STATUSES if s not in REQUEST_ACTIVE + ENDED)
     meds: dict[str, Med] = {}
     for status in statuses:
         for code, display in distinct_codes(medication_requests(bundle, path.name, (status,))).items():

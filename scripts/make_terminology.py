@@ -31,7 +31,10 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Set, Tuple
 
-RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the package's one copy of the code systems and statuses
+
+from pytest_groundeval.fhir.codes import RXNORM  # noqa: E402
 
 
 def iter_bundle_files(source: Path) -> Iterator[Path]:

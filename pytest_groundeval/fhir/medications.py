@@ -13,10 +13,10 @@ import json
 import re
 from typing import Any, Iterable
 
+from pytest_groundeval.fhir.codes import FHIR_VERSION_TAG, RXNORM
 from pytest_groundeval.tasks.jsontext import json_kind
 from pytest_groundeval.model import CaseError
 
-RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 
 # Resource types R4/R4B do not have, with the version that has them.
 OTHER_VERSION_TYPES: dict[str, str] = {
@@ -51,7 +51,6 @@ OTHER_VERSION_FIELDS: dict[str, dict[str, str]] = {
         "definition": "R5",
     },
 }
-FHIR_VERSION_TAG = "http://hl7.org/fhir/FHIR-version"  # meta.tag system naming a FHIR release
 _R4_RELEASE = re.compile(r"^(4\.0|4\.3)(\.\d+)?(-.*)?$|^R4B?$", re.IGNORECASE)  # R4 4.0.x, R4B 4.3.x
 # a core profile of another release: .../fhir/STU3/StructureDefinition/..., or a |3.0.2 version
 _OTHER_PROFILE = re.compile(

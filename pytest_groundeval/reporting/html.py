@@ -47,9 +47,9 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
+from pytest_groundeval.fhir.codes import RXNORM
 from pytest_groundeval.store.record import escape_unencodable, open_private
 
-RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 OUTCOMES = ("passed", "failed", "error", "skipped")
 HIST_BINS = tuple(f"{k / 10:.1f}–{(k + 1) / 10:.1f}" for k in range(10)) + ("1.0",)
 

@@ -23,8 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SNOMED = "http://snomed.info/sct"
-V3_ROUTE = "http://terminology.hl7.org/CodeSystem/v3-RouteOfAdministration"
+from pytest_groundeval.fhir.codes import SNOMED, V3_ROUTE
 
 # SNOMED CT codes of the FHIR R4 route-codes value set (http://hl7.org/fhir/ValueSet/route-codes)
 SNOMED_ROUTES = {

@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-UCUM_SYSTEM = "http://unitsofmeasure.org"
-GTS_SYSTEM = "http://terminology.hl7.org/CodeSystem/v3-GTSAbbreviation"
+from pytest_groundeval.fhir.codes import GTS as GTS_SYSTEM
+from pytest_groundeval.fhir.codes import UCUM as UCUM_SYSTEM
 
 MASS, VOLUME = "mass", "volume"
 BASE_UNIT = {MASS: "mg", VOLUME: "mL"}

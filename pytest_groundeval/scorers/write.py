@@ -88,6 +88,8 @@ import math
 import re
 from typing import Any
 
+from pytest_groundeval.fhir.codes import MEDICATION_STATEMENT_STATUSES, RXNORM_ALIASES
+from pytest_groundeval.fhir.codes import RXNORM as RXNORM_SYSTEM
 from pytest_groundeval.tasks.jsontext import json_kind
 from pytest_groundeval.model import CaseError
 from pytest_groundeval.scorers import drugtext, routes
@@ -114,7 +116,6 @@ from pytest_groundeval.scorers.units import (
     text_doses,
 )
 
-RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 DIMENSIONS = ("schema", "coding", "constraints", "safety")
 SUMMARY_METRICS = DIMENSIONS + ("pass",)
 
@@ -133,7 +134,7 @@ def _r4b_status_codes() -> tuple[str, ...]:
             return tuple(values)
     except Exception:  # noqa: BLE001, S110  # pragma: no cover - metadata moved; use the spec list
         pass
-    return ("active", "completed", "entered-in-error", "intended", "stopped", "on-hold", "unknown", "not-taken")
+    return MEDICATION_STATEMENT_STATUSES
 
 
 R4B_STATUS = _r4b_status_codes()
@@ -600,10 +601,7 @@ def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str
 # RxNorm written as another system: its OID, or the URI in another spelling. Such a coding is
 # read as RxNorm for its code (a wrong code there is a wrong code), though rxnorm_present asks
 # for the canonical URI.
-RXNORM_OTHER_SPELLINGS = frozenset({
-    "urn:oid:2.16.840.1.113883.6.88", "2.16.840.1.113883.6.88", "http://www.nlm.nih.gov/research/umls/rxnorm",
-    "https://www.nlm.nih.gov/research/umls/rxnorm", "http://nlm.nih.gov/research/umls/rxnorm", "rxnorm",
-})
+RXNORM_OTHER_SPELLINGS = frozenset(RXNORM_ALIASES)
 
 
 def _coding_issues(where: str, concept: Any, truth: WriteTruth, prod: drugtext.Product,

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_groundeval.tasks.datasets import discover_case_records, load_case_record, read_bytes
+from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED
 from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, medication_requests, patient_reference
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import reconciliation as scorer
@@ -53,10 +54,9 @@ from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object, 
 
 ANSWER_KEY = "medications"
 VERDICTS = scorer.VERDICTS  # matched, unreported, unrecorded, stopped-but-taking
-ACTIVE = ("active",)
-ENDED = ("stopped", "completed")
-#: MedicationRequest.status codes (R4/R4B)
-ALL_STATUSES = ("active", "on-hold", "cancelled", "completed", "entered-in-error", "stopped", "draft", "unknown")
+ACTIVE = REQUEST_ACTIVE
+ENDED = REQUEST_ENDED
+ALL_STATUSES = MEDICATION_REQUEST_STATUSES
 SOURCES = ("active", "stopped", "catalog")
 CASE_KEYS = ("case_id", "bundle", "patient_report", "reported", "omitted_active")
 

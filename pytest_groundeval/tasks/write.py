@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pytest_groundeval.fhir.codes import RXNORM
 from pytest_groundeval.tasks.datasets import content_hash, discover_case_records, load_case_record
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult
 from pytest_groundeval.scorers.aggregate import summarize_rates
@@ -23,7 +24,7 @@ CASE_KEYS = ("case_id", "subject", "note", "expected")
 PROMPT = """Write a FHIR R4B MedicationStatement resource (JSON) documenting the medication in \
 the clinical note below, for the patient {subject}.
 
-- Identify the medication by its RxNorm code (system http://www.nlm.nih.gov/research/umls/rxnorm) \
+- Identify the medication by its RxNorm code (system """ + RXNORM + """) \
 and display name.
 - Set status to what the note says (R4B MedicationStatement.status codes).
 - Encode the dosage exactly as documented (dose per administration with a UCUM unit, timing, \
