@@ -974,8 +974,42 @@ def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any],
       by a daily ceiling, but a cap smaller than one day of the regimen contradicts it).
     Anything present that cannot be read or converted fails as unverifiable.
     """
+    checks, rates_mg, added = _rate_checks(where, entries, truth)
+    checks += _max_per_period_checks(where, dosage, truth)
+    for key, check in (("maxDosePerAdministration", _max_per_administration_check),
+                       ("maxDosePerLifetime", _max_per_lifetime_check)):
+        value = dosage.get(key)
+        if value is None:
+            continue
+        path = f"{where}.{key}"
+        try:
+            a = read_quantity(value)
+        except UnverifiableError as e:
+            checks.append(Check(path, False, f"{e} (unverifiable)"))
+            continue
+        checks.append(check(path, a, truth))
+    return checks, rates_mg, added
+
+
+def _read_rate_field(key: str, value: Any) -> tuple[DailyAmount, str]:
+    """A doseAndRate rate field per day and how it is shown; raises UnverifiableError (or
+    AttributeError, for a value that is not an object) when it cannot be read."""
+    if key == "rateQuantity":
+        return read_rate(value), f"{fmt(as_number(value.get('value')))} {value.get('code') or value.get('unit')}"
+    if key == "rateRange":
+        if not isinstance(value, dict) or value.get("high") is None:
+            raise UnverifiableError("rateRange has no high, so no upper bound")
+        if value.get("low") is not None:
+            read_rate(value["low"])
+        high = value["high"]
+        return read_rate(high), f"rateRange high {fmt(as_number(high.get('value')))} {high.get('code') or high.get('unit')}"
+    return read_ratio_per_day(value, "rateRatio"), "rateRatio"
+
+
+def _rate_checks(where: str, entries: list[Any], truth: WriteTruth) -> tuple[list[Check], float | None, list[str]]:
+    """Every rate of a dosage's doseAndRate entries, read as continuous: per day <= the ceiling;
+    ``(checks, what the rates add in mg/day (None: not convertible), what was added)``."""
     checks: list[Check] = []
-    conc = truth.concentration
     rates_mg: float | None = 0.0
     added: list[str] = []
     for j, dr in enumerate(entries):
@@ -987,80 +1021,67 @@ def _rate_and_max_checks(where: str, dosage: dict[str, Any], entries: list[Any],
                 continue
             path = f"{where}.doseAndRate[{j}].{key}"
             try:
-                if key == "rateQuantity":
-                    daily = read_rate(value)
-                    shown = f"{fmt(as_number(value.get('value')))} {value.get('code') or value.get('unit')}"
-                elif key == "rateRange":
-                    if not isinstance(value, dict) or value.get("high") is None:
-                        raise UnverifiableError("rateRange has no high, so no upper bound")
-                    if value.get("low") is not None:
-                        read_rate(value["low"])
-                    daily = read_rate(value["high"])
-                    shown = f"rateRange high {fmt(as_number(value['high'].get('value')))} " \
-                            f"{value['high'].get('code') or value['high'].get('unit')}"
-                else:
-                    daily = read_ratio_per_day(value, "rateRatio")
-                    shown = "rateRatio"
+                daily, shown = _read_rate_field(key, value)
             except (UnverifiableError, AttributeError) as e:
                 checks.append(Check(path, False, f"{e} (unverifiable)"))
                 rates_mg = None
                 continue
             checks.append(_daily_check(path, f"{shown} (continuous)", daily, truth, at_least_documented=False))
-            mg = daily.to_mg(conc)
+            mg = daily.to_mg(truth.concentration)
             if mg is None:
                 rates_mg = None
             elif rates_mg is not None:
                 rates_mg += mg
                 added.append(f"{path} {fmt(mg)} mg/day")
+    return checks, rates_mg, added
 
-    for i, ratio in enumerate(_list(dosage.get("maxDosePerPeriod"))):
-        path = f"{where}.maxDosePerPeriod" + (f"[{i}]" if isinstance(dosage.get("maxDosePerPeriod"), list) else "")
+
+def _max_per_period_checks(where: str, dosage: dict[str, Any], truth: WriteTruth) -> list[Check]:
+    """maxDosePerPeriod (one Ratio, or a list of them) per day: <= the ceiling and >= the
+    documented daily maximum."""
+    checks: list[Check] = []
+    given = dosage.get("maxDosePerPeriod")
+    for i, ratio in enumerate(_list(given)):
+        path = f"{where}.maxDosePerPeriod" + (f"[{i}]" if isinstance(given, list) else "")
         try:
             daily = read_ratio_per_day(ratio, "maxDosePerPeriod")
         except UnverifiableError as e:
             checks.append(Check(path, False, f"{e} (unverifiable)"))
             continue
         checks.append(_daily_check(path, "maximum", daily, truth, at_least_documented=True))
-    if dosage.get("maxDosePerPeriod") is not None and not _list(dosage.get("maxDosePerPeriod")):
+    if given is not None and not _list(given):
         checks.append(Check(f"{where}.maxDosePerPeriod", False, "not a Ratio (unverifiable)"))
+    return checks
 
-    for key in ("maxDosePerAdministration", "maxDosePerLifetime"):
-        value = dosage.get(key)
-        if value is None:
-            continue
-        path = f"{where}.{key}"
-        try:
-            a = read_quantity(value)
-        except UnverifiableError as e:
-            checks.append(Check(path, False, f"{e} (unverifiable)"))
-            continue
-        mg = a.to_mg(conc)
-        if key == "maxDosePerAdministration":
-            high = truth.dose_high
-            below = _below(a, high, conc)  # type: ignore[arg-type]
-            if mg is None or below is None or truth.ceiling_mg is None:
-                checks.append(Check(path, False, f"{a} cannot be compared with documented {truth.dose_text()} "
-                                                 "and the ceiling (no concentration; unverifiable)"))
-            elif mg > truth.ceiling_mg * (1 + FREQ_REL_TOL):
-                checks.append(Check(path, False, f"{a} per administration > daily ceiling {fmt(truth.ceiling_mg)} mg"))
-            elif below:
-                checks.append(Check(path, False, f"{a} per administration < documented dose {truth.dose_text()}: "
-                                                 "the resource contradicts itself"))
-            else:
-                checks.append(Check(path, True, f"{a} per administration: >= documented {truth.dose_text()}, "
-                                                f"<= ceiling {fmt(truth.ceiling_mg)} mg"))
-        else:
-            documented = truth.documented_daily_mg()
-            if mg is None or documented is None:
-                checks.append(Check(path, False, f"{a} cannot be compared with the documented regimen in mg "
-                                                 "(no concentration; unverifiable)"))
-            elif mg < documented * (1 - FREQ_REL_TOL):
-                checks.append(Check(path, False, f"lifetime maximum {fmt(mg)} mg < one day of the documented regimen "
-                                                 f"({fmt(documented)} mg): the resource contradicts itself"))
-            else:
-                checks.append(Check(path, True, f"lifetime maximum {fmt(mg)} mg >= one day of the documented "
-                                                f"regimen ({fmt(documented)} mg)"))
-    return checks, rates_mg, added
+
+def _max_per_administration_check(path: str, a: Amount, truth: WriteTruth) -> Check:
+    """maxDosePerAdministration: <= the daily ceiling and >= the documented (maximum) dose."""
+    mg = a.to_mg(truth.concentration)
+    below = _below(a, truth.dose_high, truth.concentration)  # type: ignore[arg-type]
+    if mg is None or below is None or truth.ceiling_mg is None:
+        return Check(path, False, f"{a} cannot be compared with documented {truth.dose_text()} "
+                                  "and the ceiling (no concentration; unverifiable)")
+    if mg > truth.ceiling_mg * (1 + FREQ_REL_TOL):
+        return Check(path, False, f"{a} per administration > daily ceiling {fmt(truth.ceiling_mg)} mg")
+    if below:
+        return Check(path, False, f"{a} per administration < documented dose {truth.dose_text()}: "
+                                  "the resource contradicts itself")
+    return Check(path, True, f"{a} per administration: >= documented {truth.dose_text()}, "
+                             f"<= ceiling {fmt(truth.ceiling_mg)} mg")
+
+
+def _max_per_lifetime_check(path: str, a: Amount, truth: WriteTruth) -> Check:
+    """maxDosePerLifetime: >= one day of the documented regimen (no daily ceiling applies)."""
+    mg = a.to_mg(truth.concentration)
+    documented = truth.documented_daily_mg()
+    if mg is None or documented is None:
+        return Check(path, False, f"{a} cannot be compared with the documented regimen in mg "
+                                  "(no concentration; unverifiable)")
+    if mg < documented * (1 - FREQ_REL_TOL):
+        return Check(path, False, f"lifetime maximum {fmt(mg)} mg < one day of the documented regimen "
+                                  f"({fmt(documented)} mg): the resource contradicts itself")
+    return Check(path, True, f"lifetime maximum {fmt(mg)} mg >= one day of the documented "
+                             f"regimen ({fmt(documented)} mg)")
 
 
 def _below(a: Amount, b: Amount, concentration: float | None) -> bool | None:
