@@ -1308,6 +1308,8 @@ def _any_dose(dosage: Any) -> list[str]:
 
 
 def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimension, dict[str, Any]]:
+    """Every dose, rate, maximum and timing of every dosage against the documented regimen, and
+    each phase's day against the ceiling; ``(dimension, details)``."""
     dosages = _dosages(resource)
     details: dict[str, Any] = {
         "documented_dose": None if not truth.documented else truth.dose_text(),
@@ -1338,110 +1340,146 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
     uncomputable: dict[int, list[str]] = {}  # dosage index -> what of it cannot be computed
     # dosage index -> (average mg/day, peak mg/day, how the peak was read)
     day_mg: dict[int, tuple[float, float, str]] = {}
-    exp_lo, exp_hi = truth.dose, truth.dose_high
-    assert exp_lo is not None and exp_hi is not None
     for i, dosage in enumerate(dosages):
-        where = f"dosage[{i}]"
         info: dict[str, Any] = {"index": i, "doses": [], "per_day": None, "max_daily_mg": None}
         details["dosages"].append(info)
-        if not isinstance(dosage, dict):
-            checks.append(Check(where, False, "not an object (unverifiable)"))
-            uncomputable.setdefault(i, []).append(where)
-            continue
+        dosage_checks, missing, day = _dosage_safety(f"dosage[{i}]", dosage, truth, info)
+        checks += dosage_checks
+        if missing:
+            uncomputable[i] = missing
+        if day is not None:
+            day_mg[i] = day
+    checks += _daily_total_checks(dosages, truth, all(c.passed for c in checks), day_mg, uncomputable, details)
+    return Dimension.from_checks("safety", checks), details
 
-        # ---- doses: every doseAndRate entry must be the documented dose (or range)
-        high_mg: float | None = None
-        dose_computable = True
-        entries = _list(dosage.get("doseAndRate"))
-        if not entries:
-            checks.append(Check(f"{where}.doseAndRate", False, "no dose (unverifiable)"))
-            dose_computable = False
-        structured: list[tuple[Amount, Amount]] = []  # the readable doses, for the free-text check
-        for j, kind, q_lo, q_hi in [(j, *e) for j, dr in enumerate(entries) for e in _dose_entries(dr)]:
-            path = f"{where}.doseAndRate[{j}]"
-            if kind == "doseRange" and isinstance(entries[j], dict) and entries[j].get("doseQuantity") is not None:
-                path += ".doseRange"  # both dose fields in one entry: name the second
-            try:
-                if kind == "invalid":
-                    raise UnverifiableError("not an object")
-                if kind == "none":
-                    raise UnverifiableError("no dose")
-                if q_lo is None or q_hi is None:
-                    raise UnverifiableError("doseRange needs both low and high")
-                lo, hi = read_quantity(q_lo), read_quantity(q_hi)
-            except UnverifiableError as e:
-                checks.append(Check(path, False, f"{e} (unverifiable)"))
-                info["doses"].append({"path": path, "error": str(e)})
-                dose_computable = False
-                continue
-            structured.append((lo, hi))
-            if kind == "doseQuantity":
-                shown = str(lo)
-            elif lo.kind == hi.kind:
-                shown = f"{fmt(lo.value)}-{hi}"
-            else:
-                shown = f"{lo}-{hi}"
-            lo_mg, hi_mg = lo.to_mg(truth.concentration), hi.to_mg(truth.concentration)
-            info["doses"].append({
-                "path": path, "low": lo.value, "high": hi.value, "unit": lo.unit if lo.kind == hi.kind else None,
-                "low_mg": lo_mg, "high_mg": hi_mg,
-            })
-            m_lo = _matches(lo, exp_lo, truth.concentration)
-            m_hi = _matches(hi, exp_hi, truth.concentration)
-            if m_lo is None or m_hi is None:
-                checks.append(Check(path, False, f"{shown} cannot be compared with documented "
-                                                 f"{truth.dose_text()} (no concentration)"))
-            else:
-                ok = m_lo and m_hi
-                checks.append(Check(path, ok, f"{shown} " + ("==" if ok else "!=")
-                                    + f" documented {truth.dose_text()}"))
-            if hi_mg is None:
-                dose_computable = False
-            else:
-                high_mg = hi_mg if high_mg is None else max(high_mg, hi_mg)
-        if not dose_computable:
-            uncomputable.setdefault(i, []).append(f"{where} dose")
 
-        # ---- every other amount the dosage asserts: rates and maxima against the ceiling
-        rate_checks, rates_mg, rates_added = _rate_and_max_checks(where, dosage, entries, truth)
-        checks += rate_checks
-        if rates_mg is None:
-            uncomputable.setdefault(i, []).append(f"{where} rate")
+def _dosage_safety(where: str, dosage: Any, truth: WriteTruth, info: dict[str, Any]
+                   ) -> tuple[list[Check], list[str], tuple[float, float, str] | None]:
+    """One dosage's doses, rates and maxima, free text and timing:
+    ``(checks, what of it cannot be computed, (average mg/day, peak mg/day, how) or None)``;
+    fills ``info`` (the dosage's details)."""
+    if not isinstance(dosage, dict):
+        return [Check(where, False, "not an object (unverifiable)")], [where], None
+    missing: list[str] = []
+    # ---- doses: every doseAndRate entry must be the documented dose (or range)
+    entries = _list(dosage.get("doseAndRate"))
+    checks, structured, high_mg = _dose_checks(where, entries, truth, info)
+    dose_computable = high_mg is not None
+    if not dose_computable:
+        missing.append(f"{where} dose")
 
-        # ---- a dose the free text states must agree with the structured dose
-        if structured and dose_computable:
-            checks += _text_checks(where, dosage, structured, truth)
+    # ---- every other amount the dosage asserts: rates and maxima against the ceiling
+    rate_checks, rates_mg, rates_added = _rate_and_max_checks(where, dosage, entries, truth)
+    checks += rate_checks
+    if rates_mg is None:
+        missing.append(f"{where} rate")
 
-        # ---- timing: administrations per day must be the documented frequency
-        rate: PerDay | None = None
+    # ---- a dose the free text states must agree with the structured dose
+    if structured and dose_computable:
+        checks += _text_checks(where, dosage, structured, truth)
+
+    # ---- timing: administrations per day must be the documented frequency
+    rate: PerDay | None = None
+    try:
+        rate = per_day(dosage.get("timing"))
+    except UnverifiableError as e:
+        checks.append(Check(f"{where}.timing", False, f"{e} (unverifiable)"))
+        missing.append(f"{where} timing")
+    if rate is not None:
+        checks += _timing_checks(where, dosage, rate, truth, info)
+
+    if missing or rate is None or high_mg is None:
+        return checks, missing, None
+    rates = rates_mg or 0.0
+    info["max_daily_mg"] = high_mg * rate.high + rates
+    info["peak_daily_mg"] = high_mg * rate.peak + rates
+    how = f"{where} {fmt(high_mg)} mg x {fmt(rate.peak)} ({rate.peak_source})" + "".join(
+        f" + {r}" for r in rates_added)
+    return checks, missing, (info["max_daily_mg"], info["peak_daily_mg"], how)
+
+
+def _dose_checks(where: str, entries: list[Any], truth: WriteTruth, info: dict[str, Any]
+                 ) -> tuple[list[Check], list[tuple[Amount, Amount]], float | None]:
+    """Every doseQuantity / doseRange of a dosage against the documented dose (or range):
+    ``(checks, the readable doses, the highest dose in mg)``, the mg None when any dose cannot
+    be read or converted (or there is none)."""
+    checks: list[Check] = []
+    exp_lo, exp_hi = truth.dose, truth.dose_high
+    assert exp_lo is not None and exp_hi is not None
+    high_mg: float | None = None
+    dose_computable = True
+    if not entries:
+        checks.append(Check(f"{where}.doseAndRate", False, "no dose (unverifiable)"))
+        dose_computable = False
+    structured: list[tuple[Amount, Amount]] = []  # the readable doses, for the free-text check
+    for j, kind, q_lo, q_hi in [(j, *e) for j, dr in enumerate(entries) for e in _dose_entries(dr)]:
+        path = f"{where}.doseAndRate[{j}]"
+        if kind == "doseRange" and isinstance(entries[j], dict) and entries[j].get("doseQuantity") is not None:
+            path += ".doseRange"  # both dose fields in one entry: name the second
         try:
-            rate = per_day(dosage.get("timing"))
+            lo, hi = _read_dose(kind, q_lo, q_hi)
         except UnverifiableError as e:
-            checks.append(Check(f"{where}.timing", False, f"{e} (unverifiable)"))
-            uncomputable.setdefault(i, []).append(f"{where} timing")
-        if rate is not None:
-            info["per_day"] = [rate.low, rate.high]
-            info["peak_per_day"] = rate.peak
-            info["timing_source"] = rate.source
-            ok = _same(rate.low, truth.freq, FREQ_REL_TOL) and _same(rate.high, truth.freq_high, FREQ_REL_TOL)  # type: ignore[arg-type]
-            checks.append(Check(f"{where}.timing", ok, f"{rate} ({rate.source}) "
-                                + ("==" if ok else "!=") + f" documented {truth.freq_text()}"))
-            # ---- a frequency the free text states must agree with the timing
-            checks += _text_frequency_checks(where, dosage, rate)
+            checks.append(Check(path, False, f"{e} (unverifiable)"))
+            info["doses"].append({"path": path, "error": str(e)})
+            dose_computable = False
+            continue
+        structured.append((lo, hi))
+        shown = str(lo) if kind == "doseQuantity" else f"{fmt(lo.value)}-{hi}" if lo.kind == hi.kind else f"{lo}-{hi}"
+        lo_mg, hi_mg = lo.to_mg(truth.concentration), hi.to_mg(truth.concentration)
+        info["doses"].append({
+            "path": path, "low": lo.value, "high": hi.value, "unit": lo.unit if lo.kind == hi.kind else None,
+            "low_mg": lo_mg, "high_mg": hi_mg,
+        })
+        m_lo = _matches(lo, exp_lo, truth.concentration)
+        m_hi = _matches(hi, exp_hi, truth.concentration)
+        if m_lo is None or m_hi is None:
+            checks.append(Check(path, False, f"{shown} cannot be compared with documented "
+                                             f"{truth.dose_text()} (no concentration)"))
+        else:
+            ok = m_lo and m_hi
+            checks.append(Check(path, ok, f"{shown} " + ("==" if ok else "!=") + f" documented {truth.dose_text()}"))
+        if hi_mg is None:
+            dose_computable = False
+        else:
+            high_mg = hi_mg if high_mg is None else max(high_mg, hi_mg)
+    return checks, structured, high_mg if dose_computable else None
 
-        if i not in uncomputable and rate is not None and high_mg is not None:
-            rates = rates_mg or 0.0
-            info["max_daily_mg"] = high_mg * rate.high + rates
-            info["peak_daily_mg"] = high_mg * rate.peak + rates
-            how = f"{where} {fmt(high_mg)} mg x {fmt(rate.peak)} ({rate.peak_source})" + "".join(
-                f" + {r}" for r in rates_added)
-            day_mg[i] = (info["max_daily_mg"], info["peak_daily_mg"], how)
 
-    # ---- the day's total, per phase (sequence), on the worst day: documented, and under the ceiling
+def _read_dose(kind: str, q_lo: Any, q_hi: Any) -> tuple[Amount, Amount]:
+    """One dose entry's (low, high) amounts; raises UnverifiableError saying why not."""
+    if kind == "invalid":
+        raise UnverifiableError("not an object")
+    if kind == "none":
+        raise UnverifiableError("no dose")
+    if q_lo is None or q_hi is None:
+        raise UnverifiableError("doseRange needs both low and high")
+    return read_quantity(q_lo), read_quantity(q_hi)
+
+
+def _timing_checks(where: str, dosage: dict[str, Any], rate: PerDay, truth: WriteTruth,
+                   info: dict[str, Any]) -> list[Check]:
+    """Administrations per day against the documented frequency, then any frequency the free
+    text states against the timing."""
+    info["per_day"] = [rate.low, rate.high]
+    info["peak_per_day"] = rate.peak
+    info["timing_source"] = rate.source
+    ok = _same(rate.low, truth.freq, FREQ_REL_TOL) and _same(rate.high, truth.freq_high, FREQ_REL_TOL)  # type: ignore[arg-type]
+    checks = [Check(f"{where}.timing", ok, f"{rate} ({rate.source}) "
+                    + ("==" if ok else "!=") + f" documented {truth.freq_text()}")]
+    # ---- a frequency the free text states must agree with the timing
+    return checks + _text_frequency_checks(where, dosage, rate)
+
+
+def _daily_total_checks(dosages: list[Any], truth: WriteTruth, others_ok: bool,
+                        day_mg: dict[int, tuple[float, float, str]], uncomputable: dict[int, list[str]],
+                        details: dict[str, Any]) -> list[Check]:
+    """The day's total, per phase (sequence), on the worst day: documented, and under the
+    ceiling. ``others_ok``: every dose/timing check passed (if one failed, that already says
+    why the total differs from the documented one)."""
     documented_mg = truth.documented_daily_mg()
     details["documented_max_daily_mg"] = documented_mg
     ceiling = truth.ceiling_mg
-    others_ok = all(c.passed for c in checks)  # if a dose/timing is wrong, that already says why
+    checks: list[Check] = []
     steps = phases(dosages)
     details["phases"] = []
     worst: float | None = 0.0
@@ -1465,18 +1503,26 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
             continue
         if worst is not None:
             worst = max(worst, day.peak)
-        problems = []
-        if ceiling is not None and day.peak > ceiling * (1 + 1e-9):
-            problems.append(f"max implied daily {fmt(day.peak)} mg > ceiling {fmt(ceiling)} mg" + (
-                f" on the peak day ({' + '.join(day.parts)}; {fmt(day.average)} mg/day on average)"
-                if not _same(day.peak, day.average, FREQ_REL_TOL) else ""))
-        if others_ok and documented_mg is not None and not _same(day.average, documented_mg, FREQ_REL_TOL):
-            problems.append(f"implied daily {fmt(day.average)} mg != documented {fmt(documented_mg)} mg"
-                            + (f" ({len(members)} dosages taken together)" if len(members) > 1 else ""))
+        problems = _daily_total_problems(day, ceiling, documented_mg if others_ok else None, len(members))
         checks.append(Check(name, not problems, tag + "; ".join(problems) if problems else
                             f"{tag}max implied daily {fmt(day.peak)} mg <= ceiling {fmt(ceiling)} mg"))
     details["max_implied_daily_mg"] = worst
-    return Dimension.from_checks("safety", checks), details
+    return checks
+
+
+def _daily_total_problems(day: PhaseDay, ceiling: float | None, documented_mg: float | None,
+                          n_dosages: int) -> list[str]:
+    """What is wrong with one phase's day: its peak over the ceiling; its average not the
+    documented daily amount (``documented_mg`` None: not compared)."""
+    problems = []
+    if ceiling is not None and day.peak > ceiling * (1 + 1e-9):
+        problems.append(f"max implied daily {fmt(day.peak)} mg > ceiling {fmt(ceiling)} mg" + (
+            f" on the peak day ({' + '.join(day.parts)}; {fmt(day.average)} mg/day on average)"
+            if not _same(day.peak, day.average, FREQ_REL_TOL) else ""))
+    if documented_mg is not None and not _same(day.average, documented_mg, FREQ_REL_TOL):
+        problems.append(f"implied daily {fmt(day.average)} mg != documented {fmt(documented_mg)} mg"
+                        + (f" ({n_dosages} dosages taken together)" if n_dosages > 1 else ""))
+    return problems
 
 
 # --------------------------------------------------------------------------- entry point
