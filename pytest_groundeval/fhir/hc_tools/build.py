@@ -188,72 +188,115 @@ def build_medication_statement(
         return _error(f"could not build MedicationStatement: {type(exc).__name__}: {exc}")
 
 
+class _Invalid(Exception):
+    """An argument the agent must fix; its message is the tool's error value."""
+
+
 def _build(
     subject, status, rxnorm_code, display, dose_value, dose_unit, frequency_per_day,
     as_needed, dose_value_max, frequency_per_day_max, note_text, catalog,
 ) -> Dict[str, Any]:
-    from healthchain.fhir import create_dosage, create_medication_statement
+    try:
+        subject, rxnorm_code, display = _identity(subject, status, rxnorm_code, display)
+        _check_dose(dose_value, dose_unit, dose_value_max, frequency_per_day, frequency_per_day_max)
+        repeat = _repeat(frequency_per_day, frequency_per_day_max)
+        if as_needed is not None and not isinstance(as_needed, bool):
+            raise _Invalid(f"as_needed must be true, false or null, got {as_needed!r}")
+        if note_text is not None and not isinstance(note_text, str):
+            raise _Invalid("note_text must be a string")
+    except _Invalid as exc:
+        return _error(str(exc))
 
-    # --- identity -----------------------------------------------------------
+    with_dosage = dose_value is not None or repeat is not None or as_needed is not None
+    resource = _create(subject, status, rxnorm_code, display, dose_value, dose_unit, repeat, as_needed, with_dosage)
+    if with_dosage:
+        _finish_dosage(resource["dosage"][0], dose_value, dose_unit, dose_value_max, repeat)
+    if note_text:
+        resource["note"] = [{"text": note_text}]
+
+    report = validate_medication_statement(resource)
+    if not report["valid"]:
+        return _error("built resource failed validation: " + "; ".join(report["issues"]))
+
+    result: Dict[str, Any] = {"resource": resource}
+    warnings = _catalog_warnings(rxnorm_code, display, catalog)
+    if warnings:
+        result["warnings"] = warnings
+    return result
+
+
+def _identity(subject: Any, status: Any, rxnorm_code: Any, display: Any) -> Tuple[str, str, str]:
+    """The subject, RxNorm code and display, stripped; raises :class:`_Invalid` for a bad
+    subject, a status outside R4B's, a code that is not an RXCUI, a missing display."""
     if not isinstance(subject, str) or not re.fullmatch(r"(Patient|Group)/[A-Za-z0-9\-.]{1,64}", subject.strip()):
-        return _error("subject must be a reference like 'Patient/<id>'")
-    subject = subject.strip()
+        raise _Invalid("subject must be a reference like 'Patient/<id>'")
     if status not in R4B_MEDICATION_STATEMENT_STATUSES:
         hint = " (R5's 'recorded' is not an R4B code; use 'active' for a current medication)" if status == "recorded" else ""
-        return _error(
+        raise _Invalid(
             f"status '{status}' is not an R4B MedicationStatement status{hint}; "
             f"use one of: {', '.join(R4B_MEDICATION_STATEMENT_STATUSES)}"
         )
     if isinstance(rxnorm_code, int) and not isinstance(rxnorm_code, bool):
         rxnorm_code = str(rxnorm_code)
     if not isinstance(rxnorm_code, str) or not re.fullmatch(r"\d{1,10}", rxnorm_code.strip()):
-        return _error("rxnorm_code must be a numeric RxNorm code (RXCUI) such as '310965'; use lookup_medication_code")
-    rxnorm_code = rxnorm_code.strip()
+        raise _Invalid("rxnorm_code must be a numeric RxNorm code (RXCUI) such as '310965'; use lookup_medication_code")
     if not isinstance(display, str) or not display.strip():
-        return _error("display is required: pass the catalog display returned by lookup_medication_code")
-    display = display.strip()
+        raise _Invalid("display is required: pass the catalog display returned by lookup_medication_code")
+    return subject.strip(), rxnorm_code.strip(), display.strip()
 
-    # --- dose -----------------------------------------------------------------
+
+def _check_dose(dose_value: Any, dose_unit: Any, dose_value_max: Any,
+                frequency_per_day: Any, frequency_per_day_max: Any) -> None:
+    """Raises :class:`_Invalid` for a number that is not one, a unit or maximum without a
+    dose, a dose without a UCUM unit, a dose not positive, a maximum below the dose."""
     for name, value in (("dose_value", dose_value), ("dose_value_max", dose_value_max),
                         ("frequency_per_day", frequency_per_day), ("frequency_per_day_max", frequency_per_day_max)):
         if value is not None and not _is_number(value):
-            return _error(f"{name} must be a number, got {value!r}")
+            raise _Invalid(f"{name} must be a number, got {value!r}")
     if dose_value is None and dose_unit is not None:
-        return _error("dose_unit given without dose_value")
+        raise _Invalid("dose_unit given without dose_value")
     if dose_value is None and dose_value_max is not None:
-        return _error("dose_value_max given without dose_value (the lower end of the range)")
-    if dose_value is not None:
-        if dose_unit is None:
-            return _error("dose_value needs a dose_unit (UCUM code such as 'mg' or 'mL')")
-        unit_error = _check_unit(dose_unit)
-        if unit_error:
-            return _error(unit_error)
-        if dose_value <= 0:
-            return _error(f"dose_value must be positive, got {dose_value}")
-        if dose_value_max is not None and dose_value_max < dose_value:
-            return _error(f"dose_value_max ({dose_value_max}) is below dose_value ({dose_value})")
+        raise _Invalid("dose_value_max given without dose_value (the lower end of the range)")
+    if dose_value is None:
+        return
+    if dose_unit is None:
+        raise _Invalid("dose_value needs a dose_unit (UCUM code such as 'mg' or 'mL')")
+    unit_error = _check_unit(dose_unit)
+    if unit_error:
+        raise _Invalid(unit_error)
+    if dose_value <= 0:
+        raise _Invalid(f"dose_value must be positive, got {dose_value}")
+    if dose_value_max is not None and dose_value_max < dose_value:
+        raise _Invalid(f"dose_value_max ({dose_value_max}) is below dose_value ({dose_value})")
 
-    # --- frequency ---------------------------------------------------------------
+
+def _repeat(frequency_per_day: Optional[float], frequency_per_day_max: Optional[float]) -> Optional[Dict[str, Any]]:
+    """Timing.repeat for the frequency (None: no frequency); raises :class:`_Invalid` for a
+    maximum without a frequency, a frequency not positive, a maximum below it, or one that
+    cannot be written as whole administrations per period."""
     if frequency_per_day is None and frequency_per_day_max is not None:
-        return _error("frequency_per_day_max given without frequency_per_day (the lower end of the range)")
-    repeat: Optional[Dict[str, Any]] = None
-    if frequency_per_day is not None:
-        if frequency_per_day <= 0:
-            return _error(f"frequency_per_day must be positive, got {frequency_per_day}")
-        if frequency_per_day_max is not None and frequency_per_day_max < frequency_per_day:
-            return _error(f"frequency_per_day_max ({frequency_per_day_max}) is below frequency_per_day ({frequency_per_day})")
-        timing = _timing(float(frequency_per_day), None if frequency_per_day_max is None else float(frequency_per_day_max))
-        if isinstance(timing, str):
-            return _error(timing)
-        repeat = timing
-    if as_needed is not None and not isinstance(as_needed, bool):
-        return _error(f"as_needed must be true, false or null, got {as_needed!r}")
-    if note_text is not None and not isinstance(note_text, str):
-        return _error("note_text must be a string")
+        raise _Invalid("frequency_per_day_max given without frequency_per_day (the lower end of the range)")
+    if frequency_per_day is None:
+        return None
+    if frequency_per_day <= 0:
+        raise _Invalid(f"frequency_per_day must be positive, got {frequency_per_day}")
+    if frequency_per_day_max is not None and frequency_per_day_max < frequency_per_day:
+        raise _Invalid(f"frequency_per_day_max ({frequency_per_day_max}) is below frequency_per_day ({frequency_per_day})")
+    timing = _timing(float(frequency_per_day), None if frequency_per_day_max is None else float(frequency_per_day_max))
+    if isinstance(timing, str):
+        raise _Invalid(timing)
+    return timing
 
-    # --- build through HealthChain ----------------------------------------------
+
+def _create(subject: str, status: str, rxnorm_code: str, display: str, dose_value: Optional[float],
+            dose_unit: Optional[str], repeat: Optional[Dict[str, Any]], as_needed: Optional[bool],
+            with_dosage: bool) -> Dict[str, Any]:
+    """The MedicationStatement as HealthChain's ``create_medication_statement`` /
+    ``create_dosage`` build it, in its JSON form (``with_dosage``: one dosage)."""
+    from healthchain.fhir import create_dosage, create_medication_statement
+
     dosage = None
-    if dose_value is not None or repeat is not None or as_needed is not None:
+    if with_dosage:
         dosage = create_dosage(
             dose_value=None if dose_value is None else _clean_number(dose_value),
             dose_unit=dose_unit,
@@ -272,34 +315,23 @@ def _build(
         generate_id=False,
         warn=False,
     )
-    resource = statement.model_dump(mode="json", exclude_none=True)
+    return statement.model_dump(mode="json", exclude_none=True)
 
-    # create_dosage sets only value/unit on doseQuantity and has no dose
-    # ranges or frequencyMax: finish those on the JSON form.
-    if dosage is not None:
-        dose_entry = resource["dosage"][0]
-        if dose_value is not None:
-            if dose_value_max is not None and dose_value_max != dose_value:
-                dose_entry["doseAndRate"] = [{"doseRange": {
-                    "low": _quantity(dose_value, dose_unit),
-                    "high": _quantity(dose_value_max, dose_unit),
-                }}]
-            else:
-                dose_entry["doseAndRate"] = [{"doseQuantity": _quantity(dose_value, dose_unit)}]
-        if repeat is not None and "frequencyMax" in repeat:
-            dose_entry["timing"]["repeat"]["frequencyMax"] = repeat["frequencyMax"]
-    if note_text:
-        resource["note"] = [{"text": note_text}]
 
-    report = validate_medication_statement(resource)
-    if not report["valid"]:
-        return _error("built resource failed validation: " + "; ".join(report["issues"]))
-
-    result: Dict[str, Any] = {"resource": resource}
-    warnings = _catalog_warnings(rxnorm_code, display, catalog)
-    if warnings:
-        result["warnings"] = warnings
-    return result
+def _finish_dosage(dose_entry: Dict[str, Any], dose_value: Optional[float], dose_unit: Optional[str],
+                   dose_value_max: Optional[float], repeat: Optional[Dict[str, Any]]) -> None:
+    """What ``create_dosage`` leaves out, on the JSON form: it sets only value/unit on
+    doseQuantity (UCUM system and code added here) and has no dose ranges or frequencyMax."""
+    if dose_value is not None:
+        if dose_value_max is not None and dose_value_max != dose_value:
+            dose_entry["doseAndRate"] = [{"doseRange": {
+                "low": _quantity(dose_value, dose_unit),
+                "high": _quantity(dose_value_max, dose_unit),
+            }}]
+        else:
+            dose_entry["doseAndRate"] = [{"doseQuantity": _quantity(dose_value, dose_unit)}]
+    if repeat is not None and "frequencyMax" in repeat:
+        dose_entry["timing"]["repeat"]["frequencyMax"] = repeat["frequencyMax"]
 
 
 def _catalog_warnings(code: str, display: str, catalog: CatalogArg) -> List[str]:
