@@ -9,7 +9,7 @@ import json
 import pytest
 from test_write_suite import AGENT_MODULE, EVAL_FILE, N_CASES, WRITE_CASES
 
-from pytest_groundeval.scorers.grounding import NOT_APPLICABLE, grounded, strengths
+from pytest_groundeval.scorers.grounding import NOT_APPLICABLE, grounded
 from pytest_groundeval.model import AgentOutput, CaseResult, ScoreRecord
 from pytest_groundeval.store.record import validate_record
 from pytest_groundeval.run.runner import score_case
@@ -17,7 +17,7 @@ from pytest_groundeval.scorers.aggregate import counts
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.extraction import ExtractionTask
 from pytest_groundeval.tasks.reconciliation import ReconciliationTask
-from pytest_groundeval.tasks.write import WriteTask
+from pytest_groundeval.tasks.write import WriteTask, strengths
 
 CODE, DISPLAY = "310965", "Ibuprofen 200 MG Oral Tablet"
 RESOURCE = {"resourceType": "MedicationStatement", "status": "active", "subject": {"reference": "Patient/p1"},
@@ -73,7 +73,8 @@ def check(result, name):
 
 
 def write_grounded(observed, **kw):
-    return grounded(observed, VALUES, offered=[BUILD], must_validate=VALIDATE, answer_tool=BUILD, **kw)
+    return grounded(observed, VALUES, offered=[BUILD], must_validate=VALIDATE, answer_tool=BUILD,
+                    matchers=WriteTask.grounding_matchers, **kw)
 
 
 # ---------------------------------------------------------------- the rules
@@ -161,8 +162,14 @@ def test_dose_strength_is_grounded_by_the_strength_written_in_a_result():
     assert strengths("amoxicillin 250 MG / 5 ML oral suspension") == ["250 MG/5ML"]
     assert strengths("Insulin Glargine 100 UNT/ML Injectable Solution") == ["100 UNT/ML"]
     found = Log().lookup()
-    assert grounded(found.answer(), {"strength": ["200 MG"]}).passed
-    assert grounded(found.answer(), {"strength": ["400 MG"]}).ungrounded == {"strength": ["400 MG"]}
+    match = WriteTask.grounding_matchers
+    assert grounded(found.answer(), {"strength": ["200 MG"]}, matchers=match).passed
+    assert grounded(found.answer(), {"strength": ["400 MG"]}, matchers=match).ungrounded == {"strength": ["400 MG"]}
+    # the strength matcher reads strengths, not text: "250 MG/5ML" is grounded by "250 MG / 5 ML"
+    spaced = Log().call("lookup_medication_code", {"query": "amoxicillin suspension"},
+                        {"matches": [{"code": "1", "display": "Amoxicillin 250 MG / 5 ML Oral Suspension"}]}, "ok")
+    assert grounded(spaced.answer(), {"strength": ["250 MG/5ML"]}, matchers=match).passed
+    assert not grounded(spaced.answer(), {"strength": ["250 MG/5ML"]}).passed  # as plain text it is not there
 
 
 def test_write_that_skips_validation_fails_the_validated_check():

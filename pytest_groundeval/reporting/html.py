@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import hashlib
 import html
 import json
@@ -47,7 +48,6 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
-from pytest_groundeval.fhir.codes import RXNORM
 from pytest_groundeval.store.record import escape_unencodable, open_private
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -199,11 +199,16 @@ def verdicts_of(cases: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 slugs.append(k[:-3])
     names = {}
     for c in cases:
-        for side in (c.get("ground_truth"), c.get("predicted")):
-            for item in side if isinstance(side, list) else []:
-                if isinstance(item, dict) and "verdict" in item:
-                    names.setdefault(_slug(item["verdict"]), str(item["verdict"]))
+        for item in _view_items(c, "truth") + _view_items(c, "predicted"):
+            if item.verdict is not None:
+                names.setdefault(_slug(item.verdict), item.verdict)
     return [(s, names.get(s, s.replace("_", "-"))) for s in slugs]
+
+
+def _view_items(case: Mapping[str, Any], side: str) -> tuple[Any, ...]:
+    """The coded items of one side (``truth`` / ``predicted``) of the case's task view."""
+    view = task_view(case)
+    return (getattr(view, side) or ()) if view is not None else ()
 
 
 def verdict_rows(summary: Mapping[str, Any], cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -214,9 +219,8 @@ def verdict_rows(summary: Mapping[str, Any], cases: list[dict[str, Any]]) -> lis
             row[m] = summary.get(f"{slug}_{m}")
         for m in ("tp", "fp", "fn"):
             row[m] = int(sum(float(_metrics(c).get(f"{slug}_{m}", 0) or 0) for c in cases if _scored(c)))
-        for side, key in (("ground_truth", "truth"), ("predicted", "predicted")):
-            row[key] = sum(1 for c in cases for item in (c.get(side) if isinstance(c.get(side), list) else [])
-                           if isinstance(item, dict) and _slug(item.get("verdict")) == slug)
+        for side in ("truth", "predicted"):
+            row[side] = sum(1 for c in cases for item in _view_items(c, side) if _slug(item.verdict) == slug)
         rows.append(row)
     return rows
 
@@ -242,58 +246,56 @@ def task_usage(cases: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- one case, as the script shows it
-def _codes(value: Any) -> list[dict[str, Any]] | None:
-    """The coded items of an answer or a truth: a list of ``{code, display[, verdict]}``,
-    a truth's ``expected.rxnorm_code``, or a FHIR resource's RxNorm codings."""
-    if isinstance(value, list):
-        items = [v for v in value if isinstance(v, dict) and "code" in v]
-        return items if items or not value else None
-    if isinstance(value, dict):
-        exp = value.get("expected")
-        if isinstance(exp, dict) and "rxnorm_code" in exp:
-            return [{"code": exp.get("rxnorm_code"), "display": exp.get("display")}]
-        concept = value.get("medicationCodeableConcept")
-        if isinstance(concept, dict):
-            codings = concept.get("coding") if isinstance(concept.get("coding"), list) else []
-            return [{"code": c.get("code"), "display": c.get("display")} for c in codings
-                    if isinstance(c, dict) and c.get("system") in (RXNORM, None)]
-        if value.get("resourceType") == "MedicationStatement":
-            return []
-    return None
+@functools.lru_cache(maxsize=None)
+def _task_class(name: str) -> Any:
+    """The installed task named ``name`` (None: not installed, or the tasks cannot be loaded;
+    its cases are then shown without a task view). Cleared by each :func:`render`."""
+    from pytest_groundeval.tasks import TaskLoadError, registry
+
+    try:
+        return registry().get(name)
+    except TaskLoadError:
+        return None
+
+
+def task_view(case: Mapping[str, Any]) -> Any:
+    """The case's :class:`~pytest_groundeval.tasks.base.CaseView`, from its task's own
+    ``view`` (the report knows no task's shapes); None when the task has none."""
+    cls = _task_class(str(case.get("task")))
+    return None if cls is None else cls.view(case)
 
 
 def code_diff(case: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """Truth's codes and the answer's, side by side: ``match``, ``added`` (answered, not in
     the truth), ``missed`` (in the truth, not answered), ``wrong-verdict`` (both, but the
     verdicts differ); ``wrong_name`` where the scorer found the display wrong."""
-    truth, pred = _codes(case.get("ground_truth")), _codes(case.get("predicted"))
+    view = task_view(case)
+    if view is None:
+        return None
+    truth, pred = view.truth, view.predicted
     if truth is None or (pred is None and case.get("predicted") is not None):
         return None
     if pred is None and case.get("outcome") != "failed":
         return None  # not answered (an error): nothing to compare
-    pred = pred or []
-    details = (case.get("score") or {}).get("details") or {} if isinstance(case.get("score"), dict) else {}
-    wrong_names = {str(x) for x in details.get("wrong_names") or [] if isinstance(x, (str, int))}
-    answered: dict[str, dict[str, Any]] = {}
-    for p in pred:
-        answered.setdefault(str(p.get("code")), p)
+    answered: dict[str, Any] = {}
+    for p in pred or ():
+        answered.setdefault(p.code, p)
     rows, seen = [], set()
     for t in truth:
-        code = str(t.get("code"))
-        if code in seen:
+        if t.code in seen:
             continue
-        seen.add(code)
-        p = answered.get(code)
+        seen.add(t.code)
+        p = answered.get(t.code)
         status = "missed" if p is None else "match"
-        if p is not None and "verdict" in t and p.get("verdict") != t.get("verdict"):
+        if p is not None and t.verdict is not None and p.verdict != t.verdict:
             status = "wrong-verdict"
-        rows.append({"code": code, "truth_display": t.get("display"), "predicted_display": (p or {}).get("display"),
-                     "truth_verdict": t.get("verdict"), "predicted_verdict": (p or {}).get("verdict"),
-                     "status": status, "wrong_name": code in wrong_names})
+        rows.append({"code": t.code, "truth_display": t.display, "predicted_display": None if p is None else p.display,
+                     "truth_verdict": t.verdict, "predicted_verdict": None if p is None else p.verdict,
+                     "status": status, "wrong_name": t.code in view.wrong_names})
     for code, p in answered.items():
         if code not in seen:
-            rows.append({"code": code, "truth_display": None, "predicted_display": p.get("display"),
-                         "truth_verdict": None, "predicted_verdict": p.get("verdict"), "status": "added",
+            rows.append({"code": code, "truth_display": None, "predicted_display": p.display,
+                         "truth_verdict": None, "predicted_verdict": p.verdict, "status": "added",
                          "wrong_name": False})
     return rows
 
@@ -1009,6 +1011,7 @@ def data_json(value: Any) -> str:
 def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
     """The report of ``record`` (a run record as JSON data) as one HTML page; with ``base``,
     compared with that earlier run."""
+    _task_class.cache_clear()
     before = {_key(c): c for c in base.get("cases") or []} if base is not None else {}
     views = [case_view(c, before.get(_key(c)) if base is not None else None) for c in record.get("cases") or []]
     data = data_json({"comparing": base is not None, "cases": views})

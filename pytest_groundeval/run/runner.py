@@ -392,7 +392,8 @@ def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[s
 
     values = task.grounding_values(prediction) if prediction is not None else {}
     found = grounded(observed, values, offered=offered, must_validate=getattr(task, "validate_tool", None),
-                     answer_tool=getattr(task, "answer_tool", None), truncated=transcript_cut)
+                     answer_tool=getattr(task, "answer_tool", None), truncated=transcript_cut,
+                     matchers=getattr(task, "grounding_matchers", None))
     if not found.applicable:
         score.details[NAME] = found.reason
         if required and score.passed:

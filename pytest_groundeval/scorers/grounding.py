@@ -9,7 +9,8 @@ Per case, four checks, each with a reason:
 * ``called``: the agent was given tools and the harness observed at least one call. A
   tool-using agent that called none answered from memory: not grounded.
 * ``values``: every value the task names in the parsed answer (its ``grounding_values``:
-  codes; for write also the display and the dose strength in it, e.g. ``200 MG``) appears
+  codes; for write also the display and the dose strength in it, e.g. ``200 MG``, matched
+  by the task's own ``grounding_matchers``) appears
   in a *successful* result (status ``ok``: never an error value, a raised or unfinished
   call) received *before the step that first uses the value*. That step is the first call
   of a tool that takes the answer's values as its input (the task's ``answer_tool`` and
@@ -22,7 +23,7 @@ Per case, four checks, each with a reason:
   answer and validate tools only echo what the agent passed them, and a result's top-level
   fields that equal an argument of the call (a lookup's ``query``) are echoes too.
   Matching is on the results' JSON text, on whole tokens (a code ``10`` is not found
-  inside ``1049``), displays and strengths ignoring case and spacing.
+  inside ``1049``), displays ignoring case and spacing, a task's own kinds by its matcher.
 * ``validated`` (tasks with a ``validate_tool``): the agent validated before answering,
   its last validation reported the resource valid (a failed validation was fixed and
   validated again), and it did not rebuild after that last validation.
@@ -42,7 +43,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from pytest_groundeval.scorers.base import Check, Dimension
 
@@ -52,11 +53,6 @@ NOT_APPLICABLE = ("not applicable: the harness gave this agent no tools, so it o
                   "(a single-call agent such as claude or chat, the baseline's fixed pipeline, or a module:Class "
                   "agent that does not take its tools from pytest_groundeval.run.toolcalls.harness_tools); a "
                   "transcript an agent returns itself is never evidence")
-
-# a dose strength as RxNorm displays write it: "200 MG", "0.5 MG/ML", "250 MG/5ML", "5 %"
-STRENGTH = re.compile(r"(?<![\w./])(\d+(?:\.\d+)?)\s*(MG|MCG|G|ML|UNT|MEQ|MMOL|%|ACTUAT|HR)"
-                      r"(?:\s*/\s*((?:\d+(?:\.\d+)?)?\s*(?:ML|HR|ACTUAT|G|MG|L)))?(?![\w])", re.IGNORECASE)
-
 
 @dataclass
 class Step:
@@ -101,17 +97,6 @@ class GroundingResult:
         return Dimension.from_checks(NAME, self.checks)
 
 
-def strengths(text: str | None) -> list[str]:
-    """The dose strengths written in ``text`` (``"Ibuprofen 200 MG Oral Tablet"`` -> ``["200 MG"]``)."""
-    out = []
-    for m in STRENGTH.finditer(text or ""):
-        per = re.sub(r"\s+", "", m.group(3) or "").upper()
-        s = f"{m.group(1)} {m.group(2).upper()}" + (f"/{per}" if per else "")
-        if s not in out:
-            out.append(s)
-    return out
-
-
 def _steps(observed: list[Any]) -> list[Step]:
     """The observed calls (dicts or ``ToolCall`` records) in the order they started."""
     steps = []
@@ -142,15 +127,19 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().casefold()
 
 
-def _found(value: str, texts: Iterable[str], kind: str) -> bool:
+Matchers = Mapping[str, Callable[[str, str], bool]]
+
+
+def _found(value: str, texts: Iterable[str], kind: str, matchers: Matchers | None = None) -> bool:
     value = value.strip()
     if not value:
         return True
     if kind == "code":
         pattern = re.compile(rf"(?<![0-9A-Za-z]){re.escape(value)}(?![0-9A-Za-z])")
         return any(pattern.search(t) for t in texts)
-    if kind == "strength":  # "200 MG" grounded by any strength written in the results
-        return any(value.upper() in strengths(t) for t in texts)
+    match = (matchers or {}).get(kind)
+    if match is not None:  # a kind of the task's own (write's dose strengths)
+        return any(match(value, t) for t in texts)
     needle = _norm(value)
     return any(needle in _norm(t) for t in texts)
 
@@ -188,23 +177,26 @@ def _repeats(steps: list[Step], max_repeats: int) -> Check:
     return Check("repeats", True, f"no identical tool call more than {max_repeats} times")
 
 
-def _why_not(value: str, kind: str, use: Step | None, steps: list[Step], readers: list[Step]) -> str:
+def _why_not(value: str, kind: str, use: Step | None, readers: list[Step], matchers: Matchers | None) -> str:
     """Why ``value`` is ungrounded, for the reason (not part of the verdict)."""
     where = f"first used in {use.name} (call #{use.seq})" if use is not None else "in the final answer"
-    if any(_found(value, [_evidence(s)], kind) for s in readers if s.ok):
+    if any(_found(value, [_evidence(s)], kind, matchers) for s in readers if s.ok):
         return f"{where} before any tool result supplied it (looked up only afterwards)"
-    if any(_found(value, [_evidence(s)], kind) for s in readers if s.ended is not None and not s.ok):
+    if any(_found(value, [_evidence(s)], kind, matchers) for s in readers if s.ended is not None and not s.ok):
         return f"{where}; only an error result mentions it"
     return f"{where}; in no tool result"
 
 
 def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offered: list[str] | None = None,
              must_validate: str | None = None, answer_tool: str | None = None,
-             max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None) -> GroundingResult:
+             max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None,
+             matchers: Matchers | None = None) -> GroundingResult:
     """The ``grounded`` checks of one case from the harness's observed tool calls
     (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
     tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
-    kinds ``code``/``strength`` match as tokens/strengths, any other kind as text.
+    kind ``code`` matches as a whole token, a kind in ``matchers`` (the task's
+    ``grounding_matchers``: ``match(value, result_text)``) by its matcher, any other kind as
+    text (ignoring case and spacing).
     ``truncated``: the observed log was cut to groundeval's bounds (``bounds.py``), so the
     case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups)."""
     if observed is None:
@@ -232,11 +224,11 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                 continue
             n += 1
             v = str(v)
-            use = next((s for s in steps if s.name in writers and _found(v, [_args_text(s)], kind)), None)
+            use = next((s for s in steps if s.name in writers and _found(v, [_args_text(s)], kind, matchers)), None)
             texts = [_evidence(s) for s in readers if s.before(use)]
-            if not _found(v, texts, kind):
+            if not _found(v, texts, kind, matchers):
                 ungrounded.setdefault(kind, []).append(v)
-                why.append(f"{kind} {v!r} {_why_not(v, kind, use, steps, readers)}")
+                why.append(f"{kind} {v!r} {_why_not(v, kind, use, readers, matchers)}")
     if ungrounded:
         checks.append(Check("values", False, "not from a successful tool result received before it was used: "
                             + "; ".join(why)))
@@ -251,4 +243,4 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     return result
 
 
-__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "grounded", "strengths"]
+__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "Matchers", "grounded"]

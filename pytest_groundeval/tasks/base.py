@@ -10,7 +10,11 @@
   aggregation (``summarize``);
 * its offline baseline strategy (``baseline``), used by ``--agent=baseline``;
 * what tool-using agents need: a system prompt, the tools for one case's inputs, and the
-  tool whose last result is the answer when the agent ends without one.
+  tool whose last result is the answer when the agent ends without one;
+* how the grounding check reads its answers (``grounding_values``, and ``grounding_matchers``
+  for value kinds of its own, such as write's dose strengths);
+* optionally, how the report shows one of its cases (``view``: a :class:`CaseView`, the
+  coded items of the truth and of the answer), so the report knows no task's shapes.
 
 Built-in tasks are listed in ``tasks/__init__.py``; others are found through the
 ``groundeval.tasks`` entry-point group (``name = "package.module:TaskClass"``).
@@ -21,14 +25,64 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 from pytest_groundeval.tasks.jsontext import json_objects
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.source import CaseSource
 
-__all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "ParseError", "Task", "extract_json_object", "require_keys"]
+__all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "CaseView", "CodedItem", "ParseError", "Task",
+           "coded_items", "extract_json_object", "listed_codes_view", "require_keys", "score_details"]
+
+
+@dataclass(frozen=True)
+class CodedItem:
+    """One coded item of a truth or an answer as the report shows it: a code, its display and
+    (tasks that judge items) the item's verdict."""
+
+    code: str
+    display: Any = None
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class CaseView:
+    """What the report shows of one case in its task's terms (``Task.view``): the coded items
+    of the truth and of the answer, side by side. A side is None when it holds nothing to
+    compare (not the task's shape, or not answered); ``()`` when it holds no item.
+    ``wrong_names``: codes whose display the scorer found wrong."""
+
+    truth: tuple[CodedItem, ...] | None
+    predicted: tuple[CodedItem, ...] | None
+    wrong_names: frozenset[str] = frozenset()
+
+
+def coded_items(value: Any) -> tuple[CodedItem, ...] | None:
+    """A JSON list of ``{code, display[, verdict]}`` objects as coded items (an empty list:
+    ``()``); None when ``value`` is not such a list (a list with none of them)."""
+    if not isinstance(value, list):
+        return None
+    items = tuple(CodedItem(str(v.get("code")), v.get("display"),
+                            None if v.get("verdict") is None else str(v.get("verdict")))
+                  for v in value if isinstance(v, dict) and "code" in v)
+    return items if items or not value else None
+
+
+def listed_codes_view(case: Mapping[str, Any]) -> CaseView:
+    """The view of a task whose truth and answer are both lists of coded items (extraction,
+    reconciliation), with the codes the scorer named in ``details.wrong_names``."""
+    wrong = score_details(case).get("wrong_names")
+    return CaseView(coded_items(case.get("ground_truth")), coded_items(case.get("predicted")),
+                    frozenset(str(x) for x in wrong or [] if isinstance(x, (str, int))) if isinstance(wrong, list)
+                    else frozenset())
+
+
+def score_details(case: Mapping[str, Any]) -> dict[str, Any]:
+    """A record case's ``score.details`` (``{}`` when it has none)."""
+    score = case.get("score")
+    details = score.get("details") if isinstance(score, dict) else None
+    return details if isinstance(details, dict) else {}
 
 
 class Task(ABC):
@@ -101,9 +155,20 @@ class Task(ABC):
     # -- grounding (grounding.py): which values of an answer a tool result must have supplied --
     validate_tool: ClassVar[str | None] = None  # the tool an agent must validate its answer with
 
+    #: value kinds of this task's own -> ``match(value, result_text)``: is the value in a tool
+    #: result's text? (grounding.py matches ``code`` as a token and any other kind as text)
+    grounding_matchers: ClassVar[Mapping[str, Callable[[str, str], bool]]] = {}
+
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
         """Kind (``code``, ``display``, ``strength``, ...) -> the parsed answer's values of it."""
         return {}
+
+    # -- the report --
+    @classmethod
+    def view(cls, case: Mapping[str, Any]) -> CaseView | None:
+        """How the report shows one of this task's cases (``case``: the record's case, JSON
+        data an agent partly wrote: read it defensively). None: nothing task-specific."""
+        return None
 
 
 def require_keys(item: Any, keys: tuple[str, ...], source: str, what: str) -> dict[str, Any]:

@@ -21,14 +21,14 @@ baseline alone. The loaded Bundle is handed to the baseline (no second parse).
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from pytest_groundeval.tasks.datasets import content_hash, discover_files, load_json
 from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, do_not_perform_ids, medication_requests, patient_reference
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import extraction as scorer
 from pytest_groundeval.tasks import BUILTIN
-from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object
+from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, extract_json_object, listed_codes_view
 
 ANSWER_KEY = "active_medications"
 
@@ -196,3 +196,8 @@ class ExtractionTask(Task):
     # -- grounding (grounding.py): the answer's codes a tool result must have supplied --
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
         return {"code": [str(item["code"]) for item in prediction or []]}
+
+    # -- the report: truth and answer are lists of {code, display} --
+    @classmethod
+    def view(cls, case: Mapping[str, Any]) -> CaseView:
+        return listed_codes_view(case)

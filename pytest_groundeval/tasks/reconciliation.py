@@ -42,7 +42,7 @@ import json
 import re
 import threading
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from pytest_groundeval.tasks.datasets import discover_case_records, load_case_record, read_bytes
 from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED
@@ -50,7 +50,7 @@ from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, medicatio
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import reconciliation as scorer
 from pytest_groundeval.tasks import BUILTIN
-from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object, require_keys
+from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, extract_json_object, listed_codes_view, require_keys
 
 ANSWER_KEY = "medications"
 VERDICTS = scorer.VERDICTS  # matched, unreported, unrecorded, stopped-but-taking
@@ -462,3 +462,8 @@ class ReconciliationTask(Task):
     # -- grounding (grounding.py): the answer's codes a tool result must have supplied --
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
         return {"code": [str(item["code"]) for item in prediction or []]}
+
+    # -- the report: truth and answer are lists of {code, display, verdict} --
+    @classmethod
+    def view(cls, case: Mapping[str, Any]) -> CaseView:
+        return listed_codes_view(case)

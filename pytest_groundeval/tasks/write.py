@@ -7,8 +7,9 @@ RxNorm catalog); the expected resource facts stay here and go only to the scorer
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 from pytest_groundeval.fhir.codes import RXNORM
 from pytest_groundeval.tasks.datasets import content_hash, discover_case_records, load_case_record
@@ -16,7 +17,7 @@ from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseR
 from pytest_groundeval.scorers.aggregate import summarize_rates
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks import BUILTIN
-from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object, require_keys
+from pytest_groundeval.tasks.base import CaseSource, CaseView, CodedItem, Task, extract_json_object, require_keys
 
 DIMENSIONS = ("schema", "coding", "constraints", "safety")
 CASE_KEYS = ("case_id", "subject", "note", "expected")
@@ -161,8 +162,6 @@ class WriteTask(Task):
 
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
         """The resource's RxNorm code(s) and display(s), and the dose strengths in them."""
-        from pytest_groundeval.scorers.grounding import strengths
-
         concept = prediction.get("medicationCodeableConcept") if isinstance(prediction, dict) else None
         concept = concept if isinstance(concept, dict) else {}
         codings = [c for c in concept.get("coding") or [] if isinstance(c, dict)]
@@ -171,3 +170,46 @@ class WriteTask(Task):
         texts = displays + ([concept["text"]] if isinstance(concept.get("text"), str) else [])
         return {"code": codes, "display": displays,
                 "strength": list(dict.fromkeys(s for t in texts for s in strengths(t)))}
+
+    # a dose strength is grounded by any strength written in a tool result ("200 MG" by a
+    # lookup's "Ibuprofen 200 MG Oral Tablet"), whatever the spacing
+    grounding_matchers: ClassVar[Mapping[str, Callable[[str, str], bool]]] = {
+        "strength": lambda value, text: value.upper() in strengths(text)}
+
+    # -- the report: the truth's expected RxNorm code beside the resource's RxNorm codings --
+    @classmethod
+    def view(cls, case: Mapping[str, Any]) -> CaseView:
+        truth = case.get("ground_truth")
+        exp = truth.get("expected") if isinstance(truth, dict) else None
+        expected = ((CodedItem(str(exp.get("rxnorm_code")), exp.get("display")),)
+                    if isinstance(exp, dict) and "rxnorm_code" in exp else None)
+        return CaseView(expected, resource_codings(case.get("predicted")))
+
+
+def resource_codings(resource: Any) -> tuple[CodedItem, ...] | None:
+    """A MedicationStatement's RxNorm codings (those without a system too): ``()`` for one
+    without a medicationCodeableConcept; None for what is not a MedicationStatement."""
+    if not isinstance(resource, dict):
+        return None
+    concept = resource.get("medicationCodeableConcept")
+    if isinstance(concept, dict):
+        codings = concept.get("coding") if isinstance(concept.get("coding"), list) else []
+        return tuple(CodedItem(str(c.get("code")), c.get("display")) for c in codings
+                     if isinstance(c, dict) and c.get("system") in (RXNORM, None))
+    return () if resource.get("resourceType") == "MedicationStatement" else None
+
+
+# a dose strength as RxNorm displays write it: "200 MG", "0.5 MG/ML", "250 MG/5ML", "5 %"
+STRENGTH = re.compile(r"(?<![\w./])(\d+(?:\.\d+)?)\s*(MG|MCG|G|ML|UNT|MEQ|MMOL|%|ACTUAT|HR)"
+                      r"(?:\s*/\s*((?:\d+(?:\.\d+)?)?\s*(?:ML|HR|ACTUAT|G|MG|L)))?(?![\w])", re.IGNORECASE)
+
+
+def strengths(text: str | None) -> list[str]:
+    """The dose strengths written in ``text`` (``"Ibuprofen 200 MG Oral Tablet"`` -> ``["200 MG"]``)."""
+    out = []
+    for m in STRENGTH.finditer(text or ""):
+        per = re.sub(r"\s+", "", m.group(3) or "").upper()
+        s = f"{m.group(1)} {m.group(2).upper()}" + (f"/{per}" if per else "")
+        if s not in out:
+            out.append(s)
+    return out
