@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_snippets import PRELUDE
 from conftest import AGENTS, EVAL_FILE, REFS, SMALL_SET, STOPPED_ACTIVE, SYNTHEA, ZERO, read_record
 
 from pytest_groundeval.run.bounds import MAX_TEXT
@@ -217,16 +218,8 @@ def test_a_bad_day_hang_huge_500_forever_and_429_once(project, mode):
 
 
 # ---------------------------------------------------------------- 5: a segfault in one call
-CRASHING = '''
-import ctypes, json, os, time
-from pytest_groundeval.tasks.extraction import active_medications
-
-def _journaled():
-    try:
-        with open(os.environ["JOURNAL"]) as fh:
-            return sum('"kind":"case"' in line for line in fh)
-    except FileNotFoundError:
-        return 0
+CRASHING = PRELUDE + '''
+import ctypes
 
 class CrashOnce:
     """Right answers; the call for one patient segfaults the process, the first time only

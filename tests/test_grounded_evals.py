@@ -16,6 +16,7 @@ that knows the truth of its case. What changes is how it gets there:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REFS, ROOT, STOPPED_ACTIVE
@@ -27,12 +28,15 @@ from pytest_groundeval.store.record import validate_record  # noqa: E402
 from pytest_groundeval.tasks.reconciliation import ReconciliationTask  # noqa: E402
 
 AGENTS = '''
-import contextvars, json, os, uuid
+import contextvars, json, os, sys, uuid
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pytest_groundeval.fhir import hc_tools
 from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
+
+sys.path.insert(0, @TESTS@)  # the tests' one build_args helper
+from write_args import build_args
 
 MODE = os.environ.get("GROUNDED_MODE", "honest")
 CASE = contextvars.ContextVar("case")
@@ -52,21 +56,6 @@ def truth(task, inputs):
             if case.inputs[key] == inputs[key]:
                 break
     return _SEEN[inputs[key]]
-
-
-def build_args(case):
-    exp = case["expected"]
-    args = {"subject": case["subject"], "status": exp["status"], "rxnorm_code": exp["rxnorm_code"],
-            "display": exp["display"]}
-    d = exp["dosage"]
-    if d:
-        args.update(dose_value=d["dose"]["value"], dose_unit=d["dose"]["unit"],
-                    frequency_per_day=d["frequency_per_day"], as_needed=d["as_needed"])
-        if d.get("dose_max"):
-            args["dose_value_max"] = d["dose_max"]["value"]
-        if d.get("frequency_per_day_max"):
-            args["frequency_per_day_max"] = d["frequency_per_day_max"]
-    return args
 
 
 def answer(task_name, facts):
@@ -173,7 +162,7 @@ class SelfReported:
         fake = [{"tool": "lookup_medication_code", "args": {"query": c}, "result": {"matches": [{"code": c}]}}
                 for c in _codes(facts)]
         return {"text": answer(task.name, facts), "transcript": fake}
-'''
+'''.replace("@TESTS@", repr(str(Path(__file__).resolve().parent)))
 
 
 def _recon_ids() -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from write_args import build_args
 
 pytest.importorskip("langchain.agents", reason="langchain not installed")
 
@@ -88,18 +89,6 @@ def last_result(messages: list[BaseMessage], tool: str) -> Any:
 
 def load_case(path: Path = IBUPROFEN) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def build_args(case: dict[str, Any], **override: Any) -> dict[str, Any]:
-    exp = case["expected"]
-    args: dict[str, Any] = {"subject": case["subject"], "status": exp["status"],
-                            "rxnorm_code": exp["rxnorm_code"], "display": exp["display"]}
-    dosage = exp["dosage"]
-    if dosage:
-        args.update(dose_value=dosage["dose"]["value"], dose_unit=dosage["dose"]["unit"],
-                    frequency_per_day=dosage["frequency_per_day"], as_needed=dosage["as_needed"])
-    args.update(override)
-    return args
 
 
 def correct_script(case: dict[str, Any], query: str = "ibuprofen 200 mg oral tablet",

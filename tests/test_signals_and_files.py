@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_snippets import PRELUDE
 from conftest import AGENTS, EVAL_FILE, SMALL_SET, SYNTHEA
 
 FAST_INI = "[pytest]\naddopts = -p no:langsmith_plugin -p no:anyio -p no:hypothesispytest -p no:randomly\n"
@@ -30,17 +31,7 @@ MODES = {"serial": (), "xdist": ("-n", "2")}
 # An agent that answers right, except for the patient BLOCK_PATIENT: there it waits until the
 # journal holds WAIT_FOR cases (bounded: under xdist its own worker may hold cases after it),
 # writes READY (the test's event) and then blocks until it is interrupted.
-SLOW = '''
-import json, os, time
-from pytest_groundeval.tasks.extraction import active_medications
-
-def _journaled():
-    try:
-        with open(os.environ["JOURNAL"]) as fh:
-            return sum('"kind":"case"' in line for line in fh)
-    except FileNotFoundError:
-        return 0
-
+SLOW = PRELUDE + '''
 class Blocks:
     name = "blocks"
     def run(self, prompt):

@@ -4,6 +4,7 @@ real HealthChain tools) driven by a scripted chat model, on every committed writ
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
@@ -26,13 +27,16 @@ def test_write(case, agent, scorer, evaluate):
 # It reads the expected facts from the case file whose note is in the prompt: a test double
 # standing in for a capable model. ADVERSARIAL=1 makes it tamper with its final answer.
 AGENT_MODULE = '''
-import json, os, uuid
+import json, os, sys, uuid
 from pathlib import Path
 from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
+
+sys.path.insert(0, @TESTS@)  # the tests' one build_args helper
+from write_args import build_args
 
 CASES = {json.loads(p.read_text())["note"]: json.loads(p.read_text()) for p in Path(os.environ["CASES_DIR"]).glob("*.json")}
 
@@ -62,17 +66,7 @@ class Scripted(BaseChatModel):
             msg = _call("lookup_medication_code", {"query": exp["display"]})
         elif "build_medication_statement" not in done:
             top = _last(messages, "lookup_medication_code")["matches"][0]
-            args = {"subject": case["subject"], "status": exp["status"], "rxnorm_code": top["code"],
-                    "display": top["display"]}
-            d = exp["dosage"]
-            if d:
-                args.update(dose_value=d["dose"]["value"], dose_unit=d["dose"]["unit"],
-                            frequency_per_day=d["frequency_per_day"], as_needed=d["as_needed"])
-                if d.get("dose_max"):
-                    args["dose_value_max"] = d["dose_max"]["value"]
-                if d.get("frequency_per_day_max"):
-                    args["frequency_per_day_max"] = d["frequency_per_day_max"]
-            msg = _call("build_medication_statement", args)
+            msg = _call("build_medication_statement", build_args(case, rxnorm_code=top["code"], display=top["display"]))
         elif "validate_medication_statement" not in done:
             msg = _call("validate_medication_statement", {"resource": _last(messages, "build_medication_statement")["resource"]})
         else:
@@ -90,7 +84,7 @@ class Scripted(BaseChatModel):
 class ScriptedLangGraph(LangGraphAgent):
     def __init__(self):
         super().__init__(model=Scripted())
-'''
+'''.replace("@TESTS@", repr(str(Path(__file__).resolve().parent)))
 
 
 @pytest.fixture

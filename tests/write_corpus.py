@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from write_args import build_args
+
 from pytest_groundeval.fhir import hc_tools
 from pytest_groundeval.scorers.write import score_write
 
@@ -27,18 +29,7 @@ NDC = "http://hl7.org/fhir/sid/ndc"
 
 def expected_answer(case: dict[str, Any]) -> dict[str, Any]:
     """The right MedicationStatement for a committed case, built by the write tool."""
-    exp = case["expected"]
-    args: dict[str, Any] = {"subject": case["subject"], "status": exp["status"],
-                            "rxnorm_code": exp["rxnorm_code"], "display": exp["display"]}
-    d = exp["dosage"]
-    if d:
-        args.update(dose_value=d["dose"]["value"], dose_unit=d["dose"]["unit"],
-                    frequency_per_day=d["frequency_per_day"], as_needed=d["as_needed"])
-        if d.get("dose_max"):
-            args["dose_value_max"] = d["dose_max"]["value"]
-        if d.get("frequency_per_day_max"):
-            args["frequency_per_day_max"] = d["frequency_per_day_max"]
-    out = hc_tools.build_medication_statement(**args)
+    out = hc_tools.build_medication_statement(**build_args(case))
     assert "resource" in out, out
     return out["resource"]
 
