@@ -24,7 +24,8 @@ import json
 from typing import Any, ClassVar, Mapping
 
 from pytest_groundeval.tasks.datasets import content_hash, discover_files, load_json
-from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, do_not_perform_ids, medication_requests, patient_reference
+from pytest_groundeval.fhir.codes import REQUEST_ACTIVE, RXNORM
+from pytest_groundeval.fhir.medications import distinct_codes, do_not_perform_ids, medication_requests, patient_reference
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import extraction as scorer
 from pytest_groundeval.tasks import BUILTIN
@@ -70,7 +71,7 @@ If the patient has no active medications, answer {{"{key}": []}}."""
 
 def active_medications(bundle: Any, source: str) -> list[dict[str, str]]:
     """Ground truth for one bundle: ``[{code, display}]`` distinct by code, in bundle order."""
-    codes = distinct_codes(medication_requests(bundle, source, ("active",)))
+    codes = distinct_codes(medication_requests(bundle, source, REQUEST_ACTIVE))
     return [{"code": c, "display": d} for c, d in codes.items()]
 
 

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from pytest_groundeval.tasks.datasets import discover_case_records, load_case_record, read_bytes
-from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED
-from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, medication_requests, patient_reference
+from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED, RXNORM
+from pytest_groundeval.fhir.medications import distinct_codes, medication_requests, patient_reference
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import reconciliation as scorer
 from pytest_groundeval.tasks import BUILTIN
