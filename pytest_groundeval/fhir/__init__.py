@@ -1,1 +1,2 @@
-"""FHIR: medications in bundles and the eval-free HealthChain tools."""
+"""FHIR, with no eval in it: the code systems and statuses (``codes``, the one copy), a bundle's
+medications (``medications``) and the eval-free HealthChain tools (``hc_tools``)."""
