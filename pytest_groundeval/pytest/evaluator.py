@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import pytest
 
 from pytest_groundeval.run.concurrency import Prefetcher
-from pytest_groundeval.store.journal import StoredRun, find_run, load_run
+from pytest_groundeval.store.files import StoredRun, find_run, load_stored as read_stored
 from pytest_groundeval.model import CaseRef, CaseResult, ErrorInfo
 from pytest_groundeval.pytest.options import Settings
 from pytest_groundeval.pytest.reruns import first_result
@@ -45,7 +45,7 @@ def load_stored(settings: Settings) -> StoredRun | None:
     if not spec:
         return None
     try:
-        stored = load_run(find_run(spec, settings.runs_dir))
+        stored = read_stored(find_run(spec, settings.runs_dir))
     except (OSError, ValueError, KeyError) as e:
         raise pytest.UsageError(f"groundeval: --{settings.mode} {spec}: {e}") from None
     if settings.mode == "resume" and (stored.agent, stored.model) != (settings.agent.name, settings.agent.model):
