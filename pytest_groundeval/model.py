@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_serializer, model_validator
 
 SCHEMA_VERSION = "2.0"
 
@@ -126,6 +126,62 @@ class Usage(_Model):
         return {k: v for k, v in handler(self).items() if v is not None}
 
 
+class _Step(BaseModel):
+    """A step of the transcript an agent reports about itself. Written back as it was given:
+    only the keys it had (a step cut by ``bounds.py`` keeps its ``groundeval_truncated`` key)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        given = self.model_fields_set | set(self.model_extra or {})
+        return {k: v for k, v in data.items() if k in given}
+
+
+class ReportedToolCall(_Step):
+    """A tool call a model asked for, as the agent reports it (``invalid_tool_calls``: with the
+    ``error`` that made it invalid). A cut list ends with a marker string instead."""
+
+    name: str | None = None
+    args: Any = None
+    id: str | None = None
+    error: str | None = None
+
+
+class AgentMessageStep(_Step):
+    """``type: ai``: one message of the model (its text, the tool calls it asked for, its usage)."""
+
+    type: Literal["ai"]
+    content: Any = None  # the message's text (an agent of its own may report its content blocks)
+    tool_calls: list[ReportedToolCall | str] = Field(default_factory=list)
+    invalid_tool_calls: list[ReportedToolCall | str] | None = None
+    usage: dict[str, Any] | None = None
+
+
+class ToolResultStep(_Step):
+    """``type: tool``: what a tool returned to the model (``status``: set when not success)."""
+
+    type: Literal["tool"]
+    tool: str | None = None
+    tool_call_id: str | None = None
+    result: Any = None
+    status: str | None = None
+
+
+def _step_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("ai", "tool") else "other"
+
+
+#: a step of an agent's own transcript: a model message, a tool result, or (an agent with its
+#: own format) anything else, kept as given
+ReportedStep = Annotated[
+    Union[Annotated[AgentMessageStep, Tag("ai")], Annotated[ToolResultStep, Tag("tool")], Annotated[Any, Tag("other")]],
+    Discriminator(_step_kind),
+]
+
+
 @dataclass
 class AgentOutput:
     """What an agent returned for one case.
@@ -160,20 +216,37 @@ class AgentOutput:
 
 # ---------------------------------------------------------------- one case's result
 class CheckRecord(_Model):
+    """One sub-check of a dimension: a verdict and a human-readable reason
+    (``Check(name, passed, reason)``, positionally too)."""
+
     name: str
     passed: bool
     reason: str = ""
 
+    def __init__(self, name: str, passed: bool, reason: str = "", **data: Any) -> None:
+        super().__init__(name=name, passed=passed, reason=reason, **data)
+
 
 class DimensionRecord(_Model):
+    """An independent pass/fail dimension (write: schema, coding, constraints, safety;
+    ``grounded``), named by its key in the score."""
+
     passed: bool
     reason: str
     checks: list[CheckRecord] = Field(default_factory=list)
 
+    @classmethod
+    def from_checks(cls, name: str, checks: list[CheckRecord]) -> "DimensionRecord":
+        """Passed when every check passed; the reason lists the failed checks (``ok``: none).
+        ``name``: the key the score will hold it under (said here for the reader of a scorer)."""
+        failed = [f"{c.name}: {c.reason}" for c in checks if not c.passed]
+        return cls(passed=not failed, reason="; ".join(failed) if failed else "ok", checks=checks)
+
 
 class ScoreRecord(_Model):
-    """A scorer's verdict on one case: per-case metrics (what aggregates are built from),
-    independent pass/fail dimensions with a reason per check, details, and the reason."""
+    """A scorer's verdict on one case (the one score type: scorers build it, the record holds
+    it): per-case metrics (what aggregates are built from), independent pass/fail dimensions
+    with a reason per check, details, and the reason."""
 
     passed: bool
     metrics: dict[str, float] = Field(default_factory=dict)
@@ -243,7 +316,7 @@ class CaseResult(_Model):
     transcript: list[ToolCall] | None = None
     tools_offered: list[str] | None = None  # the harness tools the agent was given
     # the transcript the agent returned itself (AgentOutput.transcript): shown, never evidence
-    agent_reported: list[Any] | None = None
+    agent_reported: list[ReportedStep] | None = None
     steps: int | None = None
     resumed_from: str | None = None
     rescored_from: str | None = None

@@ -272,7 +272,7 @@ def test_merge_refuses_a_missing_or_duplicated_shard_a_journal_and_a_whole_run(r
     assert merge(project, "s1.json", str(tmp_path / "again.json"), "s2.json", "-o", "out.json") == 2
     assert "shard 1/2 is given twice" in capsys.readouterr().err
     journal = tmp_path / "s2.jsonl"
-    journal.write_text('{"kind": "header"}\n')
+    journal.write_text('{"kind": "header", "schema_version": "2.0", "run_id": "r"}\n')
     assert merge(project, "s1.json", str(journal), "-o", "out.json") == 2
     assert "a journal, not a run record" in capsys.readouterr().err
     assert merge(project, "s1.json", "full.json", "-o", "out.json") == 2

@@ -369,13 +369,13 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
             # the model answered, but not in the required form: a scored failure, every metric 0
             score = task.unparsed(case, str(exc))
             _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut)
-            return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score.to_dict())}
+            return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score)}
         if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
             return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
                 f"the answer is nested deeper than {MAX_DEPTH} levels (groundeval's output bounds): not scored"))}
         score = (scorer or task.score)(prediction, case)
         _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut)
-        record = ScoreRecord.model_validate(score.to_dict())
+        record = ScoreRecord.model_validate(score)  # a Score is one (a scorer of its own may return its dict)
         return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
     except CaseError as exc:  # e.g. a broken expected block discovered while scoring
         return {"outcome": "error", "error": ErrorInfo(kind="case", message=str(exc))}
@@ -448,12 +448,14 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
           scorer: Any = None, source: str = "the stored run", require_grounded: bool = False) -> CaseResult | None:
     """``--resume``: the stored result when that run finished the case with the same content
     (None: run it). ``--rescore``: the stored answer parsed and scored again, no agent call."""
+    from pytest_groundeval.store.resume import stands
+
     started = time.perf_counter()
     case, error = load_case(task, ref)
     if not rescore:
-        if old is None or not old.finished or case is None or old.content_hash != case.content_hash:
+        if not stands(old, case.content_hash if case is not None else None):
             return None
-        return old.model_copy(update={"resumed_from": run_id})
+        return old.model_copy(update={"resumed_from": run_id})  # type: ignore[union-attr]
     if old is None:
         error = ErrorInfo(kind="case", message=f"not in {source}: nothing to re-score")
     elif case is not None and old.content_hash != case.content_hash:

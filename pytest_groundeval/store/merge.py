@@ -253,7 +253,7 @@ def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[RunRe
         model=answered.model, requested=first.requested, options=options, cases=cases, summary=summary,
         completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=Path.cwd(), reruns=reruns,
         finished_at=max(r.finished_at for _, r in ordered),
-        git_sha_=next((r.git_sha for _, r in ordered if r.git_sha), None), versions_=first.versions)
+        provenance=(next((r.git_sha for _, r in ordered if r.git_sha), None), first.versions))
     return record, tasks
 
 

@@ -110,12 +110,11 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
     reruns: list[CaseResult] | None = None,
     langsmith: LangSmithRecord | None = None,
     finished_at: str | None = None,
-    git_sha_: str | None = None,
-    versions_: dict[str, str | None] | None = None,
+    provenance: tuple[str | None, dict[str, str | None]] | None = None,
 ) -> RunRecord:
     """The run record, built once from every part (nothing is patched in after). A merged run
-    passes its shards' ``finished_at``, commit and package versions; a session leaves them to
-    be read here (now, ``rootdir``'s commit, the installed packages)."""
+    passes its shards' ``finished_at`` and ``provenance`` (commit, package versions); a session
+    leaves them to be read here (now, ``rootdir``'s commit, the installed packages)."""
     from pytest_groundeval.run.repeats import repeat_records
 
     return RunRecord(
@@ -123,12 +122,12 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
         run_id=run_id,
         started_at=started_at,
         finished_at=finished_at or now_iso(),
-        git_sha=git_sha_ if git_sha_ is not None else git_sha(rootdir),
+        git_sha=provenance[0] if provenance is not None else git_sha(rootdir),
         agent=agent,
         model=model,
         requested=requested,
         options=options,
-        versions=versions_ if versions_ is not None else versions(),
+        versions=provenance[1] if provenance is not None else versions(),
         summary=summary,
         cases=sort_cases(cases),
         completeness=completeness,
