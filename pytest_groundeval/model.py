@@ -187,7 +187,9 @@ class AgentOutput:
     """What an agent returned for one case.
 
     ``structured`` is an answer the agent already holds as data (e.g. the resource its
-    tools built); the task decides whether and how to use it when parsing."""
+    tools built); the task decides whether and how to use it when parsing. ``extra``: the
+    agent's notes; ``answer_source`` (which answer rule applied) is kept in the case's
+    result, the rest (counts the transcript already shows, the agent's settings) is not."""
 
     text: str
     usage: dict[str, Any] | None = None
@@ -317,6 +319,9 @@ class CaseResult(_Model):
     tools_offered: list[str] | None = None  # the harness tools the agent was given
     # the transcript the agent returned itself (AgentOutput.transcript): shown, never evidence
     agent_reported: list[ReportedStep] | None = None
+    # which of the agent's answer rules gave the scored answer (AgentOutput.extra["answer_source"]:
+    # the langgraph agent's final_message / last_tool_resource / none); None: the agent did not say
+    answer_source: str | None = None
     steps: int | None = None
     resumed_from: str | None = None
     rescored_from: str | None = None
@@ -481,6 +486,40 @@ class RepeatRecord(_Model):
     per_case: dict[str, RepeatCase]
 
 
+class RecordOptions(_Model):
+    """What a run was asked to do, as far as it changes what the record means (``--agent`` and
+    ``--model`` are the record's ``requested``). Besides these keys, one per task the run
+    knew: that task's settings (e.g. ``"extraction": {"data_dir": "..."}``, ``Task.options``)."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, dict[str, Any]] = Field(init=False)  # per task: its settings
+
+    base_url: str | None = None  # --model-base-url
+    agent_timeout: float | None = None  # --agent-timeout (seconds)
+    thresholds: list[str] = Field(default_factory=list)  # the gate's TASK.METRIC=VALUE (option and ini)
+    keyword: str | None = None  # -k
+    markexpr: str | None = None  # -m
+    numprocesses: int | str | None = None  # xdist's -n
+    concurrency: int = 1  # agent calls in flight per process
+    retries: int = 0  # --agent-retries
+    max_cost_usd: float | None = None  # --max-cost
+    model_cache: str | None = None  # --model-cache mode
+    resumed_from: str | None = None  # --resume: the stored run's id
+    rescored_from: str | None = None  # --rescore: the stored run's id
+    shard: str | None = None  # --groundeval-shard K/N
+    repeat: int = 1  # --repeat N
+    require_grounded: bool = False  # --require-grounded
+    args: list[str] = Field(default_factory=list)  # pytest's positional arguments (paths, node ids)
+    merged_from: list[str] | None = None  # groundeval merge: the shards' run ids (absent otherwise)
+
+    @model_serializer(mode="wrap")
+    def _merged_only(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("merged_from") is None:
+            data.pop("merged_from", None)
+        return data
+
+
 class RunRecord(_Model):
     """``runs/<run_id>.json``: one session's cases, summary, usage, budget and gate."""
 
@@ -492,7 +531,7 @@ class RunRecord(_Model):
     agent: str  # the agent that answered, as it names itself (several: comma-separated)
     model: str | None  # the model the agent reports using (else the one asked for)
     requested: dict[str, str | None]  # what --agent / --model asked for (what --resume matches)
-    options: dict[str, Any]
+    options: RecordOptions
     versions: dict[str, str | None]
     summary: dict[str, dict[str, SummaryValue]]
     cases: list[CaseResult]

@@ -325,11 +325,39 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
         usage = Usage.model_validate(paid)
     cost = cost_usd(model, paid)
     called.output = output
+    source = (output.extra or {}).get("answer_source")
     called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost, agent=agent_name(agent),
                          model=model if isinstance(model, str) else None,
                          structured_output=output.structured, steps=output.steps, transcript=observed,
                          tools_offered=called.observed.offered if called.observed is not None else None,
-                         agent_reported=output.transcript)
+                         agent_reported=_reported_steps(called, output.transcript, name),
+                         answer_source=source if isinstance(source, str) else None)
+
+
+_STEPS: Any = None
+
+
+def _reported_steps(called: Called, steps: Any, name: str) -> list[Any] | None:
+    """The agent's own transcript as typed steps (model.ReportedStep); one that is not in that
+    shape (an ``ai`` step whose tool calls are not a list, say) is dropped with a warning: it is
+    shown, never evidence, so the case is scored all the same."""
+    global _STEPS
+    if steps is None:
+        return None
+    if _STEPS is None:
+        from pydantic import TypeAdapter
+
+        from pytest_groundeval.model import ReportedStep
+
+        _STEPS = TypeAdapter(list[ReportedStep])
+    try:
+        return _STEPS.validate_python(steps)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        called.fields.setdefault("warnings", []).append(_short(
+            f"transcript dropped: agent {name!r} reported steps not in the transcript's shape "
+            f"({'.'.join(map(str, first['loc']))}: {first['msg']})"))
+        return None
 
 
 def _bounded_calls(calls: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, list[str]]:

@@ -92,7 +92,7 @@ def _price_table(record: RunRecord) -> dict[str, Any]:
 
 
 def _options(record: RunRecord) -> dict[str, Any]:
-    return record.options if isinstance(record.options, dict) else record.options.model_dump(mode="json")
+    return record.options.model_dump(mode="json")
 
 
 def _check_one_run(shards: dict[str, RunRecord], override_thresholds: bool) -> list[str]:
