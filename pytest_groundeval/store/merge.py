@@ -174,16 +174,17 @@ def _refuse(problems: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- merging
-def _tasks(names: Iterable[str], options: dict[str, Any]) -> dict[str, Any]:
-    """The task objects that sum the cases up, as the shards' runs built them."""
+def _tasks(held: dict[str, list[str]], options: dict[str, Any]) -> dict[str, Any]:
+    """The task objects that sum the cases up, as the shards' runs built them (``held``: each
+    task, and the shards holding its cases)."""
     from pytest_groundeval.tasks import registry
 
     classes = registry()
     tasks = {}
-    for name in sorted(set(names)):
+    for name in sorted(held):
         if name not in classes:
-            raise MergeError(f"task {name!r} of the shards is not installed here ({', '.join(sorted(classes))} are): "
-                             "merge where the shards ran")
+            raise MergeError(f"task {name!r} of the shards ({', '.join(held[name])}) is not installed here "
+                             f"({', '.join(sorted(classes))} are): merge where the shards ran")
         cls = classes[name]
         where = (options.get(name) or {}).get(cls.source.key) or "."
         tasks[name] = cls(Path(where))
@@ -212,17 +213,22 @@ def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[RunRe
     cut = [(p, r) for p, r in ordered if r.completeness.cut_short]
     spec = _shard(first)
     if not cut and selection_digest((c.task, c.case_id) for c in cases) != spec.selection_sha256:
-        _refuse([f"their cases are not the selection they were split from ({len(cases)} cases; the selection "
-                 f"holds {spec.selection_size})"])
+        _refuse([f"their cases ({', '.join(p for p, _ in ordered)}) are not the selection they were split from "
+                 f"({len(cases)} cases; the selection holds {spec.selection_size})"])
 
-    tasks = _tasks((c.task for c in cases), first_options)
+    held: dict[str, list[str]] = {}
+    for p, r in ordered:
+        for task in sorted({c.task for c in r.cases}):
+            held.setdefault(task, []).append(p)
+    tasks = _tasks(held, first_options)
     from pytest_groundeval.tasks import registry
 
     texts = thresholds if thresholds is not None else first_options.get("thresholds", [])
     try:
         parsed = [parse_threshold(t, registry()) for t in texts]
     except ValueError as e:
-        raise MergeError(str(e)) from None
+        where = "--threshold" if thresholds is not None else f"the shards' recorded thresholds ({', '.join(shards)})"
+        raise MergeError(f"{where}: {e}") from None
     if thresholds is None:  # the shards' own: those from the project's ini apply only where their task ran
         ini = _ini_thresholds(r for _, r in ordered)
         parsed = [dataclasses.replace(t, origin="ini") if f"{t.label}={t.value}" in ini else t for t in parsed]
