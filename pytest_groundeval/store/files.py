@@ -126,6 +126,8 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
             _check_version(obj.get("schema_version"), path, "a journal")
             header = obj
         elif kind in ("case", "rerun"):
+            if header is None:
+                break  # a journal's first line is its header
             try:
                 case = CaseResult.model_validate(obj)
             except ValidationError as e:
