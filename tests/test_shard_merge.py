@@ -236,9 +236,9 @@ def _copy_a_case(s1: dict, s2: dict) -> None:  # the same case, same content, in
     s2["cases"].append(copy.deepcopy(s1["cases"][0]))
 
 
-def _count_one_more(s1: dict, s2: dict) -> None:  # says it selected a case more (and deselected one more)
+def _count_one_more(s1: dict, s2: dict) -> None:  # says it selected a case more (of the other shard's)
     s2["completeness"]["selected"] += 1
-    s2["completeness"]["deselected"] += 1
+    s2["completeness"]["deselected"] -= 1
 
 
 def _deselect_one_more(s1: dict, s2: dict) -> None:  # as if -k had left out one more item
