@@ -141,7 +141,8 @@ def _check_shard_set(shards: dict[str, RunRecord]) -> tuple[int, list[str]]:
         problems.append(f"shard(s) {', '.join(f'{k}/{count}' for k in missing)} missing: no record given, and the "
                         f"given shards ({', '.join(shards)}) {held}")
     elif not problems and counted is not None and counted != size:
-        problems.append(f"the shards' selected cases add up to {counted}, not to the {size} their selection holds")
+        problems.append(f"the shards' selected cases add up to {counted}, not to the {size} their selection holds ("
+                        + "; ".join(f"{p}: {r.completeness.selected}" for p, r in shards.items()) + ")")
     return count, problems
 
 
