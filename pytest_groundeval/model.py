@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_serializer, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema, model_serializer,
+                      model_validator)
 
 SCHEMA_VERSION = "2.0"
 
@@ -176,8 +177,12 @@ def _step_kind(value: Any) -> str:
 
 #: a step of an agent's own transcript: a model message, a tool result, or (an agent with its
 #: own format) anything else, kept as given
+_OTHER_STEP = {"description": "any other step (an agent's own format; bounds.py's step of type groundeval), "
+               "kept as given", "not": {"type": "object", "required": ["type"],
+                                        "properties": {"type": {"enum": ["ai", "tool"]}}}}
 ReportedStep = Annotated[
-    Union[Annotated[AgentMessageStep, Tag("ai")], Annotated[ToolResultStep, Tag("tool")], Annotated[Any, Tag("other")]],
+    Union[Annotated[AgentMessageStep, Tag("ai")], Annotated[ToolResultStep, Tag("tool")],
+          Annotated[Any, WithJsonSchema(_OTHER_STEP), Tag("other")]],
     Discriminator(_step_kind),
 ]
 

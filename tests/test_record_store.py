@@ -235,3 +235,66 @@ def test_resume_and_rescore_read_through_store_read(evalproject):
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"*{mode} newer.json: newer.json: a record written by a newer groundeval record "
                                      "format ('2.9'*upgrade groundeval*"])
+
+
+# ---------------------------------------------------------------- typed transcript steps
+STEPS = [
+    {"type": "ai", "content": "", "tool_calls": [{"name": "lookup", "args": {"q": "x"}, "id": "c1"}],
+     "usage": {"input_tokens": 3}},
+    {"type": "tool", "tool": "lookup", "tool_call_id": "c1", "result": {"ok": True}},
+    {"type": "tool", "tool": "lookup", "tool_call_id": "c2", "result": "boom", "status": "error"},
+    {"type": "ai", "content": "cut", "tool_calls": ["[groundeval: truncated: 3 more items]"],
+     "groundeval_truncated": "[groundeval: truncated: 1 more keys]"},
+    {"type": "groundeval", "truncated": "400 more steps"},
+    "a step in an agent's own format",
+]
+
+
+def test_reported_steps_are_typed_written_back_as_given_and_valid_in_the_schema(stored):
+    from pytest_groundeval.model import AgentMessageStep, ToolResultStep
+    from pytest_groundeval.store.record import validate_record
+
+    data = _record(stored)
+    data["cases"][0]["agent_reported"] = STEPS
+    record = RunRecord.model_validate(data)
+    steps = record.cases[0].agent_reported
+    assert [type(s).__name__ for s in steps] == ["AgentMessageStep", "ToolResultStep", "ToolResultStep",
+                                                 "AgentMessageStep", "dict", "str"]
+    assert isinstance(steps[0], AgentMessageStep) and steps[0].tool_calls[0].name == "lookup"
+    assert isinstance(steps[2], ToolResultStep) and steps[2].status == "error"
+    dumped = record.model_dump(mode="json")
+    assert dumped["cases"][0]["agent_reported"] == STEPS  # no key added, none lost
+    assert validate_record(dumped) == []
+    bad = json.loads(json.dumps(dumped))
+    bad["cases"][0]["agent_reported"] = [{"type": "ai", "tool_calls": 3}]
+    assert validate_record(bad) and any("agent_reported" in p for p in validate_record(bad))
+
+
+def test_an_agent_transcript_not_in_the_steps_shape_is_dropped_with_a_warning(tmp_path):
+    from pytest_groundeval.model import AgentOutput
+    from pytest_groundeval.run.runner import run_case
+    from pytest_groundeval.tasks.extraction import ExtractionTask
+    from conftest import SYNTHEA, ZERO
+    import shutil
+
+    (tmp_path / "data").mkdir()
+    shutil.copy(SYNTHEA / f"{ZERO}.json", tmp_path / "data" / f"{ZERO}.json")
+    task = ExtractionTask(tmp_path / "data")
+    ref = task.discover()[0]
+
+    class Odd:
+        name = "odd"
+
+        def __init__(self, steps):
+            self.steps = steps
+
+        def run(self, prompt):
+            return AgentOutput(text='{"active_medications": []}', transcript=self.steps,
+                               extra={"answer_source": "final_message", "other": 1})
+
+    kept = run_case(task, ref, Odd(STEPS))
+    assert kept.outcome == "passed" and kept.model_dump(mode="json")["agent_reported"] == STEPS
+    assert kept.answer_source == "final_message" and kept.warnings == []
+    odd = run_case(task, ref, Odd([{"type": "ai", "tool_calls": 3}]))
+    assert odd.outcome == "passed" and odd.agent_reported is None  # scored all the same
+    assert odd.warnings and odd.warnings[0].startswith("transcript dropped: agent 'odd' reported steps not in")
