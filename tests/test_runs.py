@@ -434,3 +434,33 @@ def test_ctrl_c_abandons_calls_in_flight_and_keeps_finished_cases(logged, monkey
     finished = [c["case_id"] for c in rec["cases"]]
     assert finished[:2] == sorted(SMALL_SET)[:2] and slow not in finished
     assert os.path.exists(journal)
+
+
+# ---------------------------------------------------------------- the one reuse rule (store/resume.py)
+def _stored(outcome: str, kind: str | None = None, content_hash: str = "sha256:a"):
+    from pytest_groundeval.model import CaseResult
+
+    fields = {"score": {"passed": outcome == "passed"}} if outcome in ("passed", "failed") else \
+        {"error": {"kind": kind, "message": "m"}}
+    return CaseResult(case_id="c", task="t", outcome=outcome, content_hash=content_hash, **fields)
+
+
+@pytest.mark.parametrize("outcome,kind,called", [
+    ("passed", None, False), ("failed", None, False), ("error", "case", False), ("error", "internal", False),
+    ("error", "agent", True), ("error", "timeout", True), ("error", "budget", True), ("error", "crash", True),
+    ("error", "interrupted", True),
+])
+def test_the_one_rule_for_whether_a_case_needs_a_call(outcome, kind, called):
+    """The evaluator's plan and runner.reuse both ask store.resume: finished cases (a verdict,
+    or an error another call would not change) stand on --resume while their content is the
+    same; a changed case, a retryable error and a case the stored run lacks are called; --rescore
+    never calls."""
+    from pytest_groundeval.store.resume import needs_call, stands
+
+    old = _stored(outcome, kind)
+    assert needs_call("resume", old, "sha256:a") is called
+    assert stands(old, "sha256:a") is not called
+    assert needs_call("resume", old, "sha256:b") is True  # the case changed since
+    assert needs_call("resume", old, None) is True  # it cannot be loaded now: it is run (and says why)
+    assert needs_call("resume", None, "sha256:a") is True
+    assert needs_call("rescore", old, "sha256:b") is False and needs_call("run", old, "sha256:a") is True
