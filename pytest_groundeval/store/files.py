@@ -151,6 +151,10 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
 
 def _read_record(path: Path, raw: bytes) -> RunRecord:
     try:
+        return RunRecord.model_validate_json(raw)  # the common case, in pydantic-core; else say why not
+    except ValidationError:
+        pass
+    try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise StoreError(f"{path} is not a JSON run record ({e}): give a runs/*.json record a groundeval run "
@@ -177,11 +181,11 @@ def read(path: Path | str) -> RunRecord | Journal:
 def record_bytes(record: RunRecord) -> bytes:
     """The record as its file holds it (before redaction): indented JSON; a string JSON cannot
     carry as UTF-8 (a lone surrogate) escaped, never a crash."""
-    data = record.model_dump(mode="json")
     try:
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
-    except (orjson.JSONEncodeError, TypeError):
-        return orjson.dumps(escape_unencodable(data), default=str, option=orjson.OPT_INDENT_2) + b"\n"
+        return record.model_dump_json(indent=2).encode("utf-8") + b"\n"  # pydantic-core's serializer: no dict
+    except (ValueError, UnicodeEncodeError):  # (surrogates in a string) built first
+        data = escape_unencodable(record.model_dump(mode="json"))
+        return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def write(record: RunRecord, path: Path | str, *, journal: Path | None = None) -> Path:
