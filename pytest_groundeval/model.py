@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema, model_serializer,
+                      model_validator)
 
 SCHEMA_VERSION = "2.0"
 
@@ -126,12 +127,74 @@ class Usage(_Model):
         return {k: v for k, v in handler(self).items() if v is not None}
 
 
+class _Step(BaseModel):
+    """A step of the transcript an agent reports about itself. Written back as it was given:
+    only the keys it had (a step cut by ``bounds.py`` keeps its ``groundeval_truncated`` key)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        given = self.model_fields_set | set(self.model_extra or {})
+        return {k: v for k, v in data.items() if k in given}
+
+
+class ReportedToolCall(_Step):
+    """A tool call a model asked for, as the agent reports it (``invalid_tool_calls``: with the
+    ``error`` that made it invalid). A cut list ends with a marker string instead."""
+
+    name: str | None = None
+    args: Any = None
+    id: str | None = None
+    error: str | None = None
+
+
+class AgentMessageStep(_Step):
+    """``type: ai``: one message of the model (its text, the tool calls it asked for, its usage)."""
+
+    type: Literal["ai"]
+    content: Any = None  # the message's text (an agent of its own may report its content blocks)
+    tool_calls: list[ReportedToolCall | str] = Field(default_factory=list)
+    invalid_tool_calls: list[ReportedToolCall | str] | None = None
+    usage: dict[str, Any] | None = None
+
+
+class ToolResultStep(_Step):
+    """``type: tool``: what a tool returned to the model (``status``: set when not success)."""
+
+    type: Literal["tool"]
+    tool: str | None = None
+    tool_call_id: str | None = None
+    result: Any = None
+    status: str | None = None
+
+
+def _step_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("ai", "tool") else "other"
+
+
+#: a step of an agent's own transcript: a model message, a tool result, or (an agent with its
+#: own format) anything else, kept as given
+_OTHER_STEP = {"description": "any other step (an agent's own format; bounds.py's step of type groundeval), "
+               "kept as given", "not": {"type": "object", "required": ["type"],
+                                        "properties": {"type": {"enum": ["ai", "tool"]}}}}
+ReportedStep = Annotated[
+    Union[Annotated[AgentMessageStep, Tag("ai")], Annotated[ToolResultStep, Tag("tool")],
+          Annotated[Any, WithJsonSchema(_OTHER_STEP), Tag("other")]],
+    Discriminator(_step_kind),
+]
+
+
 @dataclass
 class AgentOutput:
     """What an agent returned for one case.
 
     ``structured`` is an answer the agent already holds as data (e.g. the resource its
-    tools built); the task decides whether and how to use it when parsing."""
+    tools built); the task decides whether and how to use it when parsing. ``extra``: the
+    agent's notes; ``answer_source`` (which answer rule applied) is kept in the case's
+    result, the rest (counts the transcript already shows, the agent's settings) is not."""
 
     text: str
     usage: dict[str, Any] | None = None
@@ -160,20 +223,37 @@ class AgentOutput:
 
 # ---------------------------------------------------------------- one case's result
 class CheckRecord(_Model):
+    """One sub-check of a dimension: a verdict and a human-readable reason
+    (``Check(name, passed, reason)``, positionally too)."""
+
     name: str
     passed: bool
     reason: str = ""
 
+    def __init__(self, name: str, passed: bool, reason: str = "", **data: Any) -> None:
+        super().__init__(name=name, passed=passed, reason=reason, **data)
+
 
 class DimensionRecord(_Model):
+    """An independent pass/fail dimension (write: schema, coding, constraints, safety;
+    ``grounded``), named by its key in the score."""
+
     passed: bool
     reason: str
     checks: list[CheckRecord] = Field(default_factory=list)
 
+    @classmethod
+    def from_checks(cls, name: str, checks: list[CheckRecord]) -> "DimensionRecord":
+        """Passed when every check passed; the reason lists the failed checks (``ok``: none).
+        ``name``: the key the score will hold it under (said here for the reader of a scorer)."""
+        failed = [f"{c.name}: {c.reason}" for c in checks if not c.passed]
+        return cls(passed=not failed, reason="; ".join(failed) if failed else "ok", checks=checks)
+
 
 class ScoreRecord(_Model):
-    """A scorer's verdict on one case: per-case metrics (what aggregates are built from),
-    independent pass/fail dimensions with a reason per check, details, and the reason."""
+    """A scorer's verdict on one case (the one score type: scorers build it, the record holds
+    it): per-case metrics (what aggregates are built from), independent pass/fail dimensions
+    with a reason per check, details, and the reason."""
 
     passed: bool
     metrics: dict[str, float] = Field(default_factory=dict)
@@ -243,7 +323,10 @@ class CaseResult(_Model):
     transcript: list[ToolCall] | None = None
     tools_offered: list[str] | None = None  # the harness tools the agent was given
     # the transcript the agent returned itself (AgentOutput.transcript): shown, never evidence
-    agent_reported: list[Any] | None = None
+    agent_reported: list[ReportedStep] | None = None
+    # which of the agent's answer rules gave the scored answer (AgentOutput.extra["answer_source"]:
+    # the langgraph agent's final_message / last_tool_resource / none); None: the agent did not say
+    answer_source: str | None = None
     steps: int | None = None
     resumed_from: str | None = None
     rescored_from: str | None = None
@@ -408,6 +491,40 @@ class RepeatRecord(_Model):
     per_case: dict[str, RepeatCase]
 
 
+class RecordOptions(_Model):
+    """What a run was asked to do, as far as it changes what the record means (``--agent`` and
+    ``--model`` are the record's ``requested``). Besides these keys, one per task the run
+    knew: that task's settings (e.g. ``"extraction": {"data_dir": "..."}``, ``Task.options``)."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, dict[str, Any]] = Field(init=False)  # per task: its settings
+
+    base_url: str | None = None  # --model-base-url
+    agent_timeout: float | None = None  # --agent-timeout (seconds)
+    thresholds: list[str] = Field(default_factory=list)  # the gate's TASK.METRIC=VALUE (option and ini)
+    keyword: str | None = None  # -k
+    markexpr: str | None = None  # -m
+    numprocesses: int | str | None = None  # xdist's -n
+    concurrency: int = 1  # agent calls in flight per process
+    retries: int = 0  # --agent-retries
+    max_cost_usd: float | None = None  # --max-cost
+    model_cache: str | None = None  # --model-cache mode
+    resumed_from: str | None = None  # --resume: the stored run's id
+    rescored_from: str | None = None  # --rescore: the stored run's id
+    shard: str | None = None  # --groundeval-shard K/N
+    repeat: int = 1  # --repeat N
+    require_grounded: bool = False  # --require-grounded
+    args: list[str] = Field(default_factory=list)  # pytest's positional arguments (paths, node ids)
+    merged_from: list[str] | None = None  # groundeval merge: the shards' run ids (absent otherwise)
+
+    @model_serializer(mode="wrap")
+    def _merged_only(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("merged_from") is None:
+            data.pop("merged_from", None)
+        return data
+
+
 class RunRecord(_Model):
     """``runs/<run_id>.json``: one session's cases, summary, usage, budget and gate."""
 
@@ -419,7 +536,7 @@ class RunRecord(_Model):
     agent: str  # the agent that answered, as it names itself (several: comma-separated)
     model: str | None  # the model the agent reports using (else the one asked for)
     requested: dict[str, str | None]  # what --agent / --model asked for (what --resume matches)
-    options: dict[str, Any]
+    options: RecordOptions
     versions: dict[str, str | None]
     summary: dict[str, dict[str, SummaryValue]]
     cases: list[CaseResult]

@@ -219,7 +219,7 @@ def test_every_file_the_harness_writes_has_one_mode(tmp_path):
     import stat
 
     from pytest_groundeval.run.cache import ModelCache
-    from pytest_groundeval.store.journal import Journal
+    from pytest_groundeval.store.journal import JournalWriter as Journal
     from pytest_groundeval.store.record import FILE_MODE, write_json_atomic
 
     old = os.umask(0o022)

@@ -366,7 +366,7 @@ def test_prf_conventions():
 
 
 def _entry(outcome, truth, pred=None):
-    score = score_extraction(pred, truth).to_dict() if pred is not None else None
+    score = score_extraction(pred, truth).model_dump(mode="json") if pred is not None else None
     error = {"kind": "agent", "message": "agent raised"} if outcome == "error" else None
     return CaseResult(case_id="c", task="extraction", outcome=outcome, ground_truth=truth, score=score,
                       error=error, skip_reason="skipped" if outcome == "skipped" else None)

@@ -269,7 +269,7 @@ def test_a_record_written_before_observation_reads_its_transcript_as_agent_repor
     old = {"case_id": "a", "task": "write", "outcome": "passed", "score": {"passed": True},
            "transcript": [{"type": "ai", "content": "", "tool_calls": []}]}
     r = CaseResult.model_validate(old)
-    assert r.transcript is None and r.agent_reported == old["transcript"]
+    assert r.transcript is None and [s.model_dump() for s in r.agent_reported] == old["transcript"]
     new = CaseResult.model_validate({**old, "transcript": Log().lookup().answer(), "tools_offered": ["x"]})
     assert new.transcript[0].tool == "lookup_medication_code" and new.agent_reported is None
 
@@ -316,7 +316,7 @@ def test_langgraph_honest_write_is_grounded_under_require_grounded():
     r = _write_run(lg.correct_script(lg.load_case()), require=True)
     assert r.outcome == "passed" and r.score.metrics["grounded"] == 1.0, r.reason
     assert [c.tool for c in r.transcript] == lg.TOOLS and r.tools_offered == lg.TOOLS
-    assert [e["type"] for e in r.agent_reported].count("tool") == 3  # its own account, kept apart
+    assert [e.type for e in r.agent_reported].count("tool") == 3  # its own account, kept apart
 
 
 def test_langgraph_agent_that_calls_no_tool_fails_under_require_grounded():
@@ -438,7 +438,7 @@ def test_a_custom_agents_self_reported_transcript_is_kept_apart_and_never_eviden
     ref = next(r for r in task.discover() if r.case_id == "ibuprofen-two-tablets")
     plain = run_case(task, ref, _SelfReporting())
     assert plain.outcome == "passed" and plain.transcript is None and plain.tools_offered is None
-    assert plain.agent_reported[0]["tool"] == "lookup_medication_code"  # kept, shown
+    assert plain.agent_reported[0].tool == "lookup_medication_code"  # kept, shown
     assert "grounded" not in plain.score.metrics and plain.score.details["grounded"] == NOT_APPLICABLE
     strict = run_case(task, ref, _SelfReporting(), require_grounded=True)
     assert strict.outcome == "failed" and strict.reason == f"not grounded (--require-grounded): {NOT_APPLICABLE}"

@@ -371,7 +371,7 @@ def test_empty_answer_fails_with_recall_zero(task, cases):
 # ------------------------------------------------------------------ unparsed, summary
 def _result(case, s, outcome=None):
     return CaseResult(case_id=case.case_id, task="reconciliation", ground_truth=case.truth,
-                      outcome=outcome or ("passed" if s.passed else "failed"), score=s.to_dict())
+                      outcome=outcome or ("passed" if s.passed else "failed"), score=s.model_dump(mode="json"))
 
 
 def test_unparsed_is_a_failure_with_every_metric_zero_and_truth_missed(task, cases):

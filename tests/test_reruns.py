@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from conftest import REFS, ROOT, SMALL_SET, SYNTHEA, ZERO, read_record
 
-from pytest_groundeval.store.journal import load_run
+from pytest_groundeval.store.files import load_stored
 from pytest_groundeval.store.merge import merge
 from pytest_groundeval.store.record import validate_record
 
@@ -317,9 +317,9 @@ def test_a_crashed_worker_s_case_rescheduled_by_rerunfailures_keeps_its_crash(pr
     journal = project.path / "record.jsonl"
     kinds = [json.loads(line)["kind"] for line in journal.read_text().splitlines()]
     assert (kinds.count("case"), kinds.count("rerun")) == (len(SMALL_SET), 1)
-    assert load_run(journal).cases[("extraction", REFS)].error.kind == "crash"
+    assert load_stored(journal).cases[("extraction", REFS)].error.kind == "crash"
     # groundeval merge keeps the shard's reruns and their usage
-    merged, _, _ = merge([project.path / "record.json"])
+    merged = merge([project.path / "record.json"])[0].model_dump(mode="json")
     assert merged["reruns"] == rec["reruns"] and merged["usage"]["input_tokens"] == rec["usage"]["input_tokens"]
 
 

@@ -181,6 +181,102 @@ def test_resume_last_reruns_changed_cases(evalproject):
     assert sum(c["resumed_from"] is not None for c in cases.values()) == N - 1
 
 
+MIXED = '''
+import json, os
+from agents_under_test import _log, _patient, _truth
+
+class Mixed:
+    """Right, except: FAIL_ON's patient gets a wrong answer (a scored failure), RAISE_ON's an
+    API error (a retryable agent error), NOT_JSON_ON's prose (a parse failure)."""
+    name = "mixed"
+
+    def run(self, prompt):
+        pid = _patient(prompt)
+        _log("call", patient=pid)
+        if os.environ.get("RAISE_ON") and os.environ["RAISE_ON"] in pid:
+            raise ConnectionError("upstream API unavailable")
+        if os.environ.get("NOT_JSON_ON") and os.environ["NOT_JSON_ON"] in pid:
+            return "The patient takes lisinopril."
+        meds = _truth(prompt)
+        if os.environ.get("FAIL_ON") and os.environ["FAIL_ON"] in pid:
+            meds = meds + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+        return json.dumps({"active_medications": meds})
+'''
+
+
+@pytest.fixture
+def mixed(logged, monkeypatch):
+    """A run of the Mixed agent: one case failed, one errored (agent error, retryable), one
+    unparsable (failed), the rest passed; the agent log emptied after it."""
+    logged.makepyfile(mixed_agent=MIXED)
+    stems = sorted(SMALL_SET)
+    ids = {role: _patient_of(logged, stem) for role, stem in zip(("fail", "raise", "prose"), stems[1:])}
+    monkeypatch.setenv("FAIL_ON", ids["fail"])
+    monkeypatch.setenv("RAISE_ON", ids["raise"])
+    monkeypatch.setenv("NOT_JSON_ON", ids["prose"])
+    result = run(logged, "--agent=mixed_agent:Mixed", "--agent-retries", "1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    cases = {c["case_id"]: c for c in read_record(logged)["cases"]}
+    by_role = {role: cases[stem] for role, stem in zip(("pass", "fail", "raise", "prose"), stems)}
+    assert by_role["pass"]["outcome"] == "passed" and by_role["fail"]["outcome"] == "failed"
+    assert by_role["raise"]["outcome"] == "error" and by_role["raise"]["error"]["kind"] == "agent"
+    assert by_role["prose"]["outcome"] == "failed" and by_role["prose"]["score"]["reason"].startswith("parse error")
+    (logged.path / "agent.log").unlink()
+    return logged, ids, dict(zip(("pass", "fail", "raise", "prose"), stems))
+
+
+def test_resume_keeps_finished_failures_and_runs_retryable_errors_again(mixed, monkeypatch):
+    """Failed cases (wrong, unparsable) are finished: --resume keeps them without a call; the
+    case that errored for a retryable reason (the API) is called again, and passes now."""
+    project, ids, stems = mixed
+    monkeypatch.delenv("RAISE_ON")  # the API is back
+    result = run(project, "--agent=mixed_agent:Mixed", "--agent-retries", "1", "--resume", "record.json",
+                 "--run-record", "resumed.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the kept failures still fail
+    assert [e["patient"] for e in agent_log(project)] == [ids["raise"]]  # one call: the errored case's
+    first = {c["case_id"]: c for c in read_record(project)["cases"]}
+    cases = {c["case_id"]: c for c in read_record(project, "resumed.json")["cases"]}
+    for role in ("pass", "fail", "prose"):
+        c = cases[stems[role]]
+        assert c["resumed_from"] == read_record(project)["run_id"], role
+        assert {k: v for k, v in c.items() if k != "resumed_from"} == \
+            {k: v for k, v in first[stems[role]].items() if k != "resumed_from"}, role
+    again = cases[stems["raise"]]
+    assert again["outcome"] == "passed" and again["resumed_from"] is None and again["error"] is None
+
+
+def test_resume_runs_a_finished_failure_again_when_its_case_changed(mixed, monkeypatch):
+    """The same rule with the content hash: a failed case whose file changed is run again."""
+    project, ids, stems = mixed
+    path = project.path / "data" / f"{stems['fail']}.json"
+    path.write_text(path.read_text() + "\n")  # same data, new content hash
+    run(project, "--agent=mixed_agent:Mixed", "--agent-retries", "1", "--resume", "record.json",
+        "--run-record", "resumed.json")
+    assert {e["patient"] for e in agent_log(project)} == {ids["fail"], ids["raise"]}  # (raise: still failing)
+    cases = {c["case_id"]: c for c in read_record(project, "resumed.json")["cases"]}
+    assert cases[stems["fail"]]["resumed_from"] is None and cases[stems["fail"]]["outcome"] == "failed"
+    assert cases[stems["prose"]]["resumed_from"] is not None
+
+
+def test_rescore_of_failed_and_errored_cases_makes_no_call(mixed, monkeypatch):
+    """--rescore scores the stored answers again: the wrong and the unparsable answer fail as
+    before; the errored case has no answer to score and is kept as it was. No call at all."""
+    project, ids, stems = mixed
+    monkeypatch.delenv("RAISE_ON")  # a call now would pass: none is made
+    result = project.runpytest("--data-dir", "data", "-p", "no:cacheprovider", "--agent=mixed_agent:Mixed",
+                               "--rescore", "record.json", "--run-record", "rescored.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert agent_log(project) == []
+    first = {c["case_id"]: c for c in read_record(project)["cases"]}
+    cases = {c["case_id"]: c for c in read_record(project, "rescored.json")["cases"]}
+    assert all(c["rescored_from"] == read_record(project)["run_id"] for c in cases.values())
+    for role, outcome in (("pass", "passed"), ("fail", "failed"), ("prose", "failed"), ("raise", "error")):
+        c = cases[stems[role]]
+        assert c["outcome"] == outcome, role
+        assert c["score"] == first[stems[role]]["score"] and c["raw_output"] == first[stems[role]]["raw_output"], role
+    assert cases[stems["raise"]]["error"] == first[stems["raise"]]["error"]
+
+
 def test_rescore_makes_no_agent_call(logged):
     run(logged, "--agent=agents_under_test:Sleepy").assert_outcomes(passed=N)
     (logged.path / "agent.log").unlink()
@@ -338,3 +434,33 @@ def test_ctrl_c_abandons_calls_in_flight_and_keeps_finished_cases(logged, monkey
     finished = [c["case_id"] for c in rec["cases"]]
     assert finished[:2] == sorted(SMALL_SET)[:2] and slow not in finished
     assert os.path.exists(journal)
+
+
+# ---------------------------------------------------------------- the one reuse rule (store/resume.py)
+def _stored(outcome: str, kind: str | None = None, content_hash: str = "sha256:a"):
+    from pytest_groundeval.model import CaseResult
+
+    fields = {"score": {"passed": outcome == "passed"}} if outcome in ("passed", "failed") else \
+        {"error": {"kind": kind, "message": "m"}}
+    return CaseResult(case_id="c", task="t", outcome=outcome, content_hash=content_hash, **fields)
+
+
+@pytest.mark.parametrize("outcome,kind,called", [
+    ("passed", None, False), ("failed", None, False), ("error", "case", False), ("error", "internal", False),
+    ("error", "agent", True), ("error", "timeout", True), ("error", "budget", True), ("error", "crash", True),
+    ("error", "interrupted", True),
+])
+def test_the_one_rule_for_whether_a_case_needs_a_call(outcome, kind, called):
+    """The evaluator's plan and runner.reuse both ask store.resume: finished cases (a verdict,
+    or an error another call would not change) stand on --resume while their content is the
+    same; a changed case, a retryable error and a case the stored run lacks are called; --rescore
+    never calls."""
+    from pytest_groundeval.store.resume import needs_call, stands
+
+    old = _stored(outcome, kind)
+    assert needs_call("resume", old, "sha256:a") is called
+    assert stands(old, "sha256:a") is not called
+    assert needs_call("resume", old, "sha256:b") is True  # the case changed since
+    assert needs_call("resume", old, None) is True  # it cannot be loaded now: it is run (and says why)
+    assert needs_call("resume", None, "sha256:a") is True
+    assert needs_call("rescore", old, "sha256:b") is False and needs_call("run", old, "sha256:a") is True

@@ -232,7 +232,72 @@ def _same_case_other_content(s1: dict, s2: dict) -> None:
     s2["cases"].append(twin)
 
 
+def _copy_a_case(s1: dict, s2: dict) -> None:  # the same case, same content, in both shards
+    s2["cases"].append(copy.deepcopy(s1["cases"][0]))
+
+
+def _count_one_more(s1: dict, s2: dict) -> None:  # says it selected a case more (of the other shard's)
+    s2["completeness"]["selected"] += 1
+    s2["completeness"]["deselected"] -= 1
+
+
+def _deselect_one_more(s1: dict, s2: dict) -> None:  # as if -k had left out one more item
+    s2["completeness"]["deselected"] += 1
+
+
+def _other_selection_digest(s1: dict, s2: dict) -> None:  # both shards agree, their cases do not
+    for rec in (s1, s2):
+        rec["completeness"]["shard"]["selection_sha256"] = "sha256:" + "2" * 64
+
+
+def _uninstalled_task(s1: dict, s2: dict) -> None:
+    """Every case of a task this machine does not have, split and counted as a real run would."""
+    cases = s1["cases"] + s2["cases"]
+    for c in cases:
+        c["task"] = "not-installed"
+    digest = selection_digest((c["task"], c["case_id"]) for c in cases)
+    for k, rec in ((1, s1), (2, s2)):
+        rec["cases"] = [c for c in cases if shard_of(c["task"], c["case_id"], 2) == k]
+        comp = rec["completeness"]
+        comp["selected"] = comp["recorded"] = len(rec["cases"])
+        comp["deselected"] = len(cases) - len(rec["cases"])
+        comp["shard"]["selection_sha256"] = digest
+
+
+def _not_json(s1: dict, s2: dict) -> str:
+    return "{not json"
+
+
+def _foreign(s1: dict, s2: dict) -> None:
+    s2.clear()
+    s2["a"] = 1
+
+
+def _thresholds(value):
+    def change(s1: dict, s2: dict) -> None:
+        for rec in (s1, s2):
+            rec["options"]["thresholds"] = value
+    return change
+
+
+# every refusal merge has (store/merge.py, store/files.py), one row each: (change to the
+# shards' records, what the refusal says); a journal, a whole run, a missing shard and a shard
+# or a file given twice are refused in the test after this one
 REFUSALS = {
+    "another package version": (lambda a, b: _set("versions.pytest", "0.0.1")(b), "package versions"),
+    "another price table": (lambda a, b: _set("usage.prices_as_of", "1999-01-01")(b), "price table"),
+    "another answering agent": (lambda a, b: _set("agent", "claude")(b), "the agent that answered"),
+    "other items deselected": (_deselect_one_more, "eval items deselected"),
+    "a newer record format": (lambda a, b: _set("schema_version", "3.0")(b), "newer groundeval record format"),
+    "not a valid record": (lambda a, b: _set("completeness.recorded", "many")(b), "is not valid in groundeval"),
+    "not JSON": (_not_json, "is not a JSON run record"),
+    "not a groundeval file": (_foreign, "is not a groundeval run record"),
+    "overlapping shards": (_copy_a_case, "the shards overlap"),
+    "selected cases that do not add up": (_count_one_more, "selected cases add up to"),
+    "cases that are not the selection": (_other_selection_digest, "are not the selection they were split from"),
+    "a task not installed": (_uninstalled_task, "is not installed here"),
+    "a recorded threshold of no task": (_thresholds(["nosuch.f1=0.9"]), "unknown task 'nosuch'"),
+
     "another agent": (lambda a, b: (_set("requested.agent", "claude")(b), _set("agent", "claude")(b)),
                       "the agent and model asked for"),
     "another model": (lambda a, b: _set("model", "claude-opus-4-8")(b), "the model that answered"),
@@ -254,9 +319,9 @@ def test_merge_refuses_shards_that_are_not_one_run(runs, tmp_path, capsys, why):
     project, _ = runs
     change, expected = REFUSALS[why]
     s1, s2 = load(project, "s1.json"), load(project, "s2.json")
-    change(s1, s2)
+    text = change(s1, s2)
     for name, rec in (("a.json", s1), ("b.json", s2)):
-        (tmp_path / name).write_text(json.dumps(rec))
+        (tmp_path / name).write_text(text if name == "b.json" and isinstance(text, str) else json.dumps(rec))
     assert merge(tmp_path, "a.json", "b.json", "-o", "out.json") == 2
     err = capsys.readouterr().err
     assert expected in err, err
@@ -271,8 +336,10 @@ def test_merge_refuses_a_missing_or_duplicated_shard_a_journal_and_a_whole_run(r
     shutil.copy(project / "s1.json", tmp_path / "again.json")
     assert merge(project, "s1.json", str(tmp_path / "again.json"), "s2.json", "-o", "out.json") == 2
     assert "shard 1/2 is given twice" in capsys.readouterr().err
+    assert merge(project, "s1.json", "s1.json", "s2.json", "-o", "out.json") == 2
+    assert "s1.json is given twice" in capsys.readouterr().err
     journal = tmp_path / "s2.jsonl"
-    journal.write_text('{"kind": "header"}\n')
+    journal.write_text('{"kind": "header", "schema_version": "2.0", "run_id": "r"}\n')
     assert merge(project, "s1.json", str(journal), "-o", "out.json") == 2
     assert "a journal, not a run record" in capsys.readouterr().err
     assert merge(project, "s1.json", "full.json", "-o", "out.json") == 2

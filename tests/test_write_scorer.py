@@ -793,7 +793,7 @@ def test_accepts_a_fhir_resources_model():
 
 def test_score_serialises_to_json():
     score = score_write(MUTATIONS["dose_10x"].fn(reference(PRN), PRN), PRN)
-    data = json.loads(json.dumps(score.to_dict()))
+    data = json.loads(json.dumps(score.model_dump(mode="json")))
     assert data["metrics"]["safety"] == 0 and data["dimensions"]["safety"]["passed"] is False
     assert data["dimensions"]["safety"]["checks"]
 

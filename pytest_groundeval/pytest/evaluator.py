@@ -22,11 +22,12 @@ from typing import Any, Mapping
 import pytest
 
 from pytest_groundeval.run.concurrency import Prefetcher
-from pytest_groundeval.store.journal import StoredRun, find_run, load_run
+from pytest_groundeval.store.files import StoredRun, find_run, load_stored as read_stored
 from pytest_groundeval.model import CaseRef, CaseResult, ErrorInfo
 from pytest_groundeval.pytest.options import Settings
 from pytest_groundeval.pytest.reruns import first_result
-from pytest_groundeval.run.runner import Called, agent_name, call_case, finish_case, not_run, reuse
+from pytest_groundeval.run.runner import Called, agent_name, call_case, finish_case, load_case, not_run, reuse
+from pytest_groundeval.store.resume import needs_call
 from pytest_groundeval.tasks.base import Task
 from pytest_groundeval.run.usage import Budget, call_floor, unpriced_budget
 
@@ -45,7 +46,7 @@ def load_stored(settings: Settings) -> StoredRun | None:
     if not spec:
         return None
     try:
-        stored = load_run(find_run(spec, settings.runs_dir))
+        stored = read_stored(find_run(spec, settings.runs_dir))
     except (OSError, ValueError, KeyError) as e:
         raise pytest.UsageError(f"groundeval: --{settings.mode} {spec}: {e}") from None
     if settings.mode == "resume" and (stored.agent, stored.model) != (settings.agent.name, settings.agent.model):
@@ -157,10 +158,14 @@ class Evaluator:
         return self._agent
 
     def needs_call(self, ref: CaseRef) -> bool:
-        if self.settings.mode == "rescore":
-            return False
+        """The one rule (store/resume.py), with the case's content hash (loaded only when a
+        stored result could stand)."""
         old = self.stored.cases.get(ref.key) if self.stored else None
-        return old is None or not old.finished
+        current = None
+        if self.settings.mode == "resume" and old is not None and old.finished:
+            case, _ = load_case(self.tasks[ref.task], ref)
+            current = case.content_hash if case is not None else None
+        return needs_call(self.settings.mode, old, current)
 
     # -- prefetching (hooks) --
     @pytest.hookimpl(trylast=True)

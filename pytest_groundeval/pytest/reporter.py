@@ -15,18 +15,25 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_groundeval.reporting.gate import run_gate
-from pytest_groundeval.store.journal import Journal, JournalWriteError, StoredRun
+from pytest_groundeval.store import read, write
+from pytest_groundeval.store.files import StoredRun
+from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
 from pytest_groundeval.model import CaseResult, Completeness, ErrorInfo, RunRecord
 from pytest_groundeval.pytest.options import Settings
-from pytest_groundeval.store.record import (build_record, case_json, new_run_id, now_iso, record_bytes, sort_cases, summarize, user_subset,
-                     write_json_atomic)
-from pytest_groundeval.store.redact import redact_json, redact_obj
+from pytest_groundeval.store.record import build_record, case_json, new_run_id, now_iso, sort_cases, summarize, user_subset
+from pytest_groundeval.store.redact import redact_obj
 from pytest_groundeval.run.runner import not_run
 from pytest_groundeval.pytest.signals import terminated
 from pytest_groundeval.tasks.base import Task
 from pytest_groundeval.run.usage import budget_record, total_usage
 
 REPORT_ATTR = "groundeval"
+
+
+def _plain(value: Any) -> Any:
+    """Typed parts of the record as the JSON it will hold."""
+    return orjson.loads(orjson.dumps(value, default=lambda v: v.model_dump(mode="json")))
+
 FREEZE_EVERY = 256  # the attribute of a TestReport that carries its case result
 
 
@@ -41,7 +48,7 @@ class Reporter:
         self._local: dict[int, tuple[CaseResult, bytes]] = {}
         self.data: dict[tuple[str, str], bytes] = {}  # each result as it was reported (JSON)
         self.reruns: list[CaseResult] = []  # executions of a case after its first (reruns.py)
-        self.journal: Journal | None = None
+        self.journal: JournalWriter | None = None
         self.tracer: Any = None  # LangSmith (tracing.py), set when LANGSMITH_API_KEY is: it sends the cases itself
         self.record: RunRecord | None = None
         self.record_path: Path | None = None
@@ -49,7 +56,6 @@ class Reporter:
         self.write_error: str | None = None
         self.html_error: str | None = None  # --groundeval-html: why the page could not be written
         self.html_path: Path | None = None  # --groundeval-html: the page written
-        self.fold_journal = False
         self.journal_failed = False
         self.worker_concurrency: list[int] = []
         self.worker_selection: tuple[int, int] | None = None  # (selected, deselected) from workers
@@ -147,7 +153,7 @@ class Reporter:
     def _journal(self, blob: bytes, kind: str = "case") -> None:
         if self.journal is None and not self.journal_failed:
             try:
-                self.journal = Journal(self.path.with_suffix(".jsonl"), self.header())
+                self.journal = JournalWriter(self.path.with_suffix(".jsonl"), self.header())
             except OSError as e:
                 self.journal_failed = True
                 self.problems.append(f"could not open the journal {self.path.with_suffix('.jsonl')}: "
@@ -198,8 +204,6 @@ class Reporter:
         finally:
             if self.journal is not None:
                 self.journal.close()
-                if self.fold_journal:
-                    self.journal.path.unlink(missing_ok=True)
         return (yield)
 
     def completeness(self, session: pytest.Session, exitstatus: int, cases: list[CaseResult],
@@ -269,10 +273,7 @@ class Reporter:
                 and not any(t.origin == "option" for t in self.settings.thresholds):
             return  # no eval item collected (e.g. the project's own tests): inert, no record
         self.record = self._build(session, exitstatus)
-        if self.tracer is not None:  # the experiments' summary feedback; their URLs go in the record
-            self.record.langsmith = self.tracer.finish(self.record, self.path)
-        payload = self._write(session)
-        if payload is None:
+        if not self._write(session):
             return
         gate = self.record.gate
         if self.problems:
@@ -293,23 +294,27 @@ class Reporter:
         completeness = self.completeness(session, exitstatus, cases, budget)
         gate = run_gate(self.settings.thresholds, summary, completeness)
         agent, model = self.attribution(cases)
-        record = build_record(
+        finished_at = now_iso()
+        langsmith = None
+        if self.tracer is not None:  # the experiments' summary feedback; their URLs go in the record
+            langsmith = self.tracer.finish(_plain({"summary": summary, "gate": gate, "agent": agent, "model": model,
+                                                   "finished_at": finished_at, "completeness": completeness}),
+                                           self.path)
+        return build_record(
             run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
             requested=self.requested(), options=self.options(), cases=cases, summary=summary,
             completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
+            reruns=self.reruns, langsmith=langsmith, finished_at=finished_at,
         )
-        record.reruns = sort_cases(self.reruns) or None
-        return record
 
-    def _write(self, session: pytest.Session) -> dict[str, Any] | None:
-        """Write the record (redacted); the payload written, or None when it could not be."""
+    def _write(self, session: pytest.Session) -> bool:
+        """Write the record (store.write: redacted, atomic; a complete record folds the
+        journal, closed first); False when it could not be written."""
         assert self.record is not None
-        # the cases as reported (already JSON), in the record's order: not serialised twice
-        head = self.record.model_dump(mode="json", exclude={"cases"})
-        payload = {k: ([orjson.loads(self.data[c.result_key]) for c in self.record.cases] if k == "cases" else head[k])
-                   for k in RunRecord.model_fields}
+        if self.journal is not None:
+            self.journal.close()  # every case is in it; a complete record replaces it
         try:
-            write_json_atomic(self.path, redact_json(record_bytes(payload)))
+            write(self.record, self.path, journal=self.journal.path if self.journal is not None else None)
         except OSError as e:  # disk full, no permission, a file where a folder should be
             self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
             if self.journal is not None and self.journal.error is not None:
@@ -319,11 +324,9 @@ class Reporter:
                 kept = f"; its cases are in the journal {self.journal.path}" if self.journal is not None else ""
             self.problems.append(self.write_error + kept)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-            return None
+            return False
         self.record_path = self.path
-        if self.journal is not None and not self.record.completeness.cut_short:
-            self.fold_journal = True  # complete: the record holds every case; the journal goes
-        return payload
+        return True
 
     def _write_html(self, session: pytest.Session) -> None:
         """``--groundeval-html``: the report of the record just written (read back: the page
@@ -334,7 +337,7 @@ class Reporter:
         from pytest_groundeval.reporting.html import write as write_html
 
         try:
-            self.html_path = write_html(orjson.loads(self.path.read_bytes()), target)
+            self.html_path = write_html(read(self.path).model_dump(mode="json"), target)
         except Exception as e:  # noqa: BLE001 - disk, permissions, or a bug of the page: said, not raised
             why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
             self.html_error = f"could not write the HTML report {target}: {why}"

@@ -53,9 +53,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from pydantic import ValidationError
 
-from pytest_groundeval.model import SCHEMA_VERSION, CaseResult
+from pytest_groundeval.model import CaseResult
 from pytest_groundeval.scorers.base import prf
 
 DEFAULT_ALPHA = 0.05
@@ -172,69 +171,26 @@ class LoadedRun:
     cases: dict[tuple[str, str], list[CaseResult]]  # (task, case id) -> its results (repeats)
 
 
-def _case(obj: Any, path: Path, where: str) -> CaseResult:
-    try:
-        return CaseResult.model_validate(obj)
-    except ValidationError as e:
-        first = e.errors()[0]
-        raise CompareError(f"{path}: {where} is not a groundeval {SCHEMA_VERSION} case result "
-                           f"({first['loc']}: {first['msg']})") from None
-
-
-def _check_version(version: Any, path: Path) -> None:
-    if version != SCHEMA_VERSION:
-        raise CompareError(f"{path}: written by another groundeval record format ({version!r}; this one "
-                           f"compares {SCHEMA_VERSION!r})")
-
-
 def read_run(path: Path) -> LoadedRun:
-    """A run record (``.json``) or journal (``.jsonl``; a torn last line is ignored), with
-    every result of each case (several once a record holds repeats; results with the same
-    repeat index, as a journal may hold, keep the last)."""
+    """A run record or journal (``store.read``), with every result of each case (several
+    once a record holds repeats)."""
+    from pytest_groundeval.store import Journal, StoreError, read
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CompareError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CompareError(f"{path}: not readable ({e})") from None
-    found: list[CaseResult] = []
-    if path.suffix == ".jsonl":
-        header: dict[str, Any] = {}
-        for n, line in enumerate(text.splitlines(), 1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the line being written when the process died
-            if not isinstance(obj, dict):
-                continue
-            kind = obj.pop("kind", None)
-            if kind == "header" and not header:
-                header = obj
-            elif kind == "case":
-                found.append(_case(obj, path, f"line {n}"))
-        _check_version(header.get("schema_version"), path)
-        agents = sorted({c.agent for c in found if c.agent})
-        models = sorted({c.model for c in found if c.model})
-        asked = header.get("requested") or {}
-        info = RunInfo(str(path), "journal", header.get("run_id"), ", ".join(agents) or asked.get("agent"),
-                       ", ".join(models) or asked.get("model"), None)
+        stored = read(path)
+    except StoreError as e:
+        raise CompareError(str(e)) from None
+    if isinstance(stored, Journal):
+        asked = stored.requested or {}
+        info = RunInfo(str(path), "journal", stored.run_id, stored.answered_by or asked.get("agent"),
+                       stored.answered_model or asked.get("model"), None)
     else:
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CompareError(f"{path}: not a JSON run record ({e})") from None
-        if not isinstance(record, dict):
-            raise CompareError(f"{path}: not a run record (a JSON {type(record).__name__})")
-        _check_version(record.get("schema_version"), path)
-        for i, obj in enumerate(record.get("cases") or []):
-            found.append(_case(obj, path, f"cases[{i}]"))
-        comp = record.get("completeness") or {}
-        info = RunInfo(str(path), "record", record.get("run_id"), record.get("agent"), record.get("model"),
-                       bool(comp.get("cut_short")), comp.get("reason"))
+        comp = stored.completeness
+        info = RunInfo(str(path), "record", stored.run_id, stored.agent, stored.model, comp.cut_short, comp.reason)
     cases: dict[tuple[str, str], dict[Any, CaseResult]] = {}
-    for c in found:
-        cases.setdefault(c.key, {})[getattr(c, "repeat", None)] = c
+    for c in stored.cases:
+        cases.setdefault(c.key, {})[c.repeat] = c
     return LoadedRun(info, {k: list(v.values()) for k, v in sorted(cases.items())})
 
 

@@ -1059,18 +1059,17 @@ class ReportError(Exception):
 
 
 def load_record(path: Path) -> dict[str, Any]:
-    if path.suffix == ".jsonl":
-        raise ReportError(f"{path} is a journal; give the run record (.json) its run wrote")
+    """A run record (``store.read``), as the JSON the page is rendered from."""
+    from pytest_groundeval.store import Journal, StoreError, read
+
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReportError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path} is not a JSON run record: {exc}") from None
-    if not (isinstance(record, dict) and isinstance(record.get("cases"), list)
-            and isinstance(record.get("summary"), dict)):
-        raise ReportError(f"{path} is not a groundeval run record (no cases and summary)")
-    return record
+        record = read(path)
+    except StoreError as exc:
+        raise ReportError(str(exc)) from None
+    if isinstance(record, Journal):
+        raise ReportError(f"{path} is a journal (its run wrote no record: killed, or cut short before it could); "
+                          "give the run record (.json) its run wrote, or --resume the journal to get one")
+    return record.model_dump(mode="json")
 
 
 def add_parser(subparsers: Any) -> None:

@@ -325,11 +325,39 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
         usage = Usage.model_validate(paid)
     cost = cost_usd(model, paid)
     called.output = output
+    source = (output.extra or {}).get("answer_source")
     called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost, agent=agent_name(agent),
                          model=model if isinstance(model, str) else None,
                          structured_output=output.structured, steps=output.steps, transcript=observed,
                          tools_offered=called.observed.offered if called.observed is not None else None,
-                         agent_reported=output.transcript)
+                         agent_reported=_reported_steps(called, output.transcript, name),
+                         answer_source=source if isinstance(source, str) else None)
+
+
+_STEPS: Any = None
+
+
+def _reported_steps(called: Called, steps: Any, name: str) -> list[Any] | None:
+    """The agent's own transcript as typed steps (model.ReportedStep); one that is not in that
+    shape (an ``ai`` step whose tool calls are not a list, say) is dropped with a warning: it is
+    shown, never evidence, so the case is scored all the same."""
+    global _STEPS
+    if steps is None:
+        return None
+    if _STEPS is None:
+        from pydantic import TypeAdapter
+
+        from pytest_groundeval.model import ReportedStep
+
+        _STEPS = TypeAdapter(list[ReportedStep])
+    try:
+        return _STEPS.validate_python(steps)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        called.fields.setdefault("warnings", []).append(_short(
+            f"transcript dropped: agent {name!r} reported steps not in the transcript's shape "
+            f"({'.'.join(map(str, first['loc']))}: {first['msg']})"))
+        return None
 
 
 def _bounded_calls(calls: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]] | None, list[str]]:
@@ -369,13 +397,13 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
             # the model answered, but not in the required form: a scored failure, every metric 0
             score = task.unparsed(case, str(exc))
             _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut)
-            return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score.to_dict())}
+            return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score)}
         if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
             return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
                 f"the answer is nested deeper than {MAX_DEPTH} levels (groundeval's output bounds): not scored"))}
         score = (scorer or task.score)(prediction, case)
         _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut)
-        record = ScoreRecord.model_validate(score.to_dict())
+        record = ScoreRecord.model_validate(score)  # a Score is one (a scorer of its own may return its dict)
         return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
     except CaseError as exc:  # e.g. a broken expected block discovered while scoring
         return {"outcome": "error", "error": ErrorInfo(kind="case", message=str(exc))}
@@ -449,12 +477,14 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
           scorer: Any = None, source: str = "the stored run", require_grounded: bool = False) -> CaseResult | None:
     """``--resume``: the stored result when that run finished the case with the same content
     (None: run it). ``--rescore``: the stored answer parsed and scored again, no agent call."""
+    from pytest_groundeval.store.resume import stands
+
     started = time.perf_counter()
     case, error = load_case(task, ref)
     if not rescore:
-        if old is None or not old.finished or case is None or old.content_hash != case.content_hash:
+        if not stands(old, case.content_hash if case is not None else None):
             return None
-        return old.model_copy(update={"resumed_from": run_id})
+        return old.model_copy(update={"resumed_from": run_id})  # type: ignore[union-attr]
     if old is None:
         error = ErrorInfo(kind="case", message=f"not in {source}: nothing to re-score")
     elif case is not None and old.content_hash != case.content_hash:

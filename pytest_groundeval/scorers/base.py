@@ -1,71 +1,22 @@
 """Score types shared by every scorer, and the aggregation helpers (Wilson and bootstrap CIs).
 
-A scorer turns (prediction, truth) into a :class:`Score`; it never sees pytest.
-Scores are plain data so they travel on test reports (xdist) and into the record.
+A scorer turns (prediction, truth) into a :class:`Score`; it never sees pytest. ``Score``,
+``Dimension`` and ``Check`` are the record's own types (``model.ScoreRecord``,
+``DimensionRecord``, ``CheckRecord``): what a scorer returns is what the record holds.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
+
+from pytest_groundeval.model import CheckRecord, DimensionRecord, ScoreRecord
 
 
-@dataclass
-class Check:
-    """One sub-check of a dimension: a verdict and a human-readable reason."""
-
-    name: str
-    passed: bool
-    reason: str = ""
-
-
-@dataclass
-class Dimension:
-    """An independent pass/fail dimension (write task: schema, coding, constraints, safety)."""
-
-    name: str
-    passed: bool
-    checks: list[Check] = field(default_factory=list)
-
-    @classmethod
-    def from_checks(cls, name: str, checks: list[Check]) -> "Dimension":
-        return cls(name=name, passed=all(c.passed for c in checks), checks=checks)
-
-    @property
-    def reason(self) -> str:
-        failed = [f"{c.name}: {c.reason}" for c in self.checks if not c.passed]
-        return "; ".join(failed) if failed else "ok"
-
-
-@dataclass
-class Score:
-    """The result of scoring one case.
-
-    ``metrics`` holds numeric per-case values that aggregates are built from;
-    ``dimensions`` holds pass/fail dimensions (may be empty); ``details`` holds
-    anything else worth keeping in the record (missed / hallucinated codes ...).
-    """
-
-    passed: bool
-    metrics: dict[str, float] = field(default_factory=dict)
-    dimensions: dict[str, Dimension] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
-    reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record's form (no deep copy: the score is not used after this)."""
-        return {
-            "passed": self.passed,
-            "metrics": dict(self.metrics),
-            "dimensions": {
-                k: {"passed": v.passed, "reason": v.reason,
-                    "checks": [{"name": c.name, "passed": c.passed, "reason": c.reason} for c in v.checks]}
-                for k, v in self.dimensions.items()
-            },
-            "details": self.details,
-            "reason": self.reason,
-        }
+#: the score types are the record's own (model.py): a scorer builds what the record holds
+Check = CheckRecord
+Dimension = DimensionRecord
+Score = ScoreRecord
 
 
 def mean(values: Sequence[float]) -> float:

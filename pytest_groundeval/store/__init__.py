@@ -1,1 +1,6 @@
-"""Run records and journals on disk: reading, writing, redaction, merge, the run lock."""
+"""Run records and journals on disk: the one reader (:func:`read`) and writer (:func:`write`),
+the resume/rescore rule (``resume.py``), redaction, merge, the run lock."""
+
+from pytest_groundeval.store.files import Journal, StoreError, read, write
+
+__all__ = ["Journal", "StoreError", "read", "write"]

@@ -1,4 +1,5 @@
-"""The journal (``runs/<run_id>.jsonl``) and reading stored runs back.
+"""The journal (``runs/<run_id>.jsonl``), written as the cases are reported (read back by
+``store.files.read``).
 
 A header line, then one line per finished case. Each line is written and flushed to the
 operating system as the case is reported, so a process killed with SIGKILL loses no
@@ -9,17 +10,13 @@ and once more at close: the hot path never waits for the disk.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
-
-from pytest_groundeval.model import SCHEMA_VERSION, CaseResult
+from pytest_groundeval.model import SCHEMA_VERSION
 from pytest_groundeval.store.record import open_private
 
 SYNC_INTERVAL_S = 0.2
@@ -38,7 +35,9 @@ class JournalWriteError(OSError):
         return self.message
 
 
-class Journal:
+class JournalWriter:
+    """A run's journal being written (read back with ``store.files.read``)."""
+
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,82 +120,3 @@ class Journal:
                     self.error = JournalWriteError(self.path, e)
             finally:
                 self._close_fd()
-
-
-@dataclass
-class StoredRun:
-    """A finished or interrupted run, read back from its record or its journal. ``agent`` and
-    ``model`` are what that run asked for (``--agent``/``--model``); ``answered_by`` and
-    ``answered_model`` what its record says answered (None from a journal)."""
-
-    path: Path
-    run_id: str | None
-    agent: str | None
-    model: str | None
-    cases: dict[tuple[str, str], CaseResult]
-    answered_by: str | None = None
-    answered_model: str | None = None
-
-
-def _case(obj: dict[str, Any], path: Path, where: str) -> CaseResult:
-    try:
-        return CaseResult.model_validate(obj)
-    except ValidationError as e:
-        raise ValueError(f"{path}: {where} is not a groundeval {SCHEMA_VERSION} case result "
-                         f"({e.errors()[0]['loc']}: {e.errors()[0]['msg']}); re-run instead") from None
-
-
-def load_run(path: Path) -> StoredRun:
-    """Read a run record (``.json``) or journal (``.jsonl``; a torn last line is ignored)."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        header: dict[str, Any] = {}
-        cases: dict[tuple[str, str], CaseResult] = {}
-        for n, line in enumerate(text.splitlines(), 1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the line being written when the process died
-            kind = obj.pop("kind", None)
-            if kind == "header" and not header:
-                header = obj
-            elif kind == "case":
-                case = _case(obj, path, f"line {n}")
-                cases[case.result_key] = case
-        if not header and not cases:
-            raise ValueError(f"{path}: the journal is empty (its run was stopped before it wrote its first "
-                             "line): nothing to resume; re-run instead")
-        _check_version(header.get("schema_version"), path)
-        asked = header.get("requested") or {}
-        agents = sorted({c.agent for c in cases.values() if c.agent})
-        models = sorted({c.model for c in cases.values() if c.model})
-        return StoredRun(path, header.get("run_id"), asked.get("agent"), asked.get("model"), cases,
-                         ", ".join(agents) or None, ", ".join(models) or None)
-    record = json.loads(text)
-    _check_version(record.get("schema_version"), path)
-    cases = {}
-    for i, obj in enumerate(record.get("cases", [])):
-        case = _case(obj, path, f"cases[{i}]")
-        cases[case.result_key] = case
-    asked = record.get("requested") or {}
-    return StoredRun(path, record.get("run_id"), asked.get("agent"), asked.get("model"), cases,
-                     record.get("agent"), record.get("model"))
-
-
-def _check_version(version: Any, path: Path) -> None:
-    if version != SCHEMA_VERSION:
-        raise ValueError(f"{path}: written by another groundeval record format ({version!r}; this one reads "
-                         f"{SCHEMA_VERSION!r}); re-run instead")
-
-
-def find_run(spec: str, runs_dir: Path) -> Path:
-    """``last`` → the newest record or journal under ``runs_dir``; else the path itself."""
-    if spec != "last":
-        path = Path(spec)
-        if not path.exists():
-            raise FileNotFoundError(f"no run record or journal at {path}")
-        return path
-    candidates = [p for p in runs_dir.glob("*.json*") if p.suffix in (".json", ".jsonl")] if runs_dir.is_dir() else []
-    if not candidates:
-        raise FileNotFoundError(f"no run under {runs_dir} to resume ('last')")
-    return max(candidates, key=lambda p: p.stat().st_mtime)

@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_groundeval.reporting.gate import parse_threshold, run_gate
-from pytest_groundeval.model import SCHEMA_VERSION, CaseResult, Completeness, RunRecord
-from pytest_groundeval.store.record import (build_record, new_run_id, record_bytes, sort_cases, summarize, user_subset, validate_record,
-                     write_json_atomic)
-from pytest_groundeval.store.redact import redact_json
+from pytest_groundeval.model import CaseResult, Completeness, RunRecord, ShardRecord
+from pytest_groundeval.store.files import Journal, StoreError, read, write
+from pytest_groundeval.store.record import build_record, new_run_id, summarize, user_subset
 from pytest_groundeval.pytest.shard import selection_digest, shard_of
 from pytest_groundeval.run.usage import budget_record, total_usage
 
@@ -48,29 +47,24 @@ class MergeError(Exception):
 
 
 # ---------------------------------------------------------------- reading
-def read_shard(path: Path) -> dict[str, Any]:
-    """A shard's record, checked against the committed schema; a MergeError otherwise."""
-    if path.suffix == ".jsonl":
+def read_shard(path: Path) -> RunRecord:
+    """A shard's record (``store.read``); a MergeError otherwise."""
+    try:
+        record = read(path)
+    except StoreError as e:
+        raise MergeError(f"{e}; re-run that shard") from None
+    if isinstance(record, Journal):
         raise MergeError(f"{path}: a journal, not a run record: that shard did not write its record "
                          "(killed, or its record could not be written); --resume it with the same "
                          "--groundeval-shard to get one")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MergeError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MergeError(f"{path}: not a readable JSON run record ({e})") from None
-    if not isinstance(data, dict):
-        raise MergeError(f"{path}: not a run record (a JSON {type(data).__name__})")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise MergeError(f"{path}: written by another groundeval record format ({data.get('schema_version')!r}; "
-                         f"this one merges {SCHEMA_VERSION!r}); re-run that shard")
-    problems = validate_record(data)
-    if problems:
-        raise MergeError(f"{path}: not a valid run record: " + "; ".join(problems[:3]))
-    if data["completeness"].get("shard") is None:
+    if record.completeness.shard is None:
         raise MergeError(f"{path}: not a shard record (its run had no --groundeval-shard K/N): nothing to merge")
-    return data
+    return record
+
+
+def _shard(record: RunRecord) -> ShardRecord:
+    assert record.completeness.shard is not None  # read_shard checked it
+    return record.completeness.shard
 
 
 # ---------------------------------------------------------------- checks
@@ -92,77 +86,85 @@ def _differing_keys(what: str, dicts: dict[str, dict[str, Any]], skip: Iterable[
     return [f for f in found if f]
 
 
-def _check_one_run(shards: dict[str, dict[str, Any]], override_thresholds: bool) -> list[str]:
+def _price_table(record: RunRecord) -> dict[str, Any]:
+    """The record's price table (its usage without the counts)."""
+    return record.usage.model_dump(exclude=set(USAGE_COUNTS))
+
+
+def _options(record: RunRecord) -> dict[str, Any]:
+    return record.options.model_dump(mode="json")
+
+
+def _check_one_run(shards: dict[str, RunRecord], override_thresholds: bool) -> list[str]:
     """Everything that must be equal for the shards to be one run's."""
-    answered = {p: d for p, d in shards.items() if d["cases"]}  # an empty shard names the agent it was asked for
+    answered = {p: r for p, r in shards.items() if r.cases}  # an empty shard names the agent it was asked for
     problems = [
-        _differ("the agent and model asked for (requested)", {p: d["requested"] for p, d in shards.items()}),
-        _differ("the agent that answered", {p: d["agent"] for p, d in answered.items()}),
-        _differ("the model that answered", {p: d["model"] for p, d in answered.items()}),
-        _differ("commit (git_sha)", {p: d["git_sha"] for p, d in shards.items() if d["git_sha"]}),
-        _differ("package versions", {p: d["versions"] for p, d in shards.items()}),
-        _differ("price table", {p: {k: v for k, v in d["usage"].items() if k not in USAGE_COUNTS}
-                                for p, d in shards.items()}),
-        _differ("shard count N", {p: d["completeness"]["shard"]["count"] for p, d in shards.items()}),
+        _differ("the agent and model asked for (requested)", {p: r.requested for p, r in shards.items()}),
+        _differ("the agent that answered", {p: r.agent for p, r in answered.items()}),
+        _differ("the model that answered", {p: r.model for p, r in answered.items()}),
+        _differ("commit (git_sha)", {p: r.git_sha for p, r in shards.items() if r.git_sha}),
+        _differ("package versions", {p: r.versions for p, r in shards.items()}),
+        _differ("price table", {p: _price_table(r) for p, r in shards.items()}),
+        _differ("shard count N", {p: _shard(r).count for p, r in shards.items()}),
         _differ("case set (the selection's size and digest of its case ids)",
-                {p: [d["completeness"]["shard"]["selection_size"], d["completeness"]["shard"]["selection_sha256"]]
-                 for p, d in shards.items()}),
-        _differ("eval items deselected by -k / -m / --lf", {p: _user_deselected(d) for p, d in shards.items()
-                                                            if d["completeness"]["selected"] is not None}),
+                {p: [_shard(r).selection_size, _shard(r).selection_sha256] for p, r in shards.items()}),
+        _differ("eval items deselected by -k / -m / --lf", {p: _user_deselected(r) for p, r in shards.items()
+                                                            if r.completeness.selected is not None}),
     ]
     skip = VOLATILE_OPTIONS | ({"thresholds"} if override_thresholds else set())
-    problems += _differing_keys("option", {p: d["options"] for p, d in shards.items()}, skip)
-    problems += _differing_keys("selection", {p: d["completeness"]["selection"] for p, d in shards.items()},
+    problems += _differing_keys("option", {p: _options(r) for p, r in shards.items()}, skip)
+    problems += _differing_keys("selection", {p: r.completeness.selection for p, r in shards.items()},
                                 VOLATILE_SELECTION)
     return [p for p in problems if p]
 
 
-def _user_deselected(data: dict[str, Any]) -> int:
+def _user_deselected(record: RunRecord) -> int:
     """Eval items the user's selection left out (not the other shards' cases)."""
-    comp = data["completeness"]
-    return comp["deselected"] - (comp["shard"]["selection_size"] - comp["selected"])
+    comp = record.completeness
+    return comp.deselected - (_shard(record).selection_size - (comp.selected or 0))
 
 
-def _check_shard_set(shards: dict[str, dict[str, Any]]) -> tuple[int, list[str]]:
+def _check_shard_set(shards: dict[str, RunRecord]) -> tuple[int, list[str]]:
     """The shard count and the problems with the set of shards given (twice, missing)."""
-    first = next(iter(shards.values()))["completeness"]["shard"]
-    count, size = first["count"], first["selection_size"]
+    first = _shard(next(iter(shards.values())))
+    count, size = first.count, first.selection_size
     by_index: dict[int, list[str]] = {}
-    for p, d in shards.items():
-        by_index.setdefault(d["completeness"]["shard"]["index"], []).append(p)
+    for p, r in shards.items():
+        by_index.setdefault(_shard(r).index, []).append(p)
     problems = [f"shard {k}/{count} is given twice: {', '.join(ps)}" for k, ps in sorted(by_index.items())
                 if len(ps) > 1]
     missing = [k for k in range(1, count + 1) if k not in by_index]
-    selected = [d["completeness"]["selected"] for d in shards.values()]
-    counted = None if None in selected else sum(selected)
+    selected = [r.completeness.selected for r in shards.values()]
+    counted = None if None in selected else sum(selected)  # type: ignore[arg-type]
     if missing and not problems and counted != size:
         held = f"hold {counted} of the {size} selected cases" if counted is not None else "do not say how many they hold"
         problems.append(f"shard(s) {', '.join(f'{k}/{count}' for k in missing)} missing: no record given, and the "
                         f"given shards ({', '.join(shards)}) {held}")
     elif not problems and counted is not None and counted != size:
-        problems.append(f"the shards' selected cases add up to {counted}, not to the {size} their selection holds")
+        problems.append(f"the shards' selected cases add up to {counted}, not to the {size} their selection holds ("
+                        + "; ".join(f"{p}: {r.completeness.selected}" for p, r in shards.items()) + ")")
     return count, problems
 
 
-def _check_cases(shards: dict[str, dict[str, Any]], count: int) -> list[str]:
+def _check_cases(shards: dict[str, RunRecord], count: int) -> list[str]:
     """Each case in its own shard's record, and in one record only."""
     problems: list[str] = []
-    seen: dict[tuple[str, str, int | None], tuple[str, str | None]] = {}
-    for p, d in shards.items():
-        index = d["completeness"]["shard"]["index"]
-        for c in d["cases"]:
-            key = (c["task"], c["case_id"], c.get("repeat"))  # --repeat: each repeat once
+    seen: dict[tuple, tuple[str, str | None]] = {}
+    for p, r in shards.items():
+        index = _shard(r).index
+        for c in r.cases:
+            key = c.result_key  # --repeat: each repeat once
             if key in seen:
                 other, hash_ = seen[key]
                 content = ("with different content hashes: not the same case set"
-                           if hash_ != c.get("content_hash") else "the shards overlap")
-                again = f" (repeat {key[2]})" if key[2] is not None else ""
-                problems.append(f"case {key[0]}:{key[1]}{again} is in {other} and in {p} ({content})")
+                           if hash_ != c.content_hash else "the shards overlap")
+                again = f" (repeat {c.repeat})" if c.repeat is not None else ""
+                problems.append(f"case {c.task}:{c.case_id}{again} is in {other} and in {p} ({content})")
                 continue
-            seen[key] = (p, c.get("content_hash"))
-            belongs = shard_of(key[0], key[1], count)
+            seen[key] = (p, c.content_hash)
+            belongs = shard_of(c.task, c.case_id, count)
             if belongs != index:
-                problems.append(f"{p} (shard {index}/{count}) holds case {key[0]}:{key[1]}, which belongs to shard "
+                problems.append(f"{p} (shard {index}/{count}) holds case {c.task}:{c.case_id}, which belongs to shard "
                                 f"{belongs}/{count}: not a record of this split")
     return problems
 
@@ -173,26 +175,27 @@ def _refuse(problems: list[str]) -> None:
 
 
 # ---------------------------------------------------------------- merging
-def _tasks(names: Iterable[str], options: dict[str, Any]) -> dict[str, Any]:
-    """The task objects that sum the cases up, as the shards' runs built them."""
+def _tasks(held: dict[str, list[str]], options: dict[str, Any]) -> dict[str, Any]:
+    """The task objects that sum the cases up, as the shards' runs built them (``held``: each
+    task, and the shards holding its cases)."""
     from pytest_groundeval.tasks import registry
 
     classes = registry()
     tasks = {}
-    for name in sorted(set(names)):
+    for name in sorted(held):
         if name not in classes:
-            raise MergeError(f"task {name!r} of the shards is not installed here ({', '.join(sorted(classes))} are): "
-                             "merge where the shards ran")
+            raise MergeError(f"task {name!r} of the shards ({', '.join(held[name])}) is not installed here "
+                             f"({', '.join(sorted(classes))} are): merge where the shards ran")
         cls = classes[name]
         where = (options.get(name) or {}).get(cls.source.key) or "."
         tasks[name] = cls(Path(where))
     return tasks
 
 
-def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[dict[str, Any], RunRecord, dict[str, Any]]:
-    """The merged record (as written: the payload, and typed) and the task objects that summed it up.
-    ``thresholds`` (``TASK.METRIC=VALUE``) replace the shards' own as the merged run's gate."""
-    shards: dict[str, dict[str, Any]] = {}
+def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[RunRecord, dict[str, Any]]:
+    """The merged record, built once, and the task objects that summed it up. ``thresholds``
+    (``TASK.METRIC=VALUE``) replace the shards' own as the merged run's gate."""
+    shards: dict[str, RunRecord] = {}
     for path in paths:
         key = str(path)
         if key in shards:
@@ -204,76 +207,73 @@ def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[dict[
     _refuse(set_problems)
     _refuse(_check_cases(shards, count))
 
-    ordered = sorted(shards.items(), key=lambda item: item[1]["completeness"]["shard"]["index"])
+    ordered = sorted(shards.items(), key=lambda item: _shard(item[1]).index)
     first = ordered[0][1]
-    raw = sorted((c for _, d in ordered for c in d["cases"]), key=lambda c: (c["task"], c["case_id"], c.get("repeat") or 0))
-    cut = [(p, d) for p, d in ordered if d["completeness"]["cut_short"]]
-    spec = first["completeness"]["shard"]
-    if not cut and selection_digest((c["task"], c["case_id"]) for c in raw) != spec["selection_sha256"]:
-        _refuse([f"their cases are not the selection they were split from ({len(raw)} cases; the selection "
-                 f"holds {spec['selection_size']})"])
+    first_options = _options(first)
+    cases = sorted((c for _, r in ordered for c in r.cases), key=lambda c: (c.task, c.case_id, c.repeat or 0))
+    cut = [(p, r) for p, r in ordered if r.completeness.cut_short]
+    spec = _shard(first)
+    if not cut and selection_digest((c.task, c.case_id) for c in cases) != spec.selection_sha256:
+        _refuse([f"their cases ({', '.join(p for p, _ in ordered)}) are not the selection they were split from "
+                 f"({len(cases)} cases; the selection holds {spec.selection_size})"])
 
-    cases = [CaseResult.model_validate(c) for c in raw]
-    tasks = _tasks((c.task for c in cases), first["options"])
+    held: dict[str, list[str]] = {}
+    for p, r in ordered:
+        for task in sorted({c.task for c in r.cases}):
+            held.setdefault(task, []).append(p)
+    tasks = _tasks(held, first_options)
     from pytest_groundeval.tasks import registry
 
-    texts = thresholds if thresholds is not None else first["options"].get("thresholds", [])
+    texts = thresholds if thresholds is not None else first_options.get("thresholds", [])
     try:
         parsed = [parse_threshold(t, registry()) for t in texts]
     except ValueError as e:
-        raise MergeError(str(e)) from None
+        where = "--threshold" if thresholds is not None else f"the shards' recorded thresholds ({', '.join(shards)})"
+        raise MergeError(f"{where}: {e}") from None
     if thresholds is None:  # the shards' own: those from the project's ini apply only where their task ran
-        ini = _ini_thresholds(d for _, d in ordered)
+        ini = _ini_thresholds(r for _, r in ordered)
         parsed = [dataclasses.replace(t, origin="ini") if f"{t.label}={t.value}" in ini else t for t in parsed]
 
-    selected = [d["completeness"]["selected"] for _, d in ordered]
-    known = [d for _, d in ordered if d["completeness"]["selected"] is not None]
-    deselected = _user_deselected(known[0]) if known else first["completeness"]["deselected"]
-    selection = first["completeness"]["selection"]
+    selected = [r.completeness.selected for _, r in ordered]
+    known = [r for _, r in ordered if r.completeness.selected is not None]
+    deselected = _user_deselected(known[0]) if known else first.completeness.deselected
+    selection = first.completeness.selection
     completeness = Completeness(
-        selected=None if None in selected else sum(selected), deselected=deselected, recorded=len(cases),
-        subset=user_subset(selection, deselected), selection=selection, cut_short=bool(cut),
-        reason="; ".join(f"shard {d['completeness']['shard']['index']}/{count} ({p}): {d['completeness']['reason']}"
-                         for p, d in cut) or None,
+        selected=None if None in selected else sum(selected), deselected=deselected,  # type: ignore[arg-type]
+        recorded=len(cases), subset=user_subset(selection, deselected), selection=selection, cut_short=bool(cut),
+        reason="; ".join(f"shard {_shard(r).index}/{count} ({p}): {r.completeness.reason}" for p, r in cut) or None,
         shard=None)
     summary = summarize(tasks, cases)
     gate = run_gate(parsed, summary, completeness)
-    price_table = {k: v for k, v in first["usage"].items() if k not in USAGE_COUNTS}  # the shards' (all equal)
     # executions after a case's first (a plugin re-ran it, reruns.py): kept, and their usage counted
-    reruns = [CaseResult.model_validate(c) for _, d in ordered for c in d.get("reruns") or []]
-    usage = total_usage(cases + reruns).model_copy(update=price_table)
-    budgets = [d["budget"]["max_cost_usd"] for _, d in ordered if d.get("budget")]
+    reruns = [c for _, r in ordered for c in r.reruns or []]
+    usage = total_usage(cases + reruns).model_copy(update=_price_table(first))  # the shards' (all equal)
+    budgets = [r.budget.max_cost_usd for _, r in ordered if r.budget is not None]
     budget = budget_record(sum(budgets) if budgets else None, cases, usage)  # --max-cost is per shard
-    answered = next((d for _, d in ordered if d["cases"]), first)
-    options = {**first["options"], "shard": None, "resumed_from": None, "rescored_from": None,
-               "concurrency": max(d["options"].get("concurrency") or 1 for _, d in ordered),
+    answered = next((r for _, r in ordered if r.cases), first)
+    options = {**first_options, "shard": None, "resumed_from": None, "rescored_from": None,
+               "concurrency": max(_options(r).get("concurrency") or 1 for _, r in ordered),
                "thresholds": [f"{t.label}={t.value}" for t in parsed],
-               "merged_from": [d["run_id"] for _, d in ordered]}
+               "merged_from": [r.run_id for _, r in ordered]}
     record = build_record(
-        run_id=new_run_id(), started_at=min(d["started_at"] for _, d in ordered), agent=answered["agent"],
-        model=answered["model"], requested=first["requested"], options=options, cases=cases, summary=summary,
-        completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=Path.cwd())
-    record = record.model_copy(update={
-        "finished_at": max(d["finished_at"] for _, d in ordered),
-        "git_sha": next((d["git_sha"] for _, d in ordered if d["git_sha"]), None),
-        "versions": first["versions"],
-        "reruns": sort_cases(reruns) or None,
-    })
-    head = record.model_dump(mode="json", exclude={"cases"})
-    payload = {k: (raw if k == "cases" else head[k]) for k in RunRecord.model_fields}
-    return payload, record, tasks
+        run_id=new_run_id(), started_at=min(r.started_at for _, r in ordered), agent=answered.agent,
+        model=answered.model, requested=first.requested, options=options, cases=cases, summary=summary,
+        completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=Path.cwd(), reruns=reruns,
+        finished_at=max(r.finished_at for _, r in ordered),
+        provenance=(next((r.git_sha for _, r in ordered if r.git_sha), None), first.versions))
+    return record, tasks
 
 
-def _ini_thresholds(shards: Iterable[dict[str, Any]]) -> set[str]:
+def _ini_thresholds(shards: Iterable[RunRecord]) -> set[str]:
     """The recorded thresholds that came from the project's ini (``TASK.METRIC=VALUE``), as far
     as it matters: only those are ever left unapplied (their task had no case in that shard),
     and one whose task ran in no shard is unapplied in every shard that recorded it."""
     found: set[str] = set()
-    for d in shards:
-        if d["gate"] is None:  # thresholds, yet no gate: not one of them applied
-            found.update(d["options"].get("thresholds", []))
+    for r in shards:
+        if r.gate is None:  # thresholds, yet no gate: not one of them applied
+            found.update(_options(r).get("thresholds", []))
             continue
-        found.update(f"{t['metric']}={t['threshold']}" for t in d["gate"]["thresholds"] if t.get("applied") is False)
+        found.update(f"{t.metric}={t.threshold}" for t in r.gate.thresholds if t.applied is False)
     return found
 
 
@@ -303,12 +303,12 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        payload, record, tasks = merge(args.shards, args.thresholds)
+        record, tasks = merge(args.shards, args.thresholds)
     except MergeError as e:
         print(f"groundeval merge: {e}", file=sys.stderr)
         return 2
     try:
-        write_json_atomic(args.output, redact_json(record_bytes(payload)))
+        write(record, args.output)
     except OSError as e:
         print(f"groundeval merge: could not write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 2

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from pytest_groundeval.store.redact import redact_json
-from pytest_groundeval.model import SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, RunRecord, RunUsage
+from pytest_groundeval.model import (SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, LangSmithRecord,
+                                     RunRecord, RunUsage)
 
 SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
 KEY_PACKAGES = (
@@ -106,27 +107,36 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
     budget: BudgetRecord | None,
     gate: GateRecord | None,
     rootdir: Path,
+    reruns: list[CaseResult] | None = None,
+    langsmith: LangSmithRecord | None = None,
+    finished_at: str | None = None,
+    provenance: tuple[str | None, dict[str, str | None]] | None = None,
 ) -> RunRecord:
+    """The run record, built once from every part (nothing is patched in after). A merged run
+    passes its shards' ``finished_at`` and ``provenance`` (commit, package versions); a session
+    leaves them to be read here (now, ``rootdir``'s commit, the installed packages)."""
     from pytest_groundeval.run.repeats import repeat_records
 
     return RunRecord(
         schema_version=SCHEMA_VERSION,
         run_id=run_id,
         started_at=started_at,
-        finished_at=now_iso(),
-        git_sha=git_sha(rootdir),
+        finished_at=finished_at or now_iso(),
+        git_sha=provenance[0] if provenance is not None else git_sha(rootdir),
         agent=agent,
         model=model,
         requested=requested,
         options=options,
-        versions=versions(),
+        versions=provenance[1] if provenance is not None else versions(),
         summary=summary,
         cases=sort_cases(cases),
         completeness=completeness,
         usage=usage,
         budget=budget,
         gate=gate,
+        langsmith=langsmith,
         repeats=repeat_records(cases),
+        reruns=sort_cases(reruns) if reruns else None,
     )
 
 
@@ -160,11 +170,6 @@ def case_json(result: CaseResult) -> tuple[CaseResult, dict[str, Any], bytes]:
         data = orjson.loads(red)
         result, blob = CaseResult.model_validate(data), red
     return result, data, blob
-
-
-def record_bytes(record: RunRecord | dict[str, Any]) -> bytes:
-    data = record.model_dump(mode="json") if isinstance(record, RunRecord) else record
-    return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 # Every file the harness writes (record, journal, cache entries) is readable by its owner

@@ -865,17 +865,18 @@ class LangSmith:
             for k, v in (out.get("counts") or {}).items():
                 self.counts[k] = self.counts.get(k, 0) + int(v)
 
-    def finish(self, record: Any, path: Any = None) -> Any:
-        """The controller, once the record is built: the experiments' summary feedback and
-        metadata (bounded), and what the record says of LangSmith (None when nothing ran)."""
+    def finish(self, outcome: Mapping[str, Any], path: Any = None) -> Any:
+        """The controller, before the record is built: the experiments' summary feedback and
+        metadata (bounded) from the run's ``outcome`` (its summary, gate, agent, model,
+        finished_at and completeness, as the record will hold them), and what the record says
+        of LangSmith (None when nothing ran)."""
         from pytest_groundeval.model import LangSmithExperiment, LangSmithRecord
 
         try:
             self._drain()
             experiments = sorted(self.experiments.values(), key=lambda e: e.task)
             if experiments and not self.gave_up and self._ensure_client() is not None:
-                data = _jsonable(record.model_dump(mode="json", include={"summary", "gate", "agent", "model",
-                                                                        "finished_at", "completeness"}))
+                data = _jsonable(outcome)
                 self._jobs_thread().submit(self._finish_experiments, experiments, data)
                 self._wait("experiment feedback")
             if not experiments and not self.n_errors:

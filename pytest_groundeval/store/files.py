@@ -1,0 +1,242 @@
+"""The one reader and the one writer of stored runs.
+
+:func:`read` gives a record (``runs/<run_id>.json``, a shard's record included: its
+``completeness.shard`` is set) as a typed :class:`RunRecord`, or a journal
+(``runs/<run_id>.jsonl``: a header line, then one line per case; a torn last line is
+ignored) as a typed :class:`Journal`. Every file it cannot give that way is a
+:class:`StoreError` naming the file, what is wrong and what to do: missing or unreadable,
+not JSON, not a groundeval file (foreign), another (older) or a newer record format, or
+not valid as one. The reporter's ``--resume`` / ``--rescore``, ``groundeval compare``,
+``groundeval report`` and ``groundeval merge`` all read through it.
+
+:func:`write` writes a typed record: redacted (``redact.py``: nothing leaves a run with a
+key in it), atomically (a temp file in the same folder, fsync, rename: a reader sees the
+old file or the new one, never half of one), owner-only, and, when the record is complete,
+with the journal it folds in removed (it holds nothing the record does not).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pytest_groundeval.model import SCHEMA_VERSION, CaseResult, RunRecord
+from pytest_groundeval.store.record import escape_unencodable, write_json_atomic
+from pytest_groundeval.store.redact import redact_json
+
+
+class StoreError(ValueError):
+    """A stored run that cannot be read; the message names the file and what to do."""
+
+
+class Journal(BaseModel):
+    """A run's journal as read back: its header and the cases it holds (one result per
+    case and repeat, the last line of each; ``reruns``: later executions, kept apart)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str
+    run_id: str | None = None
+    started_at: str | None = None
+    agent: str | None = None  # what --agent asked for
+    model: str | None = None  # what --model asked for
+    requested: dict[str, str | None] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+    cases: list[CaseResult] = Field(default_factory=list)
+    reruns: list[CaseResult] = Field(default_factory=list)
+
+    @property
+    def answered_by(self) -> str | None:
+        """The agents that answered, as the cases name them (None: no case says)."""
+        return ", ".join(sorted({c.agent for c in self.cases if c.agent})) or None
+
+    @property
+    def answered_model(self) -> str | None:
+        return ", ".join(sorted({c.model for c in self.cases if c.model})) or None
+
+
+def _version(text: Any) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(p) for p in str(text).split("."))
+    except ValueError:
+        return None
+
+
+def _check_version(version: Any, path: Path, what: str) -> None:
+    if version == SCHEMA_VERSION:
+        return
+    found, ours = _version(version), _version(SCHEMA_VERSION)
+    if version is None or found is None:
+        raise StoreError(f"{path} is not a groundeval run record or journal (no record format version): "
+                         "give a runs/*.json record or runs/*.jsonl journal a groundeval run wrote")
+    if found > ours:  # type: ignore[operator]
+        raise StoreError(f"{path}: {what} written by a newer groundeval record format ({version!r}; this one reads "
+                         f"{SCHEMA_VERSION!r}): upgrade groundeval to read it")
+    raise StoreError(f"{path}: {what} written by another groundeval record format ({version!r}; this one reads "
+                     f"{SCHEMA_VERSION!r}): re-run its cases to get one this version reads")
+
+
+def _invalid(path: Path, where: str, e: ValidationError) -> StoreError:
+    first = e.errors()[0]
+    loc = ".".join(map(str, first["loc"])) or "<root>"
+    return StoreError(f"{path}: {where} is not valid in groundeval record format {SCHEMA_VERSION!r} "
+                      f"({loc}: {first['msg']}); re-run its cases to get a valid one")
+
+
+def _bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise StoreError(f"cannot read {path}: no such file (give the path of a run record or journal)") from None
+    except IsADirectoryError:
+        raise StoreError(f"cannot read {path}: a folder, not a run record or journal") from None
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _is_journal(path: Path, raw: bytes) -> bool:
+    if path.suffix == ".jsonl":
+        return True
+    first = raw.split(b"\n", 1)[0]
+    return first.startswith(b'{"kind":"header"') and raw.count(b"\n") >= 1 and path.suffix != ".json"
+
+
+def _read_journal(path: Path, raw: bytes) -> Journal:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise StoreError(f"{path}: not a groundeval journal (not UTF-8 text: {e})") from None
+    header: dict[str, Any] | None = None
+    cases: dict[tuple, CaseResult] = {}
+    reruns: list[CaseResult] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the line being written when the process died
+        if not isinstance(obj, dict):
+            continue
+        kind = obj.pop("kind", None)
+        if kind == "header" and header is None:
+            _check_version(obj.get("schema_version"), path, "a journal")
+            header = obj
+        elif kind in ("case", "rerun"):
+            if header is None:
+                break  # a journal's first line is its header
+            try:
+                case = CaseResult.model_validate(obj)
+            except ValidationError as e:
+                raise _invalid(path, f"line {n}", e) from None
+            if kind == "case":
+                cases[case.result_key] = case
+            else:
+                reruns.append(case)
+    if header is None:
+        if not cases and not text.strip():
+            raise StoreError(f"{path}: the journal is empty (its run was stopped before it wrote its first line): "
+                             "nothing in it; re-run instead")
+        raise StoreError(f"{path} is not a groundeval journal (no header line): give a runs/*.jsonl journal a "
+                         "groundeval run wrote")
+    try:
+        return Journal.model_validate({**{k: v for k, v in header.items() if k in Journal.model_fields},
+                                       "cases": list(cases.values()), "reruns": reruns})
+    except ValidationError as e:
+        raise _invalid(path, "its header", e) from None
+
+
+def _read_record(path: Path, raw: bytes) -> RunRecord:
+    try:
+        return RunRecord.model_validate_json(raw)  # the common case, in pydantic-core; else say why not
+    except ValidationError:
+        pass
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise StoreError(f"{path} is not a JSON run record ({e}): give a runs/*.json record a groundeval run "
+                         "wrote") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"{path} is not a groundeval run record (a JSON {type(data).__name__}): give a "
+                         "runs/*.json record a groundeval run wrote")
+    _check_version(data.get("schema_version"), path, "a record")
+    try:
+        return RunRecord.model_validate(data)
+    except ValidationError as e:
+        raise _invalid(path, "the record", e) from None
+
+
+def read(path: Path | str) -> RunRecord | Journal:
+    """The run record or journal at ``path``, typed; a :class:`StoreError` otherwise."""
+    path = Path(path)
+    raw = _bytes(path)
+    if _is_journal(path, raw):
+        return _read_journal(path, raw)
+    return _read_record(path, raw)
+
+
+def record_bytes(record: RunRecord) -> bytes:
+    """The record as its file holds it (before redaction): indented JSON; a string JSON cannot
+    carry as UTF-8 (a lone surrogate) escaped, never a crash."""
+    try:
+        return record.model_dump_json(indent=2).encode("utf-8") + b"\n"  # pydantic-core's serializer: no dict
+    except (ValueError, UnicodeEncodeError):  # (surrogates in a string) built first
+        data = escape_unencodable(record.model_dump(mode="json"))
+        return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def write(record: RunRecord, path: Path | str, *, journal: Path | None = None) -> Path:
+    """Write ``record`` to ``path``: redacted, atomically, owner-only. ``journal``: the run's
+    journal (closed), removed once the record is on disk if the record is complete (not cut
+    short); a record cut short keeps it. Raises ``OSError`` when it cannot be written (the
+    file at ``path`` is then as it was, and the journal stays)."""
+    path = Path(path)
+    write_json_atomic(path, redact_json(record_bytes(record)))
+    if journal is not None and not record.completeness.cut_short:
+        journal.unlink(missing_ok=True)
+    return path
+
+
+# ---------------------------------------------------------------- a stored run, for --resume / --rescore
+@dataclass
+class StoredRun:
+    """A finished or interrupted run read back (:func:`read`) for ``--resume`` / ``--rescore``.
+    ``agent`` and ``model`` are what that run asked for (``--agent``/``--model``);
+    ``answered_by`` and ``answered_model`` what answered (a record's; a journal's cases')."""
+
+    path: Path
+    run_id: str | None
+    agent: str | None
+    model: str | None
+    cases: dict[tuple, CaseResult]
+    answered_by: str | None = None
+    answered_model: str | None = None
+
+    @classmethod
+    def of(cls, path: Path, stored: RunRecord | Journal) -> "StoredRun":
+        cases = {c.result_key: c for c in stored.cases}
+        asked = stored.requested or {}
+        if isinstance(stored, Journal):
+            return cls(path, stored.run_id, asked.get("agent"), asked.get("model"), cases,
+                       stored.answered_by, stored.answered_model)
+        return cls(path, stored.run_id, asked.get("agent"), asked.get("model"), cases, stored.agent, stored.model)
+
+
+def load_stored(path: Path) -> StoredRun:
+    return StoredRun.of(path, read(path))
+
+
+def find_run(spec: str, runs_dir: Path) -> Path:
+    """``last`` → the newest record or journal under ``runs_dir``; else the path itself."""
+    if spec != "last":
+        path = Path(spec)
+        if not path.exists():
+            raise FileNotFoundError(f"no run record or journal at {path}")
+        return path
+    candidates = [p for p in runs_dir.glob("*.json*") if p.suffix in (".json", ".jsonl")] if runs_dir.is_dir() else []
+    if not candidates:
+        raise FileNotFoundError(f"no run under {runs_dir} to resume ('last')")
+    return max(candidates, key=lambda p: p.stat().st_mtime)
