@@ -206,12 +206,23 @@ def read_record(pytester: pytest.Pytester, name: str = "record.json") -> dict:
     return json.loads((pytester.path / name).read_text())
 
 
+# What every pytester run (in-process or subprocess) leaves out. pytest-retry: see below. The
+# other three are the plugins the README advises leaving out (langsmith's and anyio's, which
+# groundeval does not use) and hypothesis's (no inner run has a hypothesis test): pytester's
+# projects have no pyproject.toml, so without this each inner run would load them again, and
+# in-process runs re-import what they import (pytester drops modules first imported inside a
+# run): ~1.5 s of CPU per inner run. Tests that need real plugin auto-loading clear
+# PYTEST_ADDOPTS themselves (tests/test_plugin_clash.py, tests/test_reruns.py).
+INNER_ADDOPTS = "-p no:pytest-retry -p no:langsmith_plugin -p no:anyio -p no:hypothesispytest"
+
+
 @pytest.fixture(autouse=True)
 def _inner_runs_without_pytest_retry(request: pytest.FixtureRequest) -> None:
     """pytest-retry (installed to prove groundeval's options do not clash with it) cannot run
     twice in one process: its second in-process session fails in pytest_configure
-    (``config.getoption('filtered_exceptions')``), so pytester's inline runs leave it out.
-    tests/test_plugin_clash.py runs it for real, in fresh processes (see FRICTION.md)."""
+    (``config.getoption('filtered_exceptions')``), so pytester's inline runs leave it out
+    (and the plugins of ``INNER_ADDOPTS``, for speed). tests/test_plugin_clash.py runs them
+    for real, in fresh processes (see FRICTION.md)."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # pytester clears PYTEST_ADDOPTS when it starts
-        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", "-p no:pytest-retry")
+        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
