@@ -494,7 +494,7 @@ class RepeatRecord(_Model):
 class RecordOptions(_Model):
     """What a run was asked to do, as far as it changes what the record means (``--agent`` and
     ``--model`` are the record's ``requested``). Besides these keys, one per task the run
-    knew: that task's settings (e.g. ``"extraction": {"data_dir": "..."}``, ``Task.options``)."""
+    knew: that task's settings (e.g. ``"<task>": {"data_dir": "..."}``, ``Task.options``)."""
 
     model_config = ConfigDict(extra="allow")
     __pydantic_extra__: dict[str, dict[str, Any]] = Field(init=False)  # per task: its settings

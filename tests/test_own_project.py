@@ -165,7 +165,7 @@ def pytest_unconfigure(config):
         json.dump(names, fh)
 '''
 
-LIGHT = {"pytest_groundeval", "pytest_groundeval.pytest.plugin", "pytest_groundeval.pytest.options", "pytest_groundeval.tasks",
+LIGHT = {"pytest_groundeval", "pytest_groundeval.pytest", "pytest_groundeval.pytest.plugin", "pytest_groundeval.pytest.options", "pytest_groundeval.tasks",
          "pytest_groundeval.tasks.source"}
 
 
