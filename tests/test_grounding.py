@@ -438,7 +438,7 @@ def test_a_custom_agents_self_reported_transcript_is_kept_apart_and_never_eviden
     ref = next(r for r in task.discover() if r.case_id == "ibuprofen-two-tablets")
     plain = run_case(task, ref, _SelfReporting())
     assert plain.outcome == "passed" and plain.transcript is None and plain.tools_offered is None
-    assert plain.agent_reported[0].tool == "lookup_medication_code"  # kept, shown
+    assert plain.agent_reported[0]["tool"] == "lookup_medication_code"  # kept as given (an agent's own format), shown
     assert "grounded" not in plain.score.metrics and plain.score.details["grounded"] == NOT_APPLICABLE
     strict = run_case(task, ref, _SelfReporting(), require_grounded=True)
     assert strict.outcome == "failed" and strict.reason == f"not grounded (--require-grounded): {NOT_APPLICABLE}"
