@@ -349,3 +349,26 @@ def test_a_bad_bundle_is_a_case_error_naming_the_file_with_and_without_the_store
     v = bundles.verdict(raw, content_hash(raw))
     with pytest.raises(bundles.InvalidBundle):
         v.bundle()
+
+
+def test_a_prompt_only_run_stores_verdicts_and_a_used_bundle_is_stored_with_it(tmp_path, memo_at, monkeypatch):
+    """A case no one asks the Bundle of stores only its verdict (no pickling on the item path);
+    the first case that uses the Bundle stores it, so the next process unpickles it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "b.json").write_bytes((SYNTHEA / f"{REFS}.json").read_bytes())
+    store = tmp_path / "store"
+    memo_at(store)
+    task = _task(data)
+    [ref] = task.discover()
+    task.load(ref)  # a prompt-only agent reads the prompt, never inputs["bundle"]
+    [entry] = _stored(store)
+    assert entry.read_bytes().endswith(b"\nV")  # the verdict only
+    memo = memo_at(store)
+    calls = _counting(monkeypatch)
+    case = task.load(ref)
+    assert memo.disk_hits == 1 and calls["model_validate"] == 0  # valid, from disk, nothing built
+    expected = case.inputs["bundle"].model_dump()  # now built (once) and stored with the verdict
+    assert calls["model_validate"] == 1 and memo.builds == 1 and b"\nB" in entry.read_bytes()
+    memo_at(store)
+    assert task.load(ref).inputs["bundle"].model_dump() == expected and calls["model_validate"] == 1

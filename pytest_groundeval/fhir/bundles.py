@@ -48,7 +48,7 @@ import orjson
 
 MAGIC = b"groundeval-bundle 1\n"
 MAX_ISSUES = 3  # validation issues a case error names (then "and N more")
-KEEP_BUILT = 64  # built Bundles kept in the process memo (the rest: verdicts only)
+KEEP_BUILT = 8  # built Bundles kept in the process memo (e.g. the cases of one patient; the rest: verdicts only)
 
 
 class InvalidBundle(Exception):
@@ -121,19 +121,56 @@ def _reject(data: Any) -> Any:
         raise InvalidBundle(describe(e)) from None
 
 
-def _binding_issues(bundle: Any) -> bool:
-    """Whether HealthChain's binding check finds an issue anywhere in the built Bundle: the
-    check ``load_bundle`` runs on the skeleton and on each entry's resource (the same walk)."""
-    from healthchain.fhir.validation import _check_bindings
+_PLANS: dict[type, dict[str, Any]] = {}
 
-    return bool(_check_bindings(bundle, "Bundle"))
+
+def _plan(cls: type) -> dict[str, Any]:
+    """{field name: its required binding's allowed values, or None}, read once per class the
+    way HealthChain's ``_check_bindings`` reads them (``json_schema_extra["enum_values"]``)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = {}
+        for name, field in cls.model_fields.items():
+            extra = field.json_schema_extra
+            enum_values = extra.get("enum_values") if isinstance(extra, dict) else None
+            plan[name] = frozenset(enum_values) if enum_values else None
+        _PLANS[cls] = plan
+    return plan
+
+
+def _binding_issues(model: Any) -> bool:
+    """Whether HealthChain's binding check (``healthchain.fhir.validation._check_bindings``,
+    which ``load_bundle`` runs on the skeleton and on each entry's resource) finds an issue
+    anywhere in the built Bundle: the same walk (every field with a value; a field with
+    required-binding values checks its string values and is not descended into, any other
+    model or list of models is), answering only whether there is one (the wording comes from
+    HealthChain itself, :func:`_reject`), with each class's fields read once."""
+    from pydantic import BaseModel
+
+    stack = [model]
+    while stack:
+        m = stack.pop()
+        plan = _plan(type(m))
+        for name, enum_values in plan.items():
+            value = getattr(m, name, None)
+            if value is None:
+                continue
+            if enum_values is not None:
+                for item in value if isinstance(value, list) else (value,):
+                    if isinstance(item, str) and item not in enum_values:
+                        return True
+            elif isinstance(value, BaseModel):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, BaseModel))
+    return False
 
 
 class Verdict:
     """One bundle's validation result: valid (:meth:`bundle` gives the Bundle, built or
     unpickled on first use) or ``issues`` (the rejection)."""
 
-    __slots__ = ("key", "issues", "_bundle", "_blob", "_raw", "_memo", "_lock")
+    __slots__ = ("key", "issues", "_bundle", "_blob", "_raw", "_memo", "_lock", "_stored")
 
     def __init__(self, key: str, issues: str | None, bundle: Any = None, blob: bytes | None = None,
                  raw: bytes | None = None, memo: "BundleMemo | None" = None) -> None:
@@ -144,6 +181,7 @@ class Verdict:
         self._raw = raw  # the bundle's bytes, to build it if the stored Bundle does not load
         self._memo = memo
         self._lock = threading.Lock()
+        self._stored = blob is not None  # the Bundle itself is on disk (not only the verdict)
 
     @property
     def valid(self) -> bool:
@@ -161,13 +199,19 @@ class Verdict:
                         bundle = _unpickle(self._blob)
                     except Exception:  # noqa: BLE001 - a stored Bundle that does not load: rebuild
                         bundle = None
+                        self._stored = False
                 if bundle is None:
                     bundle = build(orjson.loads(self._raw))  # (raises InvalidBundle if it is not valid)
                     if self._memo is not None:
-                        self._memo.rejected_blob(self.key, bundle)
+                        self._memo.built_again(self.key, bundle, broken=self._blob is not None)
                 elif self._memo is not None:
-                    self._memo.keep(self.key, bundle)
+                    self._memo.keep(self.key, bundle, stored=True)
                 self._bundle, self._blob, self._raw = bundle, None, None
+            if not self._stored and self._memo is not None:
+                # used (the baseline, a tool agent): stored with the verdict, so a re-run
+                # unpickles it instead of building it; a prompt-only run never pays for this
+                self._stored = True
+                self._memo.store_bundle(self.key, self._bundle)
             return self._bundle
 
 
@@ -187,6 +231,7 @@ class BundleMemo:
         self.folder = Path(folder) if folder is not None else None
         self._verdicts: dict[str, tuple[str | None]] = {}  # key -> (issues,)
         self._built: "OrderedDict[str, Any]" = OrderedDict()  # key -> Bundle, the last KEEP_BUILT
+        self._bundle_stored: set[str] = set()  # keys whose Bundle this process stored
         self._lock = threading.Lock()
         self.builds = 0  # bundles validated here (the counters the tests read)
         self.disk_hits = 0
@@ -208,7 +253,7 @@ class BundleMemo:
                 bundle = self._built.get(key)
                 if bundle is not None:
                     self._built.move_to_end(key)
-                    return Verdict(key, None, bundle=bundle)
+                    return Verdict(key, None, bundle=bundle, memo=self)
                 if known[0] is not None:
                     return Verdict(key, known[0])
         stored = self._read(key)
@@ -217,7 +262,7 @@ class BundleMemo:
             with self._lock:
                 self._verdicts[key] = (issues,)
                 self.disk_hits += 1
-            return Verdict(key, issues, blob=blob, raw=raw if blob is not None else None, memo=self)
+            return Verdict(key, issues, blob=blob, raw=raw, memo=self)
         if data is None:
             data = orjson.loads(raw)
         try:
@@ -229,22 +274,31 @@ class BundleMemo:
             self._verdicts[key] = (issues,)
         if bundle is not None:
             self.keep(key, bundle)
-        self._write(key, issues, bundle)
-        return Verdict(key, issues, bundle=bundle)
+        self._write(key, issues, None)  # the verdict; the Bundle too once a case uses it (Verdict.bundle)
+        return Verdict(key, issues, bundle=bundle, memo=self)
 
-    def keep(self, key: str, bundle: Any) -> None:
+    def keep(self, key: str, bundle: Any, stored: bool = False) -> None:
         with self._lock:
+            if stored:
+                self._bundle_stored.add(key)
             self._built[key] = bundle
             self._built.move_to_end(key)
             while len(self._built) > KEEP_BUILT:
                 self._built.popitem(last=False)
 
-    def rejected_blob(self, key: str, bundle: Any) -> None:
-        """A stored Bundle that did not unpickle (its checksum held): rebuilt, stored again."""
+    def built_again(self, key: str, bundle: Any, broken: bool) -> None:
+        """A valid bundle built after its verdict came from disk (only the verdict was stored,
+        or a stored Bundle that did not unpickle, its checksum right: ``broken``)."""
         with self._lock:
-            self.disk_rejected += 1
+            self.disk_rejected += broken
             self.builds += 1
         self.keep(key, bundle)
+
+    def store_bundle(self, key: str, bundle: Any) -> None:
+        with self._lock:
+            if key in self._bundle_stored:
+                return
+            self._bundle_stored.add(key)
         self._write(key, None, bundle)
 
     # -- disk --
@@ -267,8 +321,12 @@ class BundleMemo:
         if path is None:
             return
         try:
-            payload = (b"E" + issues.encode("utf-8")) if issues is not None else \
-                (b"B" + pickle.dumps(bundle, protocol=pickle.HIGHEST_PROTOCOL))
+            if issues is not None:
+                payload = b"E" + issues.encode("utf-8")
+            elif bundle is None:
+                payload = b"V"
+            else:
+                payload = b"B" + pickle.dumps(bundle, protocol=pickle.HIGHEST_PROTOCOL)
             blob = MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
@@ -287,7 +345,8 @@ class BundleMemo:
 
 
 def _parse_entry(blob: bytes, key: str) -> tuple[str | None, bytes | None] | None:
-    """``(issues, pickled Bundle or None)`` from a stored entry, or None if it is not one
+    """``(issues, pickled Bundle or None)`` from a stored entry (E: the issues; V: valid; B:
+    valid, and the pickled Bundle), or None if it is not one
     (wrong magic or key, a payload whose SHA-256 does not match, unknown kind)."""
     if not blob.startswith(MAGIC):
         return None
@@ -297,7 +356,7 @@ def _parse_entry(blob: bytes, key: str) -> tuple[str | None, bytes | None] | Non
     if nl2 < 0 or blob[head:nl1] != key.encode():
         return None
     payload = blob[nl2 + 1:]
-    if hashlib.sha256(payload).hexdigest().encode() != blob[nl1 + 1:nl2] or not payload:
+    if not payload or hashlib.sha256(payload).hexdigest().encode() != blob[nl1 + 1:nl2]:
         return None
     kind, body = payload[:1], payload[1:]
     if kind == b"E":
@@ -305,6 +364,8 @@ def _parse_entry(blob: bytes, key: str) -> tuple[str | None, bytes | None] | Non
             return body.decode("utf-8"), None
         except UnicodeDecodeError:
             return None
+    if kind == b"V" and not body:
+        return None, None
     if kind == b"B" and body:
         return None, body
     return None
@@ -332,13 +393,23 @@ def verdict(raw: bytes, content_hash: str, data: Any = None) -> Verdict:
     return _MEMO.verdict(raw, content_hash, data)
 
 
+def _text_verdict(text: str) -> Verdict:
+    raw = text.encode("utf-8")
+    return verdict(raw, "sha256:" + hashlib.sha256(raw).hexdigest())
+
+
+def loaded_or_text(text: str) -> Any:
+    """The built Bundle of a valid bundle's JSON text (through the memo), else the text itself."""
+    v = _text_verdict(text)
+    return v.bundle() if v.valid else text
+
+
 def load_text(text: str) -> Any:
     """A bundle's JSON text as a built R4B Bundle, through the memo; a bundle
     ``load_bundle`` rejects raises what ``load_bundle`` raises (it is asked again)."""
-    raw = text.encode("utf-8")
-    v = verdict(raw, "sha256:" + hashlib.sha256(raw).hexdigest())
+    v = _text_verdict(text)
     if not v.valid:
         from healthchain.fhir import load_bundle
 
-        return load_bundle(orjson.loads(raw), version="R4B")  # raises its own error, as before
+        return load_bundle(orjson.loads(text), version="R4B")  # raises its own error, as before
     return v.bundle()

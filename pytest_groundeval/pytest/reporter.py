@@ -100,6 +100,7 @@ class Reporter:
 
     # -- hooks --
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._slim_previous()
         data = getattr(report, REPORT_ATTR, None)
         if data is None:
             if report.failed:
@@ -115,11 +116,20 @@ class Reporter:
                 self.problems.append(f"{report.nodeid}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
                 return
             blob = orjson.dumps(data, default=str)
+        self._previous = report
         if result.result_key in self.results:
             self._again(result, blob)
             return
         self._keep(result, blob)
         self._journal(blob)
+
+    def _slim_previous(self) -> None:
+        """The case's data off the previous report (every hook has read it by now): the
+        terminal reporter keeps each report to the end of the session, and the case is kept
+        once, as its JSON bytes in ``self.data``, not also as a dict on its report."""
+        previous, self._previous = getattr(self, "_previous", None), None
+        if previous is not None:
+            previous.__dict__.pop(REPORT_ATTR, None)
 
     def _again(self, result: CaseResult, blob: bytes) -> None:
         """A case reported again (a plugin re-ran its item): the first result stands
@@ -192,6 +202,7 @@ class Reporter:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
+        self._slim_previous()
         try:
             self.finish(session, exitstatus)
             self._one_line_failures(session.config)
