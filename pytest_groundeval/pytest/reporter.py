@@ -7,8 +7,9 @@ the gate and writes the terminal summary. Workers never see it.
 from __future__ import annotations
 
 import gc
+import uuid
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import orjson
 import pytest
@@ -315,12 +316,13 @@ class Reporter:
     def _write(self, session: pytest.Session) -> dict[str, Any] | None:
         """Write the record (redacted); the payload written, or None when it could not be."""
         assert self.record is not None
-        # the cases as reported (already JSON), in the record's order: not serialised twice
+        # the cases as reported (already JSON), in the record's order: not serialised twice,
+        # and streamed into the file one case at a time (the bytes are those of
+        # record_bytes(the whole record): a record is never all in memory as objects and text)
         head = self.record.model_dump(mode="json", exclude={"cases"})
-        payload = {k: ([orjson.loads(self.data[c.result_key]) for c in self.record.cases] if k == "cases" else head[k])
-                   for k in RunRecord.model_fields}
+        payload = {k: head[k] for k in RunRecord.model_fields if k != "cases"}
         try:
-            write_json_atomic(self.path, redact_json(record_bytes(payload)))
+            write_json_atomic(self.path, self._record_chunks(head))
         except OSError as e:  # disk full, no permission, a file where a folder should be
             self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
             if self.journal is not None and self.journal.error is not None:
@@ -335,6 +337,25 @@ class Reporter:
         if self.journal is not None and not self.record.completeness.cut_short:
             self.fold_journal = True  # complete: the record holds every case; the journal goes
         return payload
+
+    def _record_chunks(self, head: dict[str, Any]) -> Iterator[bytes]:
+        """``redact_json(record_bytes(record))`` in pieces: the record around its cases, then
+        each case indented as ``orjson.OPT_INDENT_2`` puts it at that depth, each piece through
+        the redaction step (a secret lies inside one JSON string, never across pieces)."""
+        marker = f"groundeval-cases-{uuid.uuid4().hex}"
+        keys = list(RunRecord.model_fields)
+        around = record_bytes({k: (marker if k == "cases" else head[k]) for k in keys})
+        before, after = around.split(orjson.dumps(marker), 1)
+        yield redact_json(before)
+        cases = self.record.cases
+        if not cases:
+            yield b"[]"
+        else:
+            for i, c in enumerate(cases):
+                case = orjson.dumps(orjson.loads(self.data[c.result_key]), option=orjson.OPT_INDENT_2)
+                yield redact_json((b"[\n    " if i == 0 else b",\n    ") + case.replace(b"\n", b"\n    "))
+            yield b"\n  ]"
+        yield redact_json(after)
 
     def _write_html(self, session: pytest.Session) -> None:
         """``--groundeval-html``: the report of the record just written (read back: the page
