@@ -18,6 +18,9 @@ and each one's median wall is kept.
    ``-k case-00000`` (1 of the M items selected: the same interpreter, imports, plugin set-up,
    collection of all M items, agent construction, thread pool and record writing) minus that
    one call's latency.  Goal: measured <= 1.1x ideal.
+   Beside it, inspect_ai on the same files and prompts (the ``bench`` group, ``.venv-bench``):
+   a solver that sleeps the same latency (``asyncio.sleep``), ``max_samples`` = the same
+   slots; its measured / ideal and groundeval's wall / its wall (informational).
    Also (kept from the earlier benchmark): the same M cases under ``-n 2`` at
    ``--concurrency 1``, and the speed-up of ``--concurrency 32`` over it, start-up subtracted
    from each.  Goal: >= 10x.
@@ -41,6 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_util import (  # noqa: E402
     Config,
+    bench_env_python,
+    inspect_command,
+    write_inspect_script,
     median_walls,
     use_runtime_env,
     child_env,
@@ -97,14 +103,25 @@ def bench_prefetch(proj: Path, env: dict[str, str], n: int, n0: int, conc: int, 
     return pc[conc] / pc[1], pc, wall_ratio
 
 
-def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool):
+def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool,
+                inspect_py: str | None = None):
     env = child_env(BENCH_LATENCY=str(latency))
     suite = Suite(proj, m, "Sleepy", env)
     print(f"\n2. sleepy agent ({latency:g} s per call), {m} cases, --concurrency {conc}; "
           f"start-up = the same command with -k case-00000 (1 item) minus {latency:g} s; {repeat} rounds interleaved")
     full = suite.config(f"sleepy M={m} --concurrency {conc}", f"--concurrency={conc}")
     one = suite.config(f"sleepy 1 of M={m} --concurrency {conc}", f"--concurrency={conc}", "-k", "case-00000", expect=1)
-    best = median_walls([full, one], repeat)
+    configs = [full, one]
+    if inspect_py is not None:  # the peer, same files, prompts, latency and slots (max_samples)
+        (proj / "data-one").mkdir(exist_ok=True)
+        first = proj / f"data-{m}" / "case-00000.json"
+        (proj / "data-one" / first.name).write_bytes(first.read_bytes())
+        ienv = child_env(PYTHONPATH=str(proj))
+        configs += [Config(f"inspect_ai sleepy M={m} max_samples={conc}", proj, [], env=ienv,
+                           command=inspect_command(inspect_py, proj, proj / f"data-{m}", "sleepy", latency, conc)),
+                    Config(f"inspect_ai sleepy 1 max_samples={conc}", proj, [], env=ienv,
+                           command=inspect_command(inspect_py, proj, proj / "data-one", "sleepy", latency, conc))]
+    best = median_walls(configs, repeat)
     startup = best[one.label] - latency
     waves = math.ceil(m / conc)
     ideal = startup + waves * latency
@@ -112,6 +129,11 @@ def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, rep
     print(f"\n  measured {measured:.2f} s; ideal {ideal:.2f} s = start-up {startup:.2f} s + ceil({m}/{conc})={waves} "
           f"x {latency:g} s; measured/ideal {measured / ideal:.2f}x "
           f"(over the ideal: {measured - ideal:+.2f} s)")
+    if inspect_py is not None:
+        i_full, i_one = best[f"inspect_ai sleepy M={m} max_samples={conc}"], best[f"inspect_ai sleepy 1 max_samples={conc}"]
+        i_ideal = (i_one - latency) + waves * latency
+        print(f"  inspect_ai (max_samples={conc}): measured {i_full:.2f} s; ideal {i_ideal:.2f} s; measured/ideal "
+              f"{i_full / i_ideal:.2f}x; groundeval's wall / inspect_ai's: {measured / i_full:.2f}x (informational)")
     speedup = None
     if xdist:
         xd = suite.config(f"sleepy M={m} -n {workers} --concurrency 1", "-n", str(workers), "--concurrency=1")
@@ -159,9 +181,11 @@ def main(argv: list[str] | None = None) -> None:
                    help="skip the -n comparison run of (2) (~15 s)")
     p.add_argument("--fixture", default="median", help="fixture to copy: median (default), smallest, largest, or a name")
     p.add_argument("--keep", action="store_true", help="keep the temp project")
+    p.add_argument("--no-inspect", dest="inspect", action="store_false", help="skip the inspect_ai side of (2)")
     p.add_argument("--dev-env", action="store_true", help="run the children in this interpreter's environment")
     a = p.parse_args(argv)
     use_runtime_env(a.dev_env)
+    inspect_py = bench_env_python() if a.inspect else None
 
     source = fixture_with_meds(a.fixture)
     with temp_project("bench-concurrency-", keep=a.keep) as proj:
@@ -172,7 +196,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"fixture {source.name} ({source.stat().st_size:,} bytes, {len(truth)} active codes), copied N times")
         env = child_env()
         prefetch, pc, wall_ratio = bench_prefetch(proj, env, a.cases, a.n0, a.concurrency, a.repeat)
-        ideal_ratio, speedup = bench_ideal(proj, a.sleep_cases, a.latency, a.concurrency, a.workers, a.repeat, a.xdist)
+        if inspect_py:
+            write_inspect_script(proj)
+        ideal_ratio, speedup = bench_ideal(proj, a.sleep_cases, a.latency, a.concurrency, a.workers, a.repeat, a.xdist,
+                                           inspect_py)
         xd_extra, xd_ratio = bench_xdist_startup(proj, env, a.tiny, a.workers, max(a.repeat, 3))
     print()
     goal(f"instant agent per case, --concurrency {a.concurrency} {pc[a.concurrency] * 1e6:.0f} µs vs --concurrency 1 "
