@@ -31,6 +31,13 @@ from pytest_groundeval.tasks.datasets import content_hash
 
 FIXTURE_FILES = sorted(SYNTHEA.glob("*.json"))
 
+# fhir.resources imports each resource model's module on first use; one first imported inside
+# another test's in-process pytester run is dropped after it (FRICTION.md C), and a Bundle built
+# from such a dropped class cannot be pickled. Build every fixture once here, at collection, in
+# the outer process, so the models these tests build are imported for good.
+for _path in FIXTURE_FILES:
+    bundles.build(orjson.loads(_path.read_bytes()))
+
 
 def _healthchain(data):
     """(accepted, Bundle dump or the rejection text) as HealthChain's load_bundle says it."""
