@@ -2,9 +2,11 @@
 
 Every run is a fresh ``python -m pytest`` of the extraction suite (a copy of
 ``evals/test_extraction.py``, ``-q -p no:cacheprovider``, the project's addopts, a run record
-in the temp project) over copies of one committed fixture; every record must hold all
-cases, passed. Commands that are compared are repeated ``--repeat`` times, interleaved,
-and the minimum kept.
+in the temp project) in the runtime environment (``uv sync --no-dev`` into ``.venv-runtime``;
+``--dev-env``: this interpreter's), over N distinct bundles (one committed fixture tagged with
+its index: N content hashes); every record must hold all cases, passed. Commands that are
+compared run ``--repeat`` paired rounds (every command once per round, the order rotated)
+and each one's median wall is kept.
 
 1. No slowdown from the prefetcher for instant agents. An agent that answers right at once
    (``bench_agents:Instant``), N cases at ``--concurrency 32`` vs ``--concurrency 1``;
@@ -16,6 +18,9 @@ and the minimum kept.
    ``-k case-00000`` (1 of the M items selected: the same interpreter, imports, plugin set-up,
    collection of all M items, agent construction, thread pool and record writing) minus that
    one call's latency.  Goal: measured <= 1.1x ideal.
+   Beside it, inspect_ai on the same files and prompts (the ``bench`` group, ``.venv-bench``):
+   a solver that sleeps the same latency (``asyncio.sleep``), ``max_samples`` = the same
+   slots; its measured / ideal and groundeval's wall / its wall (informational).
    Also (kept from the earlier benchmark): the same M cases under ``-n 2`` at
    ``--concurrency 1``, and the speed-up of ``--concurrency 32`` over it, start-up subtracted
    from each.  Goal: >= 10x.
@@ -23,8 +28,8 @@ and the minimum kept.
    under ``--collect-only``, so real items run): a tiny instant suite with ``-n 2`` vs
    without; the difference is what ``-n 2`` adds (informational, no goal set).
 
-Usage: uv run python scripts/bench_concurrency.py [--cases 2000] [--n0 100] [--sleep-cases 128]
-           [--latency 0.2] [--concurrency 32] [--workers 2] [--tiny 4] [--repeat 3] [--no-xdist-speedup]
+Usage: uv run python scripts/bench_concurrency.py [--cases 2000] [--n0 100] [--sleep-cases 200]
+           [--latency 0.25] [--concurrency 32] [--workers 2] [--tiny 4] [--repeat 3] [--no-xdist-speedup]
 """
 
 from __future__ import annotations
@@ -39,7 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_util import (  # noqa: E402
     Config,
-    best_walls,
+    bench_env_python,
+    inspect_command,
+    write_inspect_script,
+    median_walls,
+    use_runtime_env,
     child_env,
     copy_evals,
     expect_cases,
@@ -82,7 +91,7 @@ def bench_prefetch(proj: Path, env: dict[str, str], n: int, n0: int, conc: int, 
     print(f"\n1. instant agent, --concurrency {conc} vs 1: N={n} and N0={n0}, {repeat} rounds interleaved")
     configs = [Suite(proj, size, "Instant", env).config(f"instant N={size} --concurrency {c}", f"--concurrency={c}")
                for size in (n0, n) for c in (1, conc)]
-    best = best_walls(configs, repeat)
+    best = median_walls(configs, repeat)
     pc = {c: per_case(best[f"instant N={n} --concurrency {c}"], best[f"instant N={n0} --concurrency {c}"], n, n0)
           for c in (1, conc)}
     print()
@@ -94,14 +103,25 @@ def bench_prefetch(proj: Path, env: dict[str, str], n: int, n0: int, conc: int, 
     return pc[conc] / pc[1], pc, wall_ratio
 
 
-def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool):
+def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool,
+                inspect_py: str | None = None):
     env = child_env(BENCH_LATENCY=str(latency))
     suite = Suite(proj, m, "Sleepy", env)
     print(f"\n2. sleepy agent ({latency:g} s per call), {m} cases, --concurrency {conc}; "
           f"start-up = the same command with -k case-00000 (1 item) minus {latency:g} s; {repeat} rounds interleaved")
     full = suite.config(f"sleepy M={m} --concurrency {conc}", f"--concurrency={conc}")
     one = suite.config(f"sleepy 1 of M={m} --concurrency {conc}", f"--concurrency={conc}", "-k", "case-00000", expect=1)
-    best = best_walls([full, one], repeat)
+    configs = [full, one]
+    if inspect_py is not None:  # the peer, same files, prompts, latency and slots (max_samples)
+        (proj / "data-one").mkdir(exist_ok=True)
+        first = proj / f"data-{m}" / "case-00000.json"
+        (proj / "data-one" / first.name).write_bytes(first.read_bytes())
+        ienv = child_env(PYTHONPATH=str(proj))
+        configs += [Config(f"inspect_ai sleepy M={m} max_samples={conc}", proj, [], env=ienv,
+                           command=inspect_command(inspect_py, proj, proj / f"data-{m}", "sleepy", latency, conc)),
+                    Config(f"inspect_ai sleepy 1 max_samples={conc}", proj, [], env=ienv,
+                           command=inspect_command(inspect_py, proj, proj / "data-one", "sleepy", latency, conc))]
+    best = median_walls(configs, repeat)
     startup = best[one.label] - latency
     waves = math.ceil(m / conc)
     ideal = startup + waves * latency
@@ -109,13 +129,18 @@ def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, rep
     print(f"\n  measured {measured:.2f} s; ideal {ideal:.2f} s = start-up {startup:.2f} s + ceil({m}/{conc})={waves} "
           f"x {latency:g} s; measured/ideal {measured / ideal:.2f}x "
           f"(over the ideal: {measured - ideal:+.2f} s)")
+    if inspect_py is not None:
+        i_full, i_one = best[f"inspect_ai sleepy M={m} max_samples={conc}"], best[f"inspect_ai sleepy 1 max_samples={conc}"]
+        i_ideal = (i_one - latency) + waves * latency
+        print(f"  inspect_ai (max_samples={conc}): measured {i_full:.2f} s; ideal {i_ideal:.2f} s; measured/ideal "
+              f"{i_full / i_ideal:.2f}x; groundeval's wall / inspect_ai's: {measured / i_full:.2f}x (informational)")
     speedup = None
     if xdist:
         xd = suite.config(f"sleepy M={m} -n {workers} --concurrency 1", "-n", str(workers), "--concurrency=1")
         xd_one = suite.config(f"sleepy 1 of M={m} -n {workers} --concurrency 1", "-n", str(workers),
                               "--concurrency=1", "-k", "case-00000", expect=1)
         print(f"  -n {workers} --concurrency 1, for comparison (the full run once, its start-up {repeat} times):")
-        xbest = {**best_walls([xd], 1), **best_walls([xd_one], repeat)}
+        xbest = {**median_walls([xd], 1), **median_walls([xd_one], repeat)}
         x_start = xbest[xd_one.label] - latency
         x_net = xbest[xd.label] - x_start
         c_net = measured - startup
@@ -135,7 +160,7 @@ def bench_xdist_startup(proj: Path, env: dict[str, str], tiny: int, workers: int
     suite = Suite(proj, tiny, "Instant", env)
     serial = suite.config(f"instant N={tiny}", "--concurrency=1")
     xd = suite.config(f"instant N={tiny} -n {workers}", "-n", str(workers), "--concurrency=1")
-    best = best_walls([serial, xd], repeat)
+    best = median_walls([serial, xd], repeat)
     extra = best[xd.label] - best[serial.label]
     print(f"\n  without -n: {best[serial.label]:.2f} s; with -n {workers}: {best[xd.label]:.2f} s; "
           f"-n {workers} adds {extra:.2f} s of start-up ({best[xd.label] / best[serial.label]:.2f}x)")
@@ -146,17 +171,21 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=2000, help="instant-agent suite size N for (1) (default 2000)")
     p.add_argument("--n0", type=int, default=100, help="small size N0 whose wall is subtracted in (1) (default 100)")
-    p.add_argument("--sleep-cases", type=int, default=128, help="sleepy-agent cases M for (2) (default 128)")
-    p.add_argument("--latency", type=float, default=0.2, help="sleepy agent's sleep per call, s (default 0.2)")
+    p.add_argument("--sleep-cases", type=int, default=200, help="sleepy-agent cases M for (2) (default 200)")
+    p.add_argument("--latency", type=float, default=0.25, help="sleepy agent's sleep per call, s (default 0.25)")
     p.add_argument("--concurrency", type=int, default=32, help="in-process concurrency (default 32)")
     p.add_argument("--workers", type=int, default=2, help="xdist workers (default 2)")
     p.add_argument("--tiny", type=int, default=4, help="cases of the tiny suite for (3) (default 4)")
-    p.add_argument("--repeat", type=int, default=3, help="rounds per compared command, minimum kept (default 3)")
+    p.add_argument("--repeat", type=int, default=3, help="paired rounds (order rotated), median kept (default 3)")
     p.add_argument("--no-xdist-speedup", dest="xdist", action="store_false",
                    help="skip the -n comparison run of (2) (~15 s)")
     p.add_argument("--fixture", default="median", help="fixture to copy: median (default), smallest, largest, or a name")
     p.add_argument("--keep", action="store_true", help="keep the temp project")
+    p.add_argument("--no-inspect", dest="inspect", action="store_false", help="skip the inspect_ai side of (2)")
+    p.add_argument("--dev-env", action="store_true", help="run the children in this interpreter's environment")
     a = p.parse_args(argv)
+    use_runtime_env(a.dev_env)
+    inspect_py = bench_env_python() if a.inspect else None
 
     source = fixture_with_meds(a.fixture)
     with temp_project("bench-concurrency-", keep=a.keep) as proj:
@@ -167,7 +196,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"fixture {source.name} ({source.stat().st_size:,} bytes, {len(truth)} active codes), copied N times")
         env = child_env()
         prefetch, pc, wall_ratio = bench_prefetch(proj, env, a.cases, a.n0, a.concurrency, a.repeat)
-        ideal_ratio, speedup = bench_ideal(proj, a.sleep_cases, a.latency, a.concurrency, a.workers, a.repeat, a.xdist)
+        if inspect_py:
+            write_inspect_script(proj)
+        ideal_ratio, speedup = bench_ideal(proj, a.sleep_cases, a.latency, a.concurrency, a.workers, a.repeat, a.xdist,
+                                           inspect_py)
         xd_extra, xd_ratio = bench_xdist_startup(proj, env, a.tiny, a.workers, max(a.repeat, 3))
     print()
     goal(f"instant agent per case, --concurrency {a.concurrency} {pc[a.concurrency] * 1e6:.0f} µs vs --concurrency 1 "

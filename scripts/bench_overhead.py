@@ -1,33 +1,43 @@
-"""Harness overhead as the user pays it: inside pytest, next to plain pytest items doing the
-same I/O, measured side by side in one run (ratios, never absolute time limits).
+"""Harness overhead as the user pays it: inside pytest, next to plain pytest items that read
+and parse the same bundles, and next to inspect_ai on the same instant-agent work, measured
+side by side in one run (ratios, never absolute time limits).
 
-1. Per-case cost. In fresh ``python -m pytest`` processes, the extraction suite (a copy of
-   ``evals/test_extraction.py``) over a data dir of N bundle files (copies of one committed
-   fixture, the median-sized one with active medications by default) with an *instant*
-   agent (``--agent=bench_agents:Instant``, which returns the precomputed right answer, so
-   agent cost is ~0 and the harness is what is timed), ``--concurrency 1``, a run record in
-   the temp project; next to a plain parametrized test over the same N file paths that
-   reads each file, ``orjson.loads`` it and asserts on it, run with ``-p no:groundeval``.
-   Both get ``-q -p no:cacheprovider`` and the project's addopts
-   (``-p no:langsmith_plugin -p no:anyio``). Per-case cost = (wall(N) - wall(N0)) / (N - N0),
-   so start-up (interpreter, imports, plugin set-up) cancels. Each command is repeated
-   ``--repeat`` times, interleaved with the others so machine noise hits both sides; the
-   minimum is kept.  Goal: groundeval per case <= 1.5x the plain item per case.
-   With ``--profile`` (default on) the N=max run and the N0 run are profiled (cProfile) and
-   their difference printed per case: the top entries by tottime within pytest_groundeval,
-   pydantic, orjson and _pytest, in µs per case (cProfile inflates small calls; read the
-   shares, not the absolute numbers).
-2. Collection (``--collect-only``) of ``--collect`` bundle files next to pytest collecting
-   the same number of plain parametrized items over the same file paths (informational).
+Every command is a fresh child process in the runtime environment (``uv sync --no-dev``
+into ``.venv-runtime``; ``--dev-env``: this interpreter's, with the dev group's pytest
+plugins), over the same N bundle files: one committed fixture (the median-sized one with
+active medications by default) tagged with its index (``"id": "bench-<i>"``), so the N
+cases are distinct bundles (N content hashes: the bundle memo validates each once, nothing
+is deduplicated).
 
-Usage: uv run python scripts/bench_overhead.py [--cases 1000 2000] [--small 100] [--repeat 3]
-           [--collect 10000] [--fixture median|smallest|largest|NAME] [--no-profile] [--keep]
+- groundeval cold: the extraction suite (a copy of ``evals/test_extraction.py``) with an
+  instant agent (``bench_agents:Instant``, the precomputed right answer), ``--concurrency 1``,
+  a run record; ``.groundeval/`` emptied before every run, so every bundle is validated
+  and its verdict stored during the run;
+- groundeval warm: the same, in a second project whose ``.groundeval/bundles`` an earlier
+  (untimed) run filled: a re-run of an unchanged suite;
+- plain fhir: a plain parametrized test over the same file paths that reads each file and
+  parses it into a ``fhir.resources`` R4B ``Bundle`` (``-p no:groundeval``): the goal's
+  "plain pytest item that reads and parses the same bundle";
+- plain json: the same, ``orjson.loads`` only (a reference, no goal);
+- inspect_ai: one Sample per file in the same prompt, a solver giving the same answer at once,
+  a scorer comparing the answer's codes, inspect's own log (the ``bench`` dependency group,
+  ``.venv-bench``).
+
+Per-case cost = (wall(N) - wall(N0)) / (N - N0), so start-up cancels. ``--rounds`` paired
+rounds: each round runs every command once, the order rotated; the ratios are taken within
+a round and their median over the rounds is printed.  Goals: a case cold <= 1.5x the plain
+fhir item, warm <= 1.1x; groundeval's per-case overhead <= 0.25x inspect_ai's.
+``--profile`` adds a cProfile of the per-case cost; ``--collect N`` a collection comparison.
+
+Usage: uv run python scripts/bench_overhead.py [--cases 1000] [--small 100] [--rounds 5]
+           [--fixture median|smallest|largest|NAME] [--no-inspect] [--dev-env] [--profile] [--collect N] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -37,7 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_util import (  # noqa: E402
     BenchFailure,
     Config,
+    bench_env_python,
     best_walls,
+    inspect_command,
+    median,
+    paired_walls,
+    run_pytest,
+    use_runtime_env,
+    write_inspect_script,
     child_env,
     copy_evals,
     diff_profiles,
@@ -57,7 +74,30 @@ from _bench_util import (  # noqa: E402
     write_plain_test,
 )
 
-PER_CASE_GOAL = 1.5
+COLD_GOAL = 1.5
+WARM_GOAL = 1.1
+INSPECT_GOAL = 0.25
+
+PLAIN_FHIR = '''"""The plain-pytest counterpart that reads and parses the same bundles: one parametrized
+item per bundle file of $BENCH_DATA, each reading the file and parsing it into a
+fhir.resources R4B Bundle (what a plain test over FHIR data does), asserting on it."""
+import os
+
+import orjson
+import pytest
+from fhir.resources.R4B.bundle import Bundle
+
+DATA = os.environ["BENCH_DATA"]
+with os.scandir(DATA) as it:
+    PATHS = sorted(e.path for e in it if e.name.endswith(".json"))
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[os.path.basename(p)[:-5] for p in PATHS])
+def test_plain(path):
+    with open(path, "rb") as f:
+        bundle = Bundle.model_validate(orjson.loads(f.read()))
+    assert bundle.entry
+'''
 PROFILE_PACKAGES = ("pytest_groundeval", "pydantic", "orjson", "_pytest")
 
 
@@ -67,7 +107,7 @@ def eval_args(proj: Path, n: int, record: Path, *extra: str) -> list[str]:
 
 
 def check_eval(record: Path, n: int, label: str):
-    def check(run) -> None:
+    def check(run) -> None:  # (run: unused)
         expect_cases(read_record(record), label, n, passed=True)
         record.unlink()
         record.with_suffix(".jsonl").unlink(missing_ok=True)  # the journal appends: start each run afresh
@@ -81,30 +121,47 @@ def check_plain(n: int, label: str):
     return check
 
 
-def bench_per_case(proj: Path, sizes: list[int], n0: int, repeat: int) -> tuple[float, float]:
+def bench_per_case(proj: Path, warm: Path, sizes: list[int], n0: int, rounds: int, inspect_py: str | None):
+    """Paired rotations: every command once per round, the order rotated; per-case costs and
+    their ratios are computed within each round and the median over rounds is kept."""
     configs = []
     for n in [n0, *sizes]:
         record = proj / f"record-{n}.json"
-        configs.append(Config(f"groundeval N={n}", proj, eval_args(proj, n, record),
-                              check=check_eval(record, n, f"groundeval N={n}")))
-        configs.append(Config(f"plain N={n}", proj, ["test_plain.py", "-p", "no:groundeval"],
-                              env=child_env(BENCH_DATA=str(proj / f"data-{n}")), check=check_plain(n, f"plain N={n}")))
-    print(f"timing {len(configs)} commands x {repeat} rounds, interleaved:")
-    best = best_walls(configs, repeat)
-    rows, last = [], (0.0, 0.0)
-    for n in sizes:
-        g = per_case(best[f"groundeval N={n}"], best[f"groundeval N={n0}"], n, n0)
-        p = per_case(best[f"plain N={n}"], best[f"plain N={n0}"], n, n0)
-        rows.append([f"N={n} (vs N0={n0})", f"{best[f'groundeval N={n}']:.2f}", f"{best[f'plain N={n}']:.2f}",
-                     f"{g * 1e6:.0f}", f"{p * 1e6:.0f}", f"{g / p:.2f}x"])
-        last = (g, p)
+        configs.append(Config(f"groundeval cold N={n}", proj, eval_args(proj, n, record),
+                              check=check_eval(record, n, f"groundeval cold N={n}"),
+                              before=lambda: shutil.rmtree(proj / ".groundeval", ignore_errors=True)))
+        wrecord = warm / f"record-{n}.json"
+        configs.append(Config(f"groundeval warm N={n}", warm, eval_args(proj, n, wrecord),
+                              check=check_eval(wrecord, n, f"groundeval warm N={n}")))
+        for kind in ("fhir", "json"):
+            configs.append(Config(f"plain {kind} N={n}", proj, [f"test_plain_{kind}.py", "-p", "no:groundeval"],
+                                  env=child_env(BENCH_DATA=str(proj / f"data-{n}")),
+                                  check=check_plain(n, f"plain {kind} N={n}")))
+        if inspect_py is not None:
+            configs.append(Config(f"inspect_ai N={n}", proj, [], env=child_env(PYTHONPATH=str(proj)),
+                                  command=inspect_command(inspect_py, proj, proj / f"data-{n}")))
+    print("priming the warm project (its .groundeval/bundles), untimed:")
+    for n in [n0, *sizes]:
+        record = warm / f"prime-{n}.json"
+        run_pytest(warm, eval_args(proj, n, record), label=f"prime N={n}")
+        check_eval(record, n, f"prime N={n}")(None)
+    print(f"timing {len(configs)} commands x {rounds} rounds, paired rotations:")
+    per_round = paired_walls(configs, rounds)
+    kinds = ["groundeval cold", "groundeval warm", "plain fhir", "plain json"] + (["inspect_ai"] if inspect_py else [])
+    n = sizes[-1]
+    pcs = {k: [per_case(w[f"{k} N={n}"], w[f"{k} N={n0}"], n, n0) for w in per_round] for k in kinds}
+    med = {k: median(v) for k, v in pcs.items()}
+
+    def ratio(a: str, b: str) -> float:  # the median of the per-round (paired) ratios
+        return median([x / y for x, y in zip(pcs[a], pcs[b])])
+
     print()
-    print(f"start-up (N0={n0}): groundeval {best[f'groundeval N={n0}']:.2f} s, plain {best[f'plain N={n0}']:.2f} s "
-          f"(best of {repeat})")
-    table(["sizes", "groundeval wall s", "plain wall s", "groundeval µs/case", "plain µs/case", "ratio"], rows)
-    return last
-
-
+    print(f"start-up (N0={n0}, median wall): " + ", ".join(
+        f"{k} {median([w[f'{k} N={n0}'] for w in per_round]):.2f} s" for k in kinds))
+    table(["command", f"median wall s N={n}", "µs/case (median)", "per round µs/case"],
+          [[k, f"{median([w[f'{k} N={n}'] for w in per_round]):.2f}", f"{med[k] * 1e6:.0f}",
+            " ".join(f"{x * 1e6:.0f}" for x in pcs[k])] for k in kinds])
+    return med, ratio
 def profile_per_case(proj: Path, n: int, n0: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         stats = {}
@@ -115,7 +172,7 @@ def profile_per_case(proj: Path, n: int, n0: int) -> None:
             check_eval(record, size, run.label)(run)
             stats["groundeval", size] = load_profile(out)
             out = Path(tmp) / f"profile-plain-{size}.prof"
-            run = profile_run(proj, ["test_plain.py", "-p", "no:groundeval"], out, label=f"cProfile plain N={size}",
+            run = profile_run(proj, ["test_plain_json.py", "-p", "no:groundeval"], out, label=f"cProfile plain N={size}",
                               env=child_env(BENCH_DATA=str(proj / f"data-{size}")))
             check_plain(size, run.label)(run)
             stats["plain", size] = load_profile(out)
@@ -140,7 +197,7 @@ def bench_collection(proj: Path, n: int, n0: int, repeat: int) -> None:
     for size, folder in ((n0, proj / f"data-{n0}"), (n, proj / f"collect-{n}")):
         configs.append(Config(f"collect groundeval N={size}", proj,
                               ["--collect-only", "test_extraction.py", f"--data-dir={folder}"]))
-        configs.append(Config(f"collect plain N={size}", proj, ["--collect-only", "test_plain.py", "-p", "no:groundeval"],
+        configs.append(Config(f"collect plain N={size}", proj, ["--collect-only", "test_plain_json.py", "-p", "no:groundeval"],
                               env=child_env(BENCH_DATA=str(folder))))
     print(f"\ncollection: {len(configs)} commands x {repeat} rounds, interleaved:")
     best = best_walls(configs, repeat)
@@ -158,37 +215,58 @@ def bench_collection(proj: Path, n: int, n0: int, repeat: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", type=int, nargs="+", default=[1000, 2000], help="suite sizes N (default 1000 2000)")
+    p.add_argument("--cases", type=int, nargs="+", default=[1000], help="suite sizes N (default 1000)")
     p.add_argument("--small", type=int, default=100, help="the small size N0 whose wall is subtracted (default 100)")
-    p.add_argument("--repeat", type=int, default=3, help="rounds per command; the minimum is kept (default 3)")
-    p.add_argument("--collect", type=int, default=10_000, help="bundle files to collect (default 10000; 0: skip)")
-    p.add_argument("--fixture", default="median", help="fixture to copy: median (default), smallest, largest, or a name")
-    p.add_argument("--no-profile", dest="profile", action="store_false", help="skip the cProfile of the per-case cost")
+    p.add_argument("--rounds", type=int, default=5, help="paired rounds, order rotated; medians (default 5)")
+    p.add_argument("--collect", type=int, default=0, help="bundle files to collect (default 0: skip)")
+    p.add_argument("--fixture", default="median", help="fixture to tag: median (default), smallest, largest, or a name")
+    p.add_argument("--profile", action="store_true", help="also cProfile the per-case cost")
+    p.add_argument("--no-inspect", dest="inspect", action="store_false", help="skip the inspect_ai side")
+    p.add_argument("--dev-env", action="store_true", help="run the children in this interpreter's environment")
     p.add_argument("--keep", action="store_true", help="keep the temp project")
     a = p.parse_args(argv)
     sizes = sorted(set(a.cases))
     if sizes[0] <= a.small:
         p.error("--cases must all be larger than --small")
+    use_runtime_env(a.dev_env)
+    inspect_py = bench_env_python() if a.inspect else None
 
     source = fixture_with_meds(a.fixture)
-    with temp_project("bench-overhead-", keep=a.keep) as proj:
+    with temp_project("bench-overhead-", keep=a.keep) as proj, temp_project("bench-overhead-warm-", keep=a.keep) as warm:
         copy_evals(proj)
-        write_plain_test(proj)
+        copy_evals(warm)
+        write_plain_test(proj, "test_plain_json.py")
+        (proj / "test_plain_fhir.py").write_text(PLAIN_FHIR)
         truth = write_agents(proj, source)
+        write_agents(warm, source)
+        if inspect_py:
+            write_inspect_script(proj)
         for n in {a.small, *sizes}:
-            tagged_bundles(proj / f"data-{n}", source, n)
+            tagged_bundles(proj / f"data-{n}", source, n)  # distinct cases: each file its own content hash
         if a.collect:  # only listed, never read: hard links to one file
             linked_bundles(proj / f"collect-{a.collect}", source, a.collect)
-        print(f"fixture {source.name} ({source.stat().st_size:,} bytes, {len(truth)} active codes), copied N times; "
-              f"instant agent, --concurrency 1")
-        g, pl = bench_per_case(proj, sizes, a.small, a.repeat)
+        print(f"fixture {source.name} ({source.stat().st_size:,} bytes, {len(truth)} active codes), tagged N times "
+              f"(N distinct bundles); instant agent, --concurrency 1; groundeval cold = .groundeval/ emptied before "
+              f"each run, warm = its bundle verdicts stored by an earlier run")
+        med, ratio = bench_per_case(proj, warm, sizes, a.small, a.rounds, inspect_py)
         if a.profile:
             profile_per_case(proj, sizes[-1], a.small)
         if a.collect:
-            bench_collection(proj, a.collect, a.small, a.repeat)
+            bench_collection(proj, a.collect, a.small, a.rounds)
+    us = {k: v * 1e6 for k, v in med.items()}
     print()
-    goal(f"per-case cost inside pytest, groundeval {g * 1e6:.0f} µs vs plain item {pl * 1e6:.0f} µs "
-         f"(N={sizes[-1]} vs N0={a.small}, best of {a.repeat})", g / pl, PER_CASE_GOAL)
+    print(f"(reference, no goal: groundeval cold vs a plain item that only reads + orjson-parses the file: "
+          f"{ratio('groundeval cold', 'plain json'):.2f}x; warm {ratio('groundeval warm', 'plain json'):.2f}x)")
+    tail = f"(N={sizes[-1]} vs N0={a.small}, median of {a.rounds} paired rounds)"
+    goal(f"a case inside pytest, cold, {us['groundeval cold']:.0f} µs vs a plain item reading + parsing the same "
+         f"bundle (R4B Bundle) {us['plain fhir']:.0f} µs {tail}", ratio("groundeval cold", "plain fhir"), COLD_GOAL)
+    goal(f"a case inside pytest, warm, {us['groundeval warm']:.0f} µs vs the same plain item {us['plain fhir']:.0f} µs "
+         f"{tail}", ratio("groundeval warm", "plain fhir"), WARM_GOAL)
+    if inspect_py:
+        goal(f"per-case overhead, instant agent, groundeval cold {us['groundeval cold']:.0f} µs vs inspect_ai "
+             f"{us['inspect_ai']:.0f} µs {tail}", ratio("groundeval cold", "inspect_ai"), INSPECT_GOAL)
+        goal(f"per-case overhead, instant agent, groundeval warm {us['groundeval warm']:.0f} µs vs inspect_ai "
+             f"{us['inspect_ai']:.0f} µs {tail}", ratio("groundeval warm", "inspect_ai"), INSPECT_GOAL)
 
 
 if __name__ == "__main__":

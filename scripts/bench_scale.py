@@ -7,7 +7,7 @@ agent ``bench_agents:MostlyWrong``: instant, and wrong for 5 cases in 7 by case 
 (omits a code or hallucinates one), so 71% of the items fail through ``pytest.fail`` and
 pytest's failure summary. Each size runs in fresh ``python -m pytest`` processes
 (``-q -p no:cacheprovider``, the project's addopts, ``--concurrency 1``, a run record in
-the temp project), ``--repeat`` times interleaved, minimum kept.
+the temp project; the runtime environment, ``.venv-runtime``), ``--repeat`` paired rounds (order rotated), median kept.
 
 cost(N) = N x (wall(N) - wall(N0)) / (N - N0), with a tiny N0 run of the same suite, so
 start-up cancels.  Goal: cost(5000) <= 5.5 x cost(1000).  The raw wall ratio is printed too.
@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_util import (  # noqa: E402
     BenchFailure,
     Config,
-    best_walls,
+    median_walls,
+    use_runtime_env,
     copy_evals,
     expect_cases,
     fixture_with_meds,
@@ -144,12 +145,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--small", type=int, default=1000, help="the smaller suite (default 1000)")
     p.add_argument("--large", type=int, default=5000, help="the larger suite (default 5000)")
     p.add_argument("--n0", type=int, default=20, help="the tiny suite whose wall is subtracted (default 20)")
-    p.add_argument("--repeat", type=int, default=2, help="rounds per command; the minimum is kept (default 2)")
+    p.add_argument("--repeat", type=int, default=2, help="paired rounds, order rotated; the median is kept (default 2)")
     p.add_argument("--fixture", default="median", help="fixture to copy: median (default), smallest, largest, or a name")
     p.add_argument("--no-profile", dest="profile", action="store_false", help="skip the cProfile runs")
     p.add_argument("--no-tb-line", dest="tb_line", action="store_false", help="skip the --tb=line diagnostic")
     p.add_argument("--keep", action="store_true", help="keep the temp project")
+    p.add_argument("--dev-env", action="store_true", help="run the children in this interpreter's environment")
     a = p.parse_args(argv)
+    use_runtime_env(a.dev_env)
     if not a.n0 < a.small < a.large:
         p.error("need --n0 < --small < --large")
 
@@ -169,11 +172,11 @@ def main(argv: list[str] | None = None) -> None:
             return Config(label, proj, args_for(proj, n, record, *extra), ok=(1,), check=check(record, n, label))
 
         print(f"timing 3 commands x {a.repeat} rounds, interleaved:")
-        best = best_walls([config(n0), config(small), config(large)], a.repeat)
+        best = median_walls([config(n0), config(small), config(large)], a.repeat)
         tb = {}
         if a.tb_line:
             print("diagnostic, once each: the same runs with --tb=line")
-            tb = best_walls([config(n0, "--tb=line"), config(small, "--tb=line"), config(large, "--tb=line")], 1)
+            tb = median_walls([config(n0, "--tb=line"), config(small, "--tb=line"), config(large, "--tb=line")], 1)
 
         def cost(walls: dict, n: int, suffix: str = "") -> float:
             return n * per_case(walls[f"failing N={n}{suffix}"], walls[f"failing N={n0}{suffix}"], n, n0)
@@ -199,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     ratio = cost(best, large) / cost(best, small)
     goal(f"{large} cases ({expected_failures(large) / large:.0%} failing) cost vs {small}, start-up subtracted "
-         f"(raw wall ratio {best[f'failing N={large}'] / best[f'failing N={small}']:.2f}x, best of {a.repeat})",
+         f"(raw wall ratio {best[f'failing N={large}'] / best[f'failing N={small}']:.2f}x, median of {a.repeat} rounds)",
          ratio, GOAL)
 
 

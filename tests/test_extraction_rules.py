@@ -271,20 +271,25 @@ def test_load_refuses_what_healthchain_cannot_read_and_names_the_issue(tmp_path)
 
 def test_load_validates_once_and_the_baseline_reads_the_loaded_bundle(tmp_path, monkeypatch):
     import healthchain.fhir
+    from fhir.resources.R4B.bundle import Bundle
 
+    from pytest_groundeval.fhir import bundles
     from pytest_groundeval.tasks.extraction import parse_answer
 
+    monkeypatch.setattr(bundles, "_MEMO", bundles.BundleMemo(None))  # a fresh process memo, no disk
     task, ref = _task_with(tmp_path, load(REFS))
-    calls = []
-    real = healthchain.fhir.load_bundle
+    calls, builds = [], []
+    real, real_validate = healthchain.fhir.load_bundle, Bundle.model_validate.__func__
     monkeypatch.setattr(healthchain.fhir, "load_bundle", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(Bundle, "model_validate", classmethod(lambda cls, *a, **k: builds.append(a)
+                                                              or real_validate(cls, *a, **k)))
     case = task.load(ref)
-    assert len(calls) == 1 and case.truth == REFS_TRUTH
+    assert len(builds) == 1 and not calls and case.truth == REFS_TRUTH  # one build, not load_bundle's two
     answer = parse_answer(task.baseline(case.inputs).text)
-    assert len(calls) == 1  # no second parse
+    assert len(builds) == 1  # no second parse
     assert task.score(answer, case).passed
     # the baseline still reads a bundle given as text only (one load of its own)
-    assert parse_answer(task.baseline({"bundle_json": case.inputs["bundle_json"]}).text) == answer and len(calls) == 2
+    assert parse_answer(task.baseline({"bundle_json": case.inputs["bundle_json"]}).text) == answer and len(calls) == 1
 
 
 # ---------------------------------------------------------------- parsing

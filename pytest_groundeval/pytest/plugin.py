@@ -121,6 +121,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     if problem:
         raise pytest.UsageError(f"groundeval: {problem}")
     tasks = {name: cls(settings.task_paths[name]) for name, cls in classes.items()}
+    from pytest_groundeval.fhir import bundles
+
+    bundles.configure(config.rootpath / ".groundeval" / "bundles")  # bundle verdicts, once per content hash
     stored = load_stored(settings)
     evaluator = Evaluator(settings, tasks, stored)
     config.stash[EVALUATOR] = evaluator

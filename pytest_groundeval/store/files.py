@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -178,23 +178,47 @@ def read(path: Path | str) -> RunRecord | Journal:
     return _read_record(path, raw)
 
 
-def record_bytes(record: RunRecord) -> bytes:
-    """The record as its file holds it (before redaction): indented JSON; a string JSON cannot
-    carry as UTF-8 (a lone surrogate) escaped, never a crash."""
+def _indented(model: BaseModel) -> bytes:
+    """``model`` as indented JSON (pydantic-core's serializer: no dict in between); a string
+    JSON cannot carry as UTF-8 (a lone surrogate) escaped, never a crash."""
     try:
-        return record.model_dump_json(indent=2).encode("utf-8") + b"\n"  # pydantic-core's serializer: no dict
+        return model.model_dump_json(indent=2).encode("utf-8")
     except (ValueError, UnicodeEncodeError):  # (surrogates in a string) built first
-        data = escape_unencodable(record.model_dump(mode="json"))
-        return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2) + b"\n"
+        data = escape_unencodable(model.model_dump(mode="json"))
+        return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2)
+
+
+_CASES = b'\n  "cases": []'  # the record's own "cases" key: the only one at two spaces' depth
+
+
+def record_chunks(record: RunRecord) -> Iterator[bytes]:
+    """:func:`record_bytes` in pieces, each redacted: the record around its cases, then one
+    case at a time, indented as at that depth (a large record is never all in memory as
+    text; a secret lies inside one JSON string, never across pieces)."""
+    before, after = _indented(record.model_copy(update={"cases": []})).split(_CASES, 1)
+    yield redact_json(before + b'\n  "cases": ')
+    if not record.cases:
+        yield b"[]"
+    else:
+        for i, case in enumerate(record.cases):
+            yield redact_json((b"[\n    " if i == 0 else b",\n    ") + _indented(case).replace(b"\n", b"\n    "))
+        yield b"\n  ]"
+    yield redact_json(after + b"\n")
+
+
+def record_bytes(record: RunRecord) -> bytes:
+    """The record as its file holds it (before redaction): indented JSON, as one dump."""
+    return _indented(record) + b"\n"
 
 
 def write(record: RunRecord, path: Path | str, *, journal: Path | None = None) -> Path:
-    """Write ``record`` to ``path``: redacted, atomically, owner-only. ``journal``: the run's
-    journal (closed), removed once the record is on disk if the record is complete (not cut
-    short); a record cut short keeps it. Raises ``OSError`` when it cannot be written (the
-    file at ``path`` is then as it was, and the journal stays)."""
+    """Write ``record`` to ``path``: redacted, atomically, owner-only, streamed case by case
+    (:func:`record_chunks`). ``journal``: the run's journal (closed), removed once the record
+    is on disk if the record is complete (not cut short); a record cut short keeps it. Raises
+    ``OSError`` when it cannot be written (the file at ``path`` is then as it was, and the
+    journal stays)."""
     path = Path(path)
-    write_json_atomic(path, redact_json(record_bytes(record)))
+    write_json_atomic(path, record_chunks(record))
     if journal is not None and not record.completeness.cut_short:
         journal.unlink(missing_ok=True)
     return path

@@ -184,14 +184,16 @@ def open_private(path: Path) -> int:
     return fd
 
 
-def write_json_atomic(path: Path, data: bytes) -> None:
+def write_json_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
     """Write to a temp file in the same folder (mode :data:`FILE_MODE`, as ``mkstemp``
-    makes it), fsync, then rename over ``path``."""
+    makes it), fsync, then rename over ``path``. ``data``: the bytes, or chunks of them
+    (written one by one: a large record is never one object in memory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in ((data,) if isinstance(data, (bytes, bytearray)) else data):
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -11,11 +11,14 @@ Offline baseline: HealthChain's own readers (``load_bundle`` +
 ``get_medications(status="active")``), an independent cross-check of the truth code, not
 a copy of it. Where the two disagree that is a finding (see FRICTION.md).
 
-A case is a valid FHIR R4B Bundle: ``load`` validates it once with the loader the baseline
-and the HealthChain tools use (``load_bundle(..., version="R4B")``), so a bundle HealthChain
-cannot read (STU3 fields, a wrong type, a code outside a required value set) is a ``case``
-error for every agent, found before any agent is called -- not an ``agent`` error of the
-baseline alone. The loaded Bundle is handed to the baseline (no second parse).
+A case is a valid FHIR R4B Bundle: ``load`` validates it once with the checks of the loader
+the baseline and the HealthChain tools use (``load_bundle(..., version="R4B")``; a bundle
+they reject is rejected with HealthChain's own report), so a bundle HealthChain cannot read
+(STU3 fields, a wrong type, a code outside a required value set) is a ``case`` error for
+every agent, found before any agent is called -- not an ``agent`` error of the baseline
+alone. Validation happens once per content hash (``fhir/bundles.py``: a process memo and
+``.groundeval/bundles``); the built Bundle is handed to the baseline and the tools (no
+second parse) and is not built at all for a prompt-only agent when the verdict is stored.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar, Mapping
 
+import orjson
+
+from pytest_groundeval.fhir import bundles
 from pytest_groundeval.tasks.datasets import content_hash, discover_files, load_json
 from pytest_groundeval.fhir.codes import REQUEST_ACTIVE, RXNORM
 from pytest_groundeval.fhir.medications import distinct_codes, do_not_perform_ids, medication_requests, patient_reference
@@ -97,27 +103,47 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     return out
 
 
-MAX_ISSUES = 3  # validation issues a case error names (then "and N more")
+MAX_ISSUES = bundles.MAX_ISSUES  # validation issues a case error names (then "and N more")
 
 
-def load_r4b_bundle(bundle: dict[str, Any], source: str) -> Any:
-    """``bundle`` (parsed JSON) as HealthChain loads it for the baseline and the agent tools:
-    ``load_bundle(bundle, version="R4B")``, a ``fhir.resources`` R4B Bundle. A bundle it
-    rejects is a :class:`CaseError` naming ``source`` and the first issues."""
-    from healthchain.fhir import FHIRValidationError, load_bundle
-    from pydantic import ValidationError
+def load_r4b_bundle(bundle: dict[str, Any], source: str, raw: bytes | None = None) -> Any:
+    """``bundle`` (parsed JSON; ``raw``: its bytes, if known) as HealthChain loads it for the
+    baseline and the agent tools: the ``fhir.resources`` R4B Bundle ``load_bundle(bundle,
+    version="R4B")`` returns, validated once per content hash (``fhir/bundles.py``). A bundle
+    it rejects is a :class:`CaseError` naming ``source`` and the first issues."""
+    if raw is None:
+        raw = orjson.dumps(bundle)
+    verdict = bundles.verdict(raw, content_hash(raw), bundle)
+    if not verdict.valid:
+        raise CaseError(f"{source}: {verdict.issues}")
+    return verdict.bundle()
 
-    try:
-        return load_bundle(bundle, version="R4B")
-    except FHIRValidationError as e:
-        issues = [f"{i.expression or i.code}: {i.diagnostics}" for i in e.report.issues]
-        more = f" (and {len(issues) - MAX_ISSUES} more)" if len(issues) > MAX_ISSUES else ""
-        raise CaseError(f"{source}: not a valid FHIR R4B Bundle ({len(issues)} issue{'s' * (len(issues) != 1)}): "
-                        + "; ".join(issues[:MAX_ISSUES]) + more) from None
-    except ValidationError as e:  # load_bundle's final model_validate (its own checks passed)
-        raise CaseError(f"{source}: not a valid FHIR R4B Bundle: {e.error_count()} issue(s): "
-                        + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:MAX_ISSUES])
-                        ) from None
+
+class CaseInputs(dict):
+    """A case's inputs whose ``"bundle"`` (the built R4B Bundle) is made on first use: a
+    prompt-only agent never needs it, and a bundle whose verdict came from the on-disk memo
+    is then never built at all."""
+
+    def __init__(self, data: dict[str, Any], verdict: "bundles.Verdict") -> None:
+        super().__init__(data)
+        self._verdict = verdict
+
+    def __missing__(self, key: str) -> Any:
+        if key == "bundle" and self._verdict is not None:
+            value = self._verdict.bundle()
+            self["bundle"] = value
+            self._verdict = None
+            return value
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or (key == "bundle" and self._verdict is not None)
 
 
 def healthchain_active_medications(bundle: Any) -> str:
@@ -151,14 +177,17 @@ class ExtractionTask(Task):
     def load(self, ref: CaseRef) -> Case:
         bundle, raw = load_json(ref.path)
         truth = active_medications(bundle, ref.path.name)  # first: its errors name the field
-        loaded = load_r4b_bundle(bundle, ref.path.name)  # then what HealthChain can read
+        digest = content_hash(raw)
+        verdict = bundles.verdict(raw, digest, bundle)  # then what HealthChain can read: once per hash
+        if not verdict.valid:
+            raise CaseError(f"{ref.path.name}: {verdict.issues}")
         text = raw.decode("utf-8")
         return Case(
             ref=ref,
             prompt=PROMPT.format(rxnorm=RXNORM, key=ANSWER_KEY, bundle=text),
-            inputs={"bundle_json": text, "bundle": loaded},
+            inputs=CaseInputs({"bundle_json": text}, verdict),
             truth=truth,
-            content_hash=content_hash(raw),
+            content_hash=digest,
         )
 
     def parse(self, output: AgentOutput) -> Any:
@@ -182,8 +211,7 @@ class ExtractionTask(Task):
 
     def agent_prompt(self, prompt: str, inputs: dict[str, Any]) -> str:
         """The request without the bundle: the patient id and what to answer (same JSON)."""
-        bundle = inputs.get("bundle")
-        return TOOL_PROMPT.format(patient=patient_reference(bundle if bundle is not None else inputs["bundle_json"]),
+        return TOOL_PROMPT.format(patient=patient_reference(inputs["bundle_json"]),
                                   rxnorm=RXNORM, key=ANSWER_KEY)
 
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:

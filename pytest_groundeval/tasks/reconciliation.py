@@ -339,9 +339,11 @@ def report_phrases(report: str) -> list[str]:
 def _record_meds(bundle_json: str) -> list[tuple[str, str, str]]:
     """``(code, display, status)`` of every MedicationRequest, read with HealthChain
     (the RxNorm coding wherever it sits in the concept)."""
-    from healthchain.fhir import get_medications, load_bundle
+    from healthchain.fhir import get_medications
 
-    bundle = load_bundle(json.loads(bundle_json), version="R4B")
+    from pytest_groundeval.fhir import bundles
+
+    bundle = bundles.load_text(bundle_json)  # load_bundle(..., version="R4B")'s Bundle, validated once per content
     out = []
     for e in get_medications(bundle):
         if e.resource_type != "MedicationRequest":
@@ -455,9 +457,12 @@ class ReconciliationTask(Task):
 
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """The catalog lookup and a reader of THIS case's bundle (a fresh list per case)."""
+        from pytest_groundeval.fhir import bundles
         from pytest_groundeval.fhir.hc_tools import langchain_bundle_tools
 
-        return langchain_bundle_tools(inputs["bundle_json"])
+        # a valid bundle as built once per content (fhir/bundles.py); a bad one as its text, which
+        # the tools load (and reject) themselves, as before
+        return langchain_bundle_tools(bundles.loaded_or_text(inputs["bundle_json"]))
 
     # -- grounding (grounding.py): the answer's codes a tool result must have supplied --
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:

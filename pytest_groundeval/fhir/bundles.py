@@ -1,0 +1,415 @@
+"""FHIR R4B Bundles built and validated once per content hash.
+
+HealthChain's ``load_bundle(data, version="R4B")`` validates a bundle entry by entry (so
+its report names every bad entry) and then validates the whole Bundle again to return it:
+every resource is built twice (FRICTION.md). Here a bundle is validated once, with the
+checks ``load_bundle`` makes:
+
+1. ``fhir.resources`` R4B ``Bundle.model_validate(data)``, once: structure, types,
+   required and unknown fields of the Bundle and of every entry's resource;
+2. HealthChain's required-binding check of primitive ``code`` fields
+   (``healthchain.fhir.validation._check_bindings``), over the built Bundle: the same walk
+   ``load_bundle`` makes over the skeleton and over each entry, with the same paths.
+
+A bundle that passes both is valid (``load_bundle`` would return the same Bundle). A bundle
+that fails either is handed to ``load_bundle`` itself, so its rejection (HealthChain's
+report, every issue, HealthChain's wording) is exactly what it was before; that costs the
+second build only for a bundle that is bad anyway.
+
+Memo: a verdict per content hash, process-wide (a handful of built Bundles are kept, the
+verdicts of all), and on disk when a folder is configured (the plugin configures
+``<rootdir>/.groundeval/bundles``): one file per content hash and version set (the
+``fhir.resources``, ``healthchain``, ``pydantic`` and Python versions are in the key, so an
+upgrade re-validates), holding the verdict and, for a valid bundle, the built Bundle
+(pickled). Files are written atomically (temp file + ``os.replace``; xdist workers never
+see half a file) and carry a SHA-256 of their payload: a file that is truncated, garbled
+or of another format is ignored and rebuilt, never trusted. A bundle edited in place has a
+new hash: it is validated again.
+
+A verdict read from disk needs no Bundle: a prompt-only agent's case builds nothing; the
+Bundle is unpickled (or built) only when the baseline or a tool asks for it
+(:meth:`Verdict.bundle`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+import threading
+from collections import OrderedDict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+MAGIC = b"groundeval-bundle 1\n"
+MAX_ISSUES = 3  # validation issues a case error names (then "and N more")
+KEEP_BUILT = 8  # built Bundles kept in the process memo (e.g. the cases of one patient; the rest: verdicts only)
+
+
+class InvalidBundle(Exception):
+    """A bundle ``load_bundle`` rejects; ``issues`` is the case error's text after the file name."""
+
+    def __init__(self, issues: str) -> None:
+        super().__init__(issues)
+        self.issues = issues
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+_VERSIONS: str | None = None
+
+
+def versions() -> str:
+    """What a stored verdict depends on besides the bundle's bytes."""
+    global _VERSIONS
+    if _VERSIONS is None:
+        _VERSIONS = (f"fhir.resources={_version('fhir.resources')};healthchain={_version('healthchain')};"
+                     f"pydantic={_version('pydantic')};pydantic-core={_version('pydantic-core')};"
+                     f"python={sys.version_info[0]}.{sys.version_info[1]};R4B")
+    return _VERSIONS
+
+
+def describe(e: BaseException) -> str:
+    """A ``load_bundle`` rejection as the case error says it (after ``<file>: ``)."""
+    from healthchain.fhir import FHIRValidationError
+    from pydantic import ValidationError
+
+    if isinstance(e, FHIRValidationError):
+        issues = [f"{i.expression or i.code}: {i.diagnostics}" for i in e.report.issues]
+        more = f" (and {len(issues) - MAX_ISSUES} more)" if len(issues) > MAX_ISSUES else ""
+        return (f"not a valid FHIR R4B Bundle ({len(issues)} issue{'s' * (len(issues) != 1)}): "
+                + "; ".join(issues[:MAX_ISSUES]) + more)
+    if isinstance(e, ValidationError):  # load_bundle's final model_validate (its own checks passed)
+        return (f"not a valid FHIR R4B Bundle: {e.error_count()} issue(s): "
+                + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:MAX_ISSUES]))
+    raise e
+
+
+def build(data: Any) -> Any:
+    """``data`` (a parsed Bundle) validated once and built: the R4B Bundle ``load_bundle(data,
+    version="R4B")`` returns, or :class:`InvalidBundle` with its rejection."""
+    from fhir.resources.R4B.bundle import Bundle
+
+    if isinstance(data, dict) and data.get("resourceType") == "Bundle":
+        try:
+            bundle = Bundle.model_validate(data)
+        except Exception:  # noqa: BLE001 - ValidationError, or fhir_core's KeyError on an unknown resource type:
+            bundle = None  # HealthChain's load_bundle gives the verdict (below)
+        if bundle is not None and not _binding_issues(bundle):
+            return bundle
+    return _reject(data)
+
+
+def _reject(data: Any) -> Any:
+    """HealthChain's own verdict on a bundle the single pass found bad (its report, its words)."""
+    from healthchain.fhir import FHIRValidationError, load_bundle
+    from pydantic import ValidationError
+
+    try:
+        return load_bundle(data, version="R4B")  # (not expected: the checks above are its checks)
+    except (FHIRValidationError, ValidationError) as e:
+        raise InvalidBundle(describe(e)) from None
+
+
+_PLANS: dict[type, dict[str, Any]] = {}
+
+
+def _plan(cls: type) -> dict[str, Any]:
+    """{field name: its required binding's allowed values, or None}, read once per class the
+    way HealthChain's ``_check_bindings`` reads them (``json_schema_extra["enum_values"]``)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = {}
+        for name, field in cls.model_fields.items():
+            extra = field.json_schema_extra
+            enum_values = extra.get("enum_values") if isinstance(extra, dict) else None
+            plan[name] = frozenset(enum_values) if enum_values else None
+        _PLANS[cls] = plan
+    return plan
+
+
+def _binding_issues(model: Any) -> bool:
+    """Whether HealthChain's binding check (``healthchain.fhir.validation._check_bindings``,
+    which ``load_bundle`` runs on the skeleton and on each entry's resource) finds an issue
+    anywhere in the built Bundle: the same walk (every field with a value; a field with
+    required-binding values checks its string values and is not descended into, any other
+    model or list of models is), answering only whether there is one (the wording comes from
+    HealthChain itself, :func:`_reject`), with each class's fields read once."""
+    from pydantic import BaseModel
+
+    stack = [model]
+    while stack:
+        m = stack.pop()
+        plan = _plan(type(m))
+        for name, enum_values in plan.items():
+            value = getattr(m, name, None)
+            if value is None:
+                continue
+            if enum_values is not None:
+                for item in value if isinstance(value, list) else (value,):
+                    if isinstance(item, str) and item not in enum_values:
+                        return True
+            elif isinstance(value, BaseModel):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, BaseModel))
+    return False
+
+
+class Verdict:
+    """One bundle's validation result: valid (:meth:`bundle` gives the Bundle, built or
+    unpickled on first use) or ``issues`` (the rejection)."""
+
+    __slots__ = ("key", "issues", "_bundle", "_blob", "_raw", "_memo", "_lock", "_stored")
+
+    def __init__(self, key: str, issues: str | None, bundle: Any = None, blob: bytes | None = None,
+                 raw: bytes | None = None, memo: "BundleMemo | None" = None) -> None:
+        self.key = key
+        self.issues = issues
+        self._bundle = bundle
+        self._blob = blob  # the pickled Bundle read from disk, not yet unpickled
+        self._raw = raw  # the bundle's bytes, to build it if the stored Bundle does not load
+        self._memo = memo
+        self._lock = threading.Lock()
+        self._stored = blob is not None  # the Bundle itself is on disk (not only the verdict)
+
+    @property
+    def valid(self) -> bool:
+        return self.issues is None
+
+    def bundle(self) -> Any:
+        """The built R4B Bundle (valid verdicts only)."""
+        if self.issues is not None:
+            raise InvalidBundle(self.issues)
+        with self._lock:
+            if self._bundle is None:
+                bundle = None
+                if self._blob is not None:
+                    try:
+                        bundle = _unpickle(self._blob)
+                    except Exception:  # noqa: BLE001 - a stored Bundle that does not load: rebuild
+                        bundle = None
+                        self._stored = False
+                if bundle is None:
+                    bundle = build(orjson.loads(self._raw))  # (raises InvalidBundle if it is not valid)
+                    if self._memo is not None:
+                        self._memo.built_again(self.key, bundle, broken=self._blob is not None)
+                elif self._memo is not None:
+                    self._memo.keep(self.key, bundle, stored=True)
+                self._bundle, self._blob, self._raw = bundle, None, None
+            if not self._stored and self._memo is not None:
+                # used (the baseline, a tool agent): stored with the verdict, so a re-run
+                # unpickles it instead of building it; a prompt-only run never pays for this
+                self._stored = True
+                self._memo.store_bundle(self.key, self._bundle)
+            return self._bundle
+
+
+def _unpickle(blob: bytes) -> Any:
+    from fhir.resources.R4B.bundle import Bundle
+
+    value = pickle.loads(blob)
+    if type(value) is not Bundle:
+        raise TypeError(f"stored value is a {type(value).__name__}, not an R4B Bundle")
+    return value
+
+
+class BundleMemo:
+    """Verdicts by content hash: process-wide, and under ``folder`` when one is set."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = Path(folder) if folder is not None else None
+        self._verdicts: dict[str, tuple[str | None]] = {}  # key -> (issues,)
+        self._built: "OrderedDict[str, Any]" = OrderedDict()  # key -> Bundle, the last KEEP_BUILT
+        self._bundle_stored: set[str] = set()  # keys whose Bundle this process stored
+        self._lock = threading.Lock()
+        self.builds = 0  # bundles validated here (the counters the tests read)
+        self.disk_hits = 0
+        self.disk_rejected = 0  # stored entries found corrupt and ignored
+
+    @staticmethod
+    def key(content_hash: str) -> str:
+        return hashlib.sha256(f"{content_hash}\n{versions()}".encode()).hexdigest()
+
+    def path(self, key: str) -> Path | None:
+        return None if self.folder is None else self.folder / key[:2] / f"{key}.bin"
+
+    def verdict(self, raw: bytes, content_hash: str, data: Any = None) -> Verdict:
+        """The verdict on the bundle ``raw`` (``data``: its parsed JSON, if the caller has it)."""
+        key = self.key(content_hash)
+        with self._lock:
+            known = self._verdicts.get(key)
+            if known is not None:
+                bundle = self._built.get(key)
+                if bundle is not None:
+                    self._built.move_to_end(key)
+                    return Verdict(key, None, bundle=bundle, memo=self)
+                if known[0] is not None:
+                    return Verdict(key, known[0])
+        stored = self._read(key)
+        if stored is not None:
+            issues, blob = stored
+            with self._lock:
+                self._verdicts[key] = (issues,)
+                self.disk_hits += 1
+            return Verdict(key, issues, blob=blob, raw=raw, memo=self)
+        if data is None:
+            data = orjson.loads(raw)
+        try:
+            bundle, issues = build(data), None
+        except InvalidBundle as e:
+            bundle, issues = None, e.issues
+        with self._lock:
+            self.builds += 1
+            self._verdicts[key] = (issues,)
+        if bundle is not None:
+            self.keep(key, bundle)
+        self._write(key, issues, None)  # the verdict; the Bundle too once a case uses it (Verdict.bundle)
+        return Verdict(key, issues, bundle=bundle, memo=self)
+
+    def keep(self, key: str, bundle: Any, stored: bool = False) -> None:
+        with self._lock:
+            if stored:
+                self._bundle_stored.add(key)
+            self._built[key] = bundle
+            self._built.move_to_end(key)
+            while len(self._built) > KEEP_BUILT:
+                self._built.popitem(last=False)
+
+    def built_again(self, key: str, bundle: Any, broken: bool) -> None:
+        """A valid bundle built after its verdict came from disk (only the verdict was stored,
+        or a stored Bundle that did not unpickle, its checksum right: ``broken``)."""
+        with self._lock:
+            self.disk_rejected += broken
+            self.builds += 1
+        self.keep(key, bundle)
+
+    def store_bundle(self, key: str, bundle: Any) -> None:
+        with self._lock:
+            if key in self._bundle_stored:
+                return
+            self._bundle_stored.add(key)
+        self._write(key, None, bundle)
+
+    # -- disk --
+    def _read(self, key: str) -> tuple[str | None, bytes | None] | None:
+        path = self.path(key)
+        if path is None:
+            return None
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        entry = _parse_entry(blob, key)
+        if entry is None:
+            with self._lock:
+                self.disk_rejected += 1
+        return entry
+
+    def _write(self, key: str, issues: str | None, bundle: Any) -> None:
+        path = self.path(key)
+        if path is None:
+            return
+        try:
+            if issues is not None:
+                payload = b"E" + issues.encode("utf-8")
+            elif bundle is None:
+                payload = b"V"
+            else:
+                payload = b"B" + pickle.dumps(bundle, protocol=pickle.HIGHEST_PROTOCOL)
+            blob = MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(blob)
+                os.replace(tmp, path)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        except (OSError, pickle.PicklingError, TypeError, ValueError, RecursionError):
+            pass  # a cache that cannot be written is only a slower next run
+
+
+def _parse_entry(blob: bytes, key: str) -> tuple[str | None, bytes | None] | None:
+    """``(issues, pickled Bundle or None)`` from a stored entry (E: the issues; V: valid; B:
+    valid, and the pickled Bundle), or None if it is not one
+    (wrong magic or key, a payload whose SHA-256 does not match, unknown kind)."""
+    if not blob.startswith(MAGIC):
+        return None
+    head = len(MAGIC)
+    nl1 = blob.find(b"\n", head)
+    nl2 = blob.find(b"\n", nl1 + 1) if nl1 >= 0 else -1
+    if nl2 < 0 or blob[head:nl1] != key.encode():
+        return None
+    payload = blob[nl2 + 1:]
+    if not payload or hashlib.sha256(payload).hexdigest().encode() != blob[nl1 + 1:nl2]:
+        return None
+    kind, body = payload[:1], payload[1:]
+    if kind == b"E":
+        try:
+            return body.decode("utf-8"), None
+        except UnicodeDecodeError:
+            return None
+    if kind == b"V" and not body:
+        return None, None
+    if kind == b"B" and body:
+        return None, body
+    return None
+
+
+_MEMO = BundleMemo()
+
+
+def configure(folder: Path | None) -> None:
+    """Use ``folder`` for the on-disk entries (None: the process memo only). The verdicts
+    already known in this process are kept (they do not depend on the folder)."""
+    global _MEMO
+    if os.environ.get("GROUNDEVAL_BUNDLE_CACHE", "").lower() in ("0", "off", "no", "false"):
+        folder = None
+    if (folder is None and _MEMO.folder is None) or (folder is not None and _MEMO.folder == Path(folder)):
+        return
+    _MEMO = BundleMemo(folder)
+
+
+def memo() -> BundleMemo:
+    return _MEMO
+
+
+def verdict(raw: bytes, content_hash: str, data: Any = None) -> Verdict:
+    return _MEMO.verdict(raw, content_hash, data)
+
+
+def _text_verdict(text: str) -> Verdict:
+    raw = text.encode("utf-8")
+    return verdict(raw, "sha256:" + hashlib.sha256(raw).hexdigest())
+
+
+def loaded_or_text(text: str) -> Any:
+    """The built Bundle of a valid bundle's JSON text (through the memo), else the text itself."""
+    v = _text_verdict(text)
+    return v.bundle() if v.valid else text
+
+
+def load_text(text: str) -> Any:
+    """A bundle's JSON text as a built R4B Bundle, through the memo; a bundle
+    ``load_bundle`` rejects raises what ``load_bundle`` raises (it is asked again)."""
+    v = _text_verdict(text)
+    if not v.valid:
+        from healthchain.fhir import load_bundle
+
+        return load_bundle(orjson.loads(text), version="R4B")  # raises its own error, as before
+    return v.bundle()
