@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from pytest_groundeval.reporting.terminal import terminal_lines
 
-    for line in terminal_lines(record, tasks):
+    for line in terminal_lines(record):
         print(line)
     if record.completeness.cut_short:
         print(f"groundeval merge: the run was cut short: {record.completeness.reason}", file=sys.stderr)

@@ -27,6 +27,7 @@ from pytest_groundeval.tasks.datasets import content_hash, discover_files, load_
 from pytest_groundeval.fhir.medications import RXNORM, distinct_codes, do_not_perform_ids, medication_requests, patient_reference
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import extraction as scorer
+from pytest_groundeval.scorers.aggregate import code_set_specs
 from pytest_groundeval.tasks import BUILTIN
 from pytest_groundeval.tasks.base import CaseSource, Task, extract_json_object
 
@@ -140,9 +141,8 @@ class ExtractionTask(Task):
     name: ClassVar[str] = "extraction"
     description: ClassVar[str] = BUILTIN["extraction"].description
     source: ClassVar[CaseSource] = BUILTIN["extraction"].source
-    metrics = scorer.SUMMARY_METRICS
-    metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}
-    count_metrics = frozenset({"tp", "fp", "fn"})
+    # micro P/R/F1 (aliases f1, precision, recall), macro means, exact match, name accuracy, counts
+    specs = tuple(code_set_specs())
 
     def discover(self) -> list[CaseRef]:
         return discover_files(self.path, self.name)
