@@ -207,3 +207,22 @@ def test_a_summary_holds_only_declared_figures():
         RunRecord.model_validate({**rec, "summary": {"toy": {k: v for k, v in toy.items() if k != "closeness"}}})
     with pytest.raises(ValueError, match="prf figure names its three counts"):
         MetricSpec(name="f", kind="prf")
+
+
+def test_a_journal_compares_by_its_headers_specs_and_one_without_is_refused(toy, capsys):
+    """A journal has no summary: its header declares the specs (as the reporter writes it); a
+    journal whose header does not is refused, naming it and what to do."""
+    new = RunRecord.model_validate_json(toy["new"].read_text())
+    specs = [s.model_dump(mode="json") for s in new.summary["toy"].specs.values()]
+    lines = [json.dumps({"kind": "case", **c.model_dump(mode="json")}) for c in new.cases]
+    journal = toy["tmp"] / "new.jsonl"
+    journal.write_text("\n".join([json.dumps({"kind": "header", "schema_version": "2.0", "run_id": "n",
+                                              "specs": {"toy": specs}})] + lines) + "\n")
+    _, data = _compare(capsys, toy["base"], journal)
+    rows = _rows(data)
+    assert rows["closeness"]["test"] == "bootstrap" and rows["harm"]["regression"]
+    assert rows["recall"]["new"] == pytest.approx(27 / 40)
+    journal.write_text("\n".join([json.dumps({"kind": "header", "schema_version": "2.0", "run_id": "n"})] + lines))
+    assert compare.main([str(toy["base"]), str(journal)]) == 2
+    err = capsys.readouterr().err
+    assert str(journal) in err and "declared their metrics" in err and f"--resume {journal}" in err

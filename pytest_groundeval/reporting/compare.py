@@ -515,6 +515,41 @@ def _custom_row(spec: MetricSpec, summaries: tuple[TaskSummary | None, TaskSumma
     return MetricComparison(spec.name, float(vb), float(vn), round(float(vn) - float(vb), 6), None, None, None)
 
 
+def _compare_metric(spec: MetricSpec, cases: tuple[list[list[CaseResult]], list[list[CaseResult]]],
+                    by_name: dict[str, MetricSpec], weights: Any,
+                    summaries: tuple[TaskSummary | None, TaskSummary | None], alpha: float,
+                    notes: list[str]) -> MetricComparison:
+    """One metric: its figures over the paired cases as its spec says, the bootstrap's interval
+    and p, McNemar where the declared kind allows it, and a regression or improvement in the
+    declared direction."""
+    import numpy as np
+
+    if spec.kind == "custom":
+        return _custom_row(spec, summaries, notes)
+    col_b, col_n = (_columns(spec, side, by_name) for side in cases)
+    whole = np.ones((1, len(cases[0])))
+    figures = [None if c is None else float(_statistic(spec, whole @ c)[0]) for c in (col_b, col_n)]
+    vb, vn = (None if v is None or np.isnan(v) else round(v, 6) for v in figures)
+    if vb is None or vn is None:
+        return MetricComparison(spec.name, vb, vn, None, None, None, None)
+    delta = round(vn - vb, 6)
+    for side, v, summ in (("BASE", vb, summaries[0]), ("NEW", vn, summaries[1])):
+        if not _reproduces(spec, v, summ):
+            notes.append(f"{spec.name}: {side}'s cases give {v} as its spec declares the figure, its summary "
+                         f"says {summ.value(spec.name)}: a wrong spec or an edited record (compared from the cases)")
+    ci, p_boot = _ci_and_p(_statistic(spec, weights @ col_n) - _statistic(spec, weights @ col_b), delta)
+    row = MetricComparison(spec.name, vb, vn, delta, ci, "bootstrap", p_boot)
+    discordant = _mcnemar(spec, col_b, col_n)
+    if discordant is not None:
+        b, c = discordant
+        row.test, row.p_value, row.discordant = "mcnemar", mcnemar_p(b, c), {"b": b, "c": c}
+    significant = row.p_value is not None and row.p_value < alpha
+    worse = delta < 0 if spec.higher_is_better else delta > 0  # the declared direction
+    row.regression = significant and worse
+    row.improvement = significant and not worse and delta != 0
+    return row
+
+
 def compare_task(task_name: str, pairs: list[tuple[str, list[CaseResult], list[CaseResult]]], *,
                  specs: tuple[dict[str, MetricSpec], dict[str, MetricSpec]], alpha: float, seed: int,
                  n_resamples: int, metrics: Sequence[str] | None = None,
@@ -542,34 +577,8 @@ def compare_task(task_name: str, pairs: list[tuple[str, list[CaseResult], list[C
                       for summ, flat in zip(summaries, (flat_b, flat_n)))
     n = len(kept)
     weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_resamples)  # a row: draws per case
-    rows: list[MetricComparison] = []
-    for spec in chosen:
-        if spec.kind == "custom":
-            rows.append(_custom_row(spec, summaries, notes))
-            continue
-        col_b, col_n = _columns(spec, base_cases, by_name), _columns(spec, new_cases, by_name)
-        whole = np.ones((1, n))
-        figures = [None if c is None else float(_statistic(spec, whole @ c)[0]) for c in (col_b, col_n)]
-        vb, vn = (None if v is None or np.isnan(v) else round(v, 6) for v in figures)
-        if vb is None or vn is None:
-            rows.append(MetricComparison(spec.name, vb, vn, None, None, None, None))
-            continue
-        delta = round(vn - vb, 6)
-        for side, v, summ in (("BASE", vb, summaries[0]), ("NEW", vn, summaries[1])):
-            if not _reproduces(spec, v, summ):
-                notes.append(f"{spec.name}: {side}'s cases give {v} as its spec declares the figure, its summary "
-                             f"says {summ.value(spec.name)}: a wrong spec or an edited record (compared from the cases)")
-        ci, p_boot = _ci_and_p(_statistic(spec, weights @ col_n) - _statistic(spec, weights @ col_b), delta)
-        row = MetricComparison(spec.name, vb, vn, delta, ci, "bootstrap", p_boot)
-        discordant = _mcnemar(spec, col_b, col_n)
-        if discordant is not None:
-            b, c = discordant
-            row.test, row.p_value, row.discordant = "mcnemar", mcnemar_p(b, c), {"b": b, "c": c}
-        significant = row.p_value is not None and row.p_value < alpha
-        worse = delta < 0 if spec.higher_is_better else delta > 0  # the declared direction
-        row.regression = significant and worse
-        row.improvement = significant and not worse and delta != 0
-        rows.append(row)
+    rows = [_compare_metric(spec, (base_cases, new_cases), by_name, weights, summaries, alpha, notes)
+            for spec in chosen]
 
     worse_flips, better_flips = _flips(kept)
     if repeats:

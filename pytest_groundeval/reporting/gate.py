@@ -56,7 +56,8 @@ def parse_threshold(text: str, tasks: Mapping[str, Any], origin: str = "option")
     specs = _specs(tasks[task])
     key = resolve_metric(specs, metric)
     if key is None:
-        known = sorted({n for s in specs if s.kind != "count" for n in (s.name, *s.aliases)})
+        own = specs if isinstance(tasks[task], TaskSummary) else list(tasks[task].specs)  # not the harness's
+        known = sorted({n for s in own if s.kind != "count" for n in (s.name, *s.aliases)})
         raise ValueError(f"threshold {text!r}: unknown metric {metric!r} for {task}; known: {', '.join(known)}")
     try:
         value = float(raw)
