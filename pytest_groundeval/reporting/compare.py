@@ -787,7 +787,7 @@ def _metric_filter(texts: list[str] | None) -> dict[str, set[str]] | None:
     for text in texts:
         task, _, metric = text.partition(".")
         if not task or not metric:
-            raise CompareError(f"--metric {text!r}: expected TASK.METRIC, e.g. extraction.f1")
+            raise CompareError(f"--metric {text!r}: expected TASK.METRIC")
         chosen.setdefault(task, set()).add(metric)
     return chosen
 

@@ -103,7 +103,13 @@ class Task(ABC):
         if repeats is not None:
             figures.update(repeats)
             specs += REPEAT_SPECS
-        return TaskSummary.build(figures, specs)
+        from pydantic import ValidationError
+
+        try:
+            return TaskSummary.build(figures, specs)
+        except ValidationError as e:  # a task whose summarize and specs disagree: its author's to fix
+            why = "; ".join(str(err.get("msg")) for err in e.errors())
+            raise TypeError(f"task {self.name!r}: its summarize() and its specs disagree: {why}") from None
 
     @classmethod
     def all_specs(cls) -> tuple[MetricSpec, ...]:
