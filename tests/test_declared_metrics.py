@@ -226,3 +226,19 @@ def test_a_journal_compares_by_its_headers_specs_and_one_without_is_refused(toy,
     assert compare.main([str(toy["base"]), str(journal)]) == 2
     err = capsys.readouterr().err
     assert str(journal) in err and "declared their metrics" in err and f"--resume {journal}" in err
+
+
+def test_a_custom_figure_is_compared_as_recorded_without_a_test(toy, capsys):
+    """A figure only its task's code computes (kind custom): base and new as the records hold
+    them, no paired test, and a note saying why."""
+    paths = []
+    for name, value in (("base", 0.8), ("new", 0.6)):
+        data = json.loads(toy[name].read_text())
+        data["summary"]["toy"]["judged"] = value
+        data["summary"]["toy"]["specs"]["judged"] = {"name": "judged", "kind": "custom"}
+        paths.append(_write(toy["tmp"] / f"{name}-custom.json", RunRecord.model_validate(data)))
+    _, data = _compare(capsys, *paths)
+    row = _rows(data)["judged"]
+    assert (row["base"], row["new"], row["delta"], row["test"], row["p_value"]) == (0.8, 0.6, -0.2, None, None)
+    assert not row["regression"]
+    assert any("judged is a custom figure" in n for n in task_notes(data))
