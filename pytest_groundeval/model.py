@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Iterable, Literal, Union
 
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema, model_serializer,
                       model_validator)
@@ -471,6 +471,206 @@ class LangSmithRecord(_Model):
 
 SummaryValue = float | int | list[float] | None
 
+MetricKind = Literal["rate", "mean", "prf", "count", "custom"]
+IntervalKind = Literal["wilson", "bootstrap", "none"]
+PRF_FIGURES = ("precision", "recall", "f1")
+
+
+class UnscoredCounts(_Model):
+    """What a case with no score (an error) adds to a count metric: the number of its truth
+    items (those whose ``where`` keys hold those values), at least ``at_least``. An errored
+    case's missed items this way stay in a micro figure's denominator."""
+
+    where: dict[str, str] = Field(default_factory=dict)
+    at_least: int = Field(default=0, ge=0)
+
+    def count(self, truth: Any) -> int:
+        items = [t for t in truth if isinstance(t, dict)] if isinstance(truth, list) else []
+        found = sum(1 for t in items if all(t.get(k) == v for k, v in self.where.items()))
+        return max(found, self.at_least)
+
+
+class MetricSpec(_Model):
+    """What one summary figure of a task is: how it is built from the cases, which way is
+    better, its interval. Declared by each task (``Task.specs``) and by the harness (repeats,
+    grounded), carried by the record (``summary.<task>.specs``), so that every reader of the
+    record (compare, gate, terminal, HTML, LangSmith) knows a figure's kind without the task.
+
+    kinds:
+
+    * ``rate``: the share of cases (results) whose per-case value ``of`` is 1 (0 or 1 per case:
+      a pass/fail check); paired test exact McNemar; Wilson interval.
+    * ``mean``: the mean of a per-case value ``of`` (any number: a macro F1, name accuracy);
+      paired test the paired bootstrap; bootstrap interval.
+    * ``prf``: ``figure`` (precision, recall or F1) of the summed per-case ``counts``
+      (tp, fp, fn: ``count`` metrics of the same task); paired bootstrap.
+    * ``count``: a sum of the per-case value ``of`` (``unscored``: what an errored case adds),
+      or a number about the run (``repeats``); not compared, never a threshold.
+    * ``custom``: the task's own aggregation; compared only as figures (no paired test without
+      the task's code).
+
+    ``among``: a rate or mean over every case (an errored case counts 0) or only the cases
+    whose score carries ``of`` (``applicable``: grounded; their number is ``<name>_n``).
+    ``source``: per-case values from the case's ``score.metrics`` or, under ``--repeat``, from
+    the case's repeats (``repeats.py``: one value per case, not per result)."""
+
+    name: str
+    kind: MetricKind
+    higher_is_better: bool = True
+    interval: IntervalKind = "none"
+    of: str | None = None  # the per-case value (rate, mean, count); None: the metric's own name
+    counts: list[str] | None = None  # prf: the count metrics tp, fp, fn (in that order)
+    figure: Literal["precision", "recall", "f1"] | None = None  # prf: which of the three
+    among: Literal["cases", "applicable"] = "cases"
+    source: Literal["score", "repeats"] = "score"
+    unscored: UnscoredCounts | None = None  # count: what an unscored case adds (None: 0)
+    group: str | None = None  # the class a per-class breakdown shows it under (a verdict)
+    aliases: list[str] = Field(default_factory=list)  # other threshold names (``f1`` for ``micro_f1``)
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler: Any) -> dict[str, Any]:
+        """A spec as it is declared: unset options (null, empty) left out of the record."""
+        return {k: v for k, v in handler(self).items() if v is not None and v != [] and v != {}}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "MetricSpec":
+        if self.kind == "prf":
+            if self.counts is None or len(self.counts) != 3 or self.figure is None:
+                raise ValueError(f"metric {self.name}: a prf figure names its three counts (tp, fp, fn) and "
+                                 "which figure it is")
+        elif self.counts is not None or self.figure is not None:
+            raise ValueError(f"metric {self.name}: only a prf figure has counts and a figure")
+        if self.unscored is not None and self.kind != "count":
+            raise ValueError(f"metric {self.name}: only a count says what an unscored case adds")
+        if self.among == "applicable" and self.kind not in ("rate", "mean"):
+            raise ValueError(f"metric {self.name}: only a rate or a mean is over the applicable cases")
+        if self.kind in ("count", "custom") and self.interval != "none":
+            raise ValueError(f"metric {self.name}: a {self.kind} has no interval")
+        return self
+
+    @property
+    def per_case(self) -> str:
+        """The per-case value a rate, mean or count is built from."""
+        return self.of or self.name
+
+    @property
+    def compared(self) -> bool:
+        """Figures ``groundeval compare`` tests (counts are the parts of others)."""
+        return self.kind != "count"
+
+
+def metric(name: str, kind: MetricKind, **kw: Any) -> MetricSpec:
+    """A spec with the interval its kind has by default (rate: Wilson, mean: bootstrap)."""
+    kw.setdefault("interval", {"rate": "wilson", "mean": "bootstrap"}.get(kind, "none"))
+    return MetricSpec(name=name, kind=kind, **kw)
+
+
+def prf_specs(prefix: str, counts: tuple[str, str, str], *, group: str | None = None,
+              aliases: dict[str, list[str]] | None = None) -> list[MetricSpec]:
+    """``<prefix>_precision``, ``_recall``, ``_f1`` of the summed ``counts`` (``aliases``: per
+    figure, its other threshold names)."""
+    return [MetricSpec(name=f"{prefix}_{f}", kind="prf", counts=list(counts), figure=f, group=group,
+                       aliases=(aliases or {}).get(f, []))
+            for f in PRF_FIGURES]
+
+
+def per_case_counts(specs: Iterable[MetricSpec]) -> frozenset[str]:
+    """The per-case metrics that are raw counts (what ``count`` specs sum): kept in the record,
+    not scores (LangSmith feedback leaves them out)."""
+    return frozenset(s.per_case for s in specs if s.kind == "count" and s.source == "score")
+
+
+class LegacySummaryError(ValueError):
+    """A record written before records declared their metrics (no ``summary.<task>.specs``)."""
+
+
+def require_specs(record: Any, path: Any) -> None:
+    """A :class:`LegacySummaryError` naming ``path`` and what to do when a task's summary in
+    ``record`` (the record as JSON data) declares no metric specs: such a record is refused,
+    not read by guessing kinds from metric names."""
+    summary = record.get("summary") if isinstance(record, dict) else None
+    old = sorted(t for t, s in (summary or {}).items() if isinstance(s, dict) and "specs" not in s)
+    if old:
+        raise LegacySummaryError(
+            f"{path}: written before run records declared their metrics (the summary of {', '.join(old)} has no "
+            "specs), so what kind each figure is cannot be read from it; re-score it with this groundeval "
+            f"(no agent call): pytest evals --rescore {path} --run-record NEW.json, and use NEW.json")
+
+
+COUNT_KEYS = ("n_cases", "n_passed", "n_failed", "n_errors", "n_skipped")
+
+
+class TaskSummary(_Model):
+    """One task's summary: the outcome counts, each declared metric's figure under its own
+    name (``micro_f1``), its 95% interval as ``<name>_ci95`` (metrics with an interval; null
+    over fewer than two cases), ``<name>_n`` for a metric over the applicable cases, and
+    ``specs``: what each figure is. No other key: a figure the specs do not declare is refused."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, SummaryValue] = Field(init=False)
+
+    n_cases: int = Field(ge=0)
+    n_passed: int = Field(ge=0)
+    n_failed: int = Field(ge=0)
+    n_errors: int = Field(ge=0)
+    n_skipped: int = Field(ge=0)
+    specs: dict[str, MetricSpec]
+
+    @model_validator(mode="after")
+    def _only_declared_figures(self) -> "TaskSummary":
+        allowed = set()
+        for name, spec in self.specs.items():
+            if spec.name != name:
+                raise ValueError(f"specs[{name!r}] is the spec of {spec.name!r}")
+            allowed.add(name)
+            if spec.interval != "none":
+                allowed.add(f"{name}_ci95")
+            if spec.among == "applicable":
+                allowed.add(f"{name}_n")
+        extra = set(self.model_extra or {})
+        undeclared = sorted(extra - allowed)
+        if undeclared:
+            raise ValueError(f"summary figures no spec declares: {', '.join(undeclared)}")
+        missing = sorted(n for n in self.specs if n not in extra)
+        if missing:
+            raise ValueError(f"declared metrics without a figure: {', '.join(missing)}")
+        return self
+
+    @classmethod
+    def build(cls, figures: dict[str, Any], specs: Iterable[MetricSpec]) -> "TaskSummary":
+        """A summary from a task's ``summarize`` output and its specs (in declaration order)."""
+        return cls.model_validate({**figures, "specs": {s.name: s for s in specs}})
+
+    @model_serializer(mode="wrap")
+    def _figures_first(self, handler: Any) -> dict[str, Any]:
+        """The record's order: the counts, the figures, then what each figure is."""
+        data = handler(self)
+        specs = data.pop("specs")
+        return {**data, "specs": specs}
+
+    def value(self, name: str) -> SummaryValue:
+        return (self.model_extra or {}).get(name)
+
+    def ci95(self, name: str) -> list[float] | None:
+        ci = (self.model_extra or {}).get(f"{name}_ci95")
+        return ci if isinstance(ci, list) else None
+
+    def figures(self) -> dict[str, SummaryValue]:
+        """Every figure (the declared metrics, their intervals and applicable counts)."""
+        return dict(self.model_extra or {})
+
+    def resolve(self, key: str) -> str | None:
+        """A threshold's metric name (or one of its aliases) as the declared metric's name."""
+        return resolve_metric(self.specs.values(), key)
+
+
+def resolve_metric(specs: Iterable[MetricSpec], key: str) -> str | None:
+    """The declared metric ``key`` names: an alias first (``f1`` is ``micro_f1``), else its own
+    name; None when no spec has it (counts are never thresholds)."""
+    specs = [s for s in specs if s.kind != "count"]
+    alias = next((s.name for s in specs if key in s.aliases), None)
+    return alias or next((s.name for s in specs if s.name == key), None)
+
 
 class RepeatCase(_Model):
     """One case under ``--repeat N`` (``repeats.py``)."""
@@ -538,7 +738,7 @@ class RunRecord(_Model):
     requested: dict[str, str | None]  # what --agent / --model asked for (what --resume matches)
     options: RecordOptions
     versions: dict[str, str | None]
-    summary: dict[str, dict[str, SummaryValue]]
+    summary: dict[str, TaskSummary]  # per task: its figures and what each is (its specs)
     cases: list[CaseResult]
     completeness: Completeness
     usage: RunUsage

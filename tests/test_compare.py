@@ -243,64 +243,75 @@ def test_the_bootstrap_is_seeded(project, capsys):
     assert a["pass"]["p_value"] == b["pass"]["p_value"]  # McNemar is exact
 
 
-def test_the_bootstrap_recomputes_each_metric_as_the_task_summarizes_it(project, monkeypatch):
-    """The fast path (per-case columns: means, and micro figures through prf from summed
-    counts) gives exactly what the task's own summarize gives on the same resamples."""
-    pairs = [("correct", "half"), ("correct", "halluc")]
-    for base, new in pairs:
+def _by_summarize(b: LoadedRun, n: LoadedRun, task_name: str, n_resamples: int) -> dict[str, tuple]:
+    """Each figure's (base, new, ci95, bootstrap p) as the task's own summarize computes it on
+    the same resamples compare draws: the reference the declared specs must reproduce."""
+    import numpy as np
+
+    from pytest_groundeval.tasks import registry
+
+    task = registry()[task_name](Path("."))
+    pairs = [(b.cases[k], n.cases[k]) for k in sorted(b.cases) if k[0] == task_name]
+    m = len(pairs)
+    weights = np.random.default_rng(0).multinomial(m, np.full(m, 1.0 / m), size=n_resamples)
+    whole_b = task.summarize([r for x, _ in pairs for r in x])
+    whole_n = task.summarize([r for _, y in pairs for r in y])
+    out = {}
+    per_resample = [(task.summarize([r for k, t in enumerate(w) for _ in range(t) for r in pairs[k][0]]),
+                     task.summarize([r for k, t in enumerate(w) for _ in range(t) for r in pairs[k][1]]))
+                    for w in weights]
+    for name in task.metrics:
+        diffs = np.array([float(y[name]) - float(x[name]) for x, y in per_resample])
+        delta = round(whole_n[name] - whole_b[name], 6)
+        ci, p = compare._ci_and_p(diffs, delta)
+        out[name] = (whole_b[name], whole_n[name], ci, p)
+    return out
+
+
+def test_the_bootstrap_recomputes_each_metric_as_the_task_summarizes_it(project):
+    """Each figure recomputed from its declared spec (means of per-case values, micro figures
+    through prf from summed counts) is what the task's own summarize gives, on the full sample
+    and on the same resamples: the same interval and, for the bootstrap, the same p."""
+    for base, new in [("correct", "half"), ("correct", "halluc")]:
         b, n = read_run(project / f"{base}.json"), read_run(project / f"{new}.json")
         fast = compare.compare(b, n, n_resamples=300)
-        plans: dict[str, compare._Plan] = {}
-        real = compare._plan
-
-        def spy(metric, *a):
-            plans[metric] = real(metric, *a)
-            return plans[metric]
-
-        with monkeypatch.context() as m:
-            m.setattr(compare, "_plan", spy)
-            compare.compare(b, n, n_resamples=300)
-        assert plans["micro_f1"].kind == "prf" and plans["macro_f1"].kind == "mean"  # no fallback needed
-        with monkeypatch.context() as m:
-            m.setattr(compare, "_plan", lambda metric, *a: real(metric, *a) if metric == "pass"
-                      else compare._Plan("summarize"))
-            slow = compare.compare(b, n, n_resamples=300)
-        for x, y in zip(fast.tasks[0].metrics, slow.tasks[0].metrics):
-            assert (x.metric, x.base, x.new) == (y.metric, y.base, y.new)
-            assert x.ci95 == pytest.approx(y.ci95, abs=2e-6)  # summarize rounds its figures to 6 digits
-            if x.test == "bootstrap":  # (the fast path tests pass/fail metrics exactly, by McNemar)
-                assert y.test == "bootstrap" and x.p_value == y.p_value
+        slow = _by_summarize(b, n, "extraction", 300)
+        rows = {m.metric: m for m in fast.tasks[0].metrics}
+        assert set(rows) == {"pass"} | set(slow)
+        for name, (vb, vn, ci, p) in slow.items():
+            assert (rows[name].base, rows[name].new) == (vb, vn)
+            assert rows[name].ci95 == pytest.approx(ci, abs=2e-6)  # summarize rounds its figures to 6 digits
+            if rows[name].test == "bootstrap":
+                assert rows[name].p_value == p
         assert sum(x.test == "bootstrap" for x in fast.tasks[0].metrics) >= 4
+        assert not fast.tasks[0].notes  # every spec reproduced the record's figure
 
 
-def test_figures_that_per_case_values_do_not_add_up_to_are_resampled_by_summarize(project, monkeypatch, tmp_path):
+def test_an_errored_case_counts_as_its_count_specs_say(project, tmp_path):
     """An errored reconciliation case counts its truth items as missed in their verdict's
-    class (the task's summarize knows how; its per-case metrics are gone with its score): the
-    per-verdict figures then go through summarize on every resample, and come out as they
-    do when everything does."""
+    class (its per-case metrics are gone with its score; the count specs the record declares
+    say what it adds): the per-verdict and micro figures come out as the task's summarize
+    gives them, on the full sample and on every resample."""
     base = record(project, "recon")
     new = copy.deepcopy(base)
     case = next(c for c in new["cases"] if c["outcome"] == "passed"
                 and any(t.get("verdict") == "matched" for t in c["ground_truth"]))
     case.update(outcome="error", score=None, error={"kind": "timeout", "message": "no answer within 120 s"})
-    b, n = read_run(project / "recon.json"), read_run(write_record(tmp_path / "r.json", new))
-    fast = compare.compare(b, n, n_resamples=200).tasks[0]
-    real = compare._plan
-    monkeypatch.setattr(compare, "_plan", lambda metric, *a: real(metric, *a) if metric == "pass"
-                        else compare._Plan("summarize"))
-    slow = compare.compare(b, n, n_resamples=200).tasks[0]
     from pytest_groundeval.tasks import registry
 
-    task = registry()["reconciliation"](Path("."))
-    summary = task.summarize([CaseResult.model_validate(c) for c in new["cases"]])
+    new["summary"]["reconciliation"] = registry()["reconciliation"](Path(".")).summary(
+        [CaseResult.model_validate(c) for c in new["cases"]]).model_dump(mode="json")
+    b, n = read_run(project / "recon.json"), read_run(write_record(tmp_path / "r.json", new))
+    fast = compare.compare(b, n, n_resamples=200).tasks[0]
+    slow = _by_summarize(b, n, "reconciliation", 200)
     rows = {m.metric: m for m in fast.metrics}
-    assert rows["matched_recall"].new == summary["matched_recall"] < rows["matched_recall"].base
-    assert rows["micro_recall"].new == summary["micro_recall"]
-    for x, y in zip(fast.metrics, slow.metrics):
-        assert (x.metric, x.base, x.new) == (y.metric, y.base, y.new)
-        assert x.ci95 == pytest.approx(y.ci95, abs=2e-6)
-        if x.test == "bootstrap":
-            assert x.p_value == y.p_value
+    assert rows["matched_recall"].new == slow["matched_recall"][1] < rows["matched_recall"].base
+    for name, (vb, vn, ci, p) in slow.items():
+        assert (rows[name].base, rows[name].new) == (vb, vn), name
+        assert rows[name].ci95 == pytest.approx(ci, abs=2e-6), name
+        if rows[name].test == "bootstrap":
+            assert rows[name].p_value == p, name
+    assert not fast.notes
     assert fast.pass_to_fail[0].reason == "error (timeout): no answer within 120 s"
 
 
@@ -354,7 +365,8 @@ def test_repeats_are_compared_on_per_case_pass_rates(project):
     good, bad = [g[0] for g in good], [b[0] for b in bad]
     assert [g.case_id for g in good] == [b.case_id for b in bad]
     base = [(g.case_id, [g, g], [g, b]) for g, b in zip(good, bad)]  # NEW: one of two repeats fails
-    t = compare_task("extraction", base, alpha=0.05, seed=0, n_resamples=500)
+    specs = read_run(project / "correct.json").specs["extraction"]
+    t = compare_task("extraction", base, specs=(specs, specs), alpha=0.05, seed=0, n_resamples=500)
     row = next(m for m in t.metrics if m.metric == "pass")
     assert t.repeats and row.test == "bootstrap" and row.discordant is None
     failed = sum(b.outcome != "passed" for b in bad)
@@ -363,7 +375,8 @@ def test_repeats_are_compared_on_per_case_pass_rates(project):
     assert {f.reason for f in t.pass_to_fail} == {f"failed: {HALLUCINATED}"}
     # half the repeats passing is a rate of 0.5, not a pass (per-case sums of 0 or 1 are no pass/fail)
     halves = compare_task("extraction", [(g.case_id, [g, b], [b, b]) for g, b in zip(good, bad)
-                                         if b.outcome == "failed"], alpha=0.05, seed=0, n_resamples=500)
+                                         if b.outcome == "failed"], specs=(specs, specs), alpha=0.05, seed=0,
+                          n_resamples=500)
     assert {m.test for m in halves.metrics} == {"bootstrap"}
     assert (halves.metrics[0].base, halves.metrics[0].new) == (0.5, 0.0) and halves.n_cases == failed
     assert {(f.base_pass_rate, f.new_pass_rate) for f in halves.pass_to_fail} == {(0.5, 0.0)}
@@ -371,11 +384,11 @@ def test_repeats_are_compared_on_per_case_pass_rates(project):
     uneven = [(g.case_id, [g], [g, b, b] if k == 0 else [g]) for k, (g, b) in enumerate(zip(good, bad))
               if k == 0 or b.outcome == "failed"]
     assert bad[0].outcome == "failed"
-    t = compare_task("extraction", uneven, alpha=0.05, seed=0, n_resamples=200)
+    t = compare_task("extraction", uneven, specs=(specs, specs), alpha=0.05, seed=0, n_resamples=200)
     assert t.metrics[0].new == pytest.approx((1 / 3 + len(uneven) - 1) / len(uneven), abs=1e-6)
     # one result per case is the rate 0/1: the same figures as a plain run, with McNemar
-    single = compare_task("extraction", [(g.case_id, [g], [b]) for g, b in zip(good, bad)], alpha=0.05, seed=0,
-                          n_resamples=500)
+    single = compare_task("extraction", [(g.case_id, [g], [b]) for g, b in zip(good, bad)], specs=(specs, specs),
+                          alpha=0.05, seed=0, n_resamples=500)
     assert not single.repeats and single.metrics[0].test == "mcnemar"
     assert {(f.base_pass_rate, f.new_pass_rate) for f in single.pass_to_fail} == {(1.0, 0.0)}
 

@@ -17,7 +17,7 @@ TASK_MODULE = '''
 import json
 from pathlib import Path
 
-from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, ParseError
+from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, ParseError, metric
 from pytest_groundeval.scorers.aggregate import summarize_rates
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.datasets import content_hash
@@ -29,7 +29,7 @@ class EchoTask(Task):
     description = "repeat one word"
     source = CaseSource(flag="--echo-cases", ini="groundeval_echo_cases", default="echo_cases.json",
                         key="echo_cases", help="a JSON list of words")
-    metrics = ("pass",)
+    specs = (metric("pass", "rate"),)  # its one figure: a pass rate (Wilson interval)
 
     def discover(self):
         words = json.loads(self.path.read_text())

@@ -382,7 +382,9 @@ def test_unparsed_is_a_failure_with_every_metric_zero_and_truth_missed(task, cas
     assert s.metrics["fn"] == len(case.truth)
     for v in VERDICTS:
         assert s.metrics[f"{scorer.slug(v)}_fn"] == sum(t["verdict"] == v for t in case.truth)
-    assert set(task.count_metrics) <= set(s.metrics)
+    from pytest_groundeval.model import per_case_counts
+
+    assert per_case_counts(task.specs) <= set(s.metrics)
 
 
 def test_summary_counts_errors_as_zero_with_their_truth_missed(task, cases):

@@ -48,6 +48,11 @@ def test_repeat_3_with_a_flaky_agent_reports_the_flaky_share_and_pass_hat_3(eval
     assert s["repeats"] == 3
     assert s["flaky"] == 0.25 and s["pass_hat_k"] == 0.75 and s["pass_at_k"] == 1.0
     assert s["pass_rate"] == pytest.approx((3 + 2 / 3) / 4, abs=1e-6)
+    # the repeats declare their figures in the record: flaky lower-is-better, one value per case
+    repeat_specs = {k: v for k, v in s["specs"].items() if v.get("source") == "repeats"}
+    assert set(repeat_specs) == {"repeats", "pass_rate", "pass_hat_k", "pass_at_k", "flaky"}
+    assert repeat_specs["flaky"]["higher_is_better"] is False and repeat_specs["flaky"]["kind"] == "rate"
+    assert repeat_specs["pass_rate"]["kind"] == "mean" and repeat_specs["repeats"]["kind"] == "count"
     per = rec["repeats"]["extraction"]
     assert per["repeats"] == 3 and per["flaky_cases"] == [ZERO]
     assert per["per_case"][ZERO] == {"runs": 3, "passed": 2, "pass_rate": pytest.approx(2 / 3, abs=1e-6),

@@ -291,6 +291,25 @@ def test_rescore_makes_no_agent_call(logged):
     assert validate_record(again) == []
 
 
+def test_a_record_from_before_declared_metrics_is_rescored_as_its_refusal_says(logged):
+    """compare and report refuse a record whose summary declares no specs and say to
+    ``--rescore`` it: that rescore reads its cases (only) and writes a record that declares."""
+    run(logged, "--agent=agents_under_test:Sleepy").assert_outcomes(passed=N)
+    (logged.path / "agent.log").unlink()
+    old = read_record(logged)
+    for summary in old["summary"].values():
+        del summary["specs"]
+    (logged.path / "old.json").write_text(json.dumps(old))
+    result = logged.runpytest("--data-dir", "data", "-p", "no:cacheprovider", "--agent=agents_under_test:Sleepy",
+                              "--rescore", "old.json", "--run-record", "rescored.json")
+    result.assert_outcomes(passed=N)
+    assert agent_log(logged) == []
+    again = read_record(logged, "rescored.json")
+    assert again["options"]["rescored_from"] == old["run_id"]
+    assert again["summary"]["extraction"]["specs"]["micro_f1"]["kind"] == "prf"
+    assert validate_record(again) == []
+
+
 def test_rescore_applies_the_current_scorer(evalproject):
     run(evalproject, "--agent=agents_under_test:WrongKey").assert_outcomes(failed=N)
     # a "scorer fix": a conftest that accepts the wrong key by injecting another scorer

@@ -40,7 +40,7 @@ def completeness(recorded: int, **over) -> Completeness:
 def record(cases: list[CaseResult], **over) -> RunRecord:
     fields = {"run_id": "r", "started_at": "t0", "finished_at": "t1", "git_sha": None, "agent": "baseline",
               "model": None, "requested": {"agent": "baseline", "model": None}, "options": {}, "versions": {},
-              "summary": {"write": WRITE.summarize(cases)}, "cases": cases,
+              "summary": {"write": WRITE.summary(cases)}, "cases": cases,
               "completeness": completeness(len(cases)), "usage": usage()}
     return RunRecord(**{**fields, **over})
 
@@ -51,15 +51,15 @@ def metric_line(lines: list[str], metric: str) -> str:
 
 # ---------------------------------------------------------------- intervals
 def test_48_of_48_shows_the_wilson_interval_not_certainty():
-    lines = terminal_lines(record([passed(i) for i in range(48)]), {"write": WRITE})
+    lines = terminal_lines(record([passed(i) for i in range(48)]))
     for m in DIMS:
         assert metric_line(lines, m).endswith("1.000  95% CI [0.926, 1.000]"), lines
 
 
 def test_one_case_shows_no_interval():
     rec = record([passed(0)])
-    assert rec.summary["write"]["pass_ci95"] is None
-    lines = terminal_lines(rec, {"write": WRITE})
+    assert rec.summary["write"].ci95("pass") is None
+    lines = terminal_lines(rec)
     assert "write: 1 cases, 1 passed, 0 failed, 0 errors" in lines
     assert metric_line(lines, "pass").split() == ["pass", "1.000"]
     assert not any("CI" in line for line in lines), lines
@@ -78,31 +78,31 @@ def test_one_case_run_prints_no_interval_through_pytest(evalproject):
 def test_tokens_and_cost():
     rec = record([passed(0), passed(1)], usage=usage(input_tokens=12345, output_tokens=678, cost_usd=0.01234,
                                                      cases_priced=2))
-    assert "tokens: 12,345 in, 678 out; cost $0.0123" in terminal_lines(rec, {"write": WRITE})
+    assert "tokens: 12,345 in, 678 out; cost $0.0123" in terminal_lines(rec)
 
 
 def test_cost_unknown_when_a_case_is_unpriced():
     rec = record([passed(0), passed(1), passed(2)],
                  usage=usage(input_tokens=300, output_tokens=30, cost_usd=0.002, cases_priced=1, cases_unpriced=2))
-    lines = terminal_lines(rec, {"write": WRITE})
+    lines = terminal_lines(rec)
     assert "tokens: 300 in, 30 out; cost unknown: 2 cases unpriced ($0.0020 for the 1 priced)" in lines
     assert not any("cost $" in line for line in lines)
 
 
 def test_no_usage_is_zero_tokens_and_zero_cost():
-    assert "tokens: 0 in, 0 out; cost $0.0000" in terminal_lines(record([passed(0)]), {"write": WRITE})
+    assert "tokens: 0 in, 0 out; cost $0.0000" in terminal_lines(record([passed(0)]))
 
 
 # ---------------------------------------------------------------- errors by kind
 def test_errors_by_kind_most_first():
     cases = [passed(0), errored(1, "agent"), errored(2, "timeout"), errored(3, "timeout")]
-    lines = terminal_lines(record(cases), {"write": WRITE})
+    lines = terminal_lines(record(cases))
     assert "errors: 2 timeout, 1 agent" in lines
     assert "write: 4 cases, 1 passed, 0 failed, 3 errors" in lines
 
 
 def test_no_errors_no_errors_line():
-    assert not any(line.startswith("errors:") for line in terminal_lines(record([passed(0)]), {"write": WRITE}))
+    assert not any(line.startswith("errors:") for line in terminal_lines(record([passed(0)])))
 
 
 # ---------------------------------------------------------------- completeness
@@ -118,12 +118,12 @@ def test_no_errors_no_errors_line():
 ])
 def test_completeness(comp, want):
     rec = record([passed(i) for i in range(3)], completeness=completeness(3, **comp))
-    assert want in terminal_lines(rec, {"write": WRITE})
+    assert want in terminal_lines(rec)
 
 
 def test_lines_in_order():
     cases = [passed(0), errored(1, "crash")]
-    lines = terminal_lines(record(cases), {"write": WRITE})
+    lines = terminal_lines(record(cases))
     order = [next(i for i, line in enumerate(lines) if line.startswith(p))
              for p in ("agent:", "write:", "  pass", "tokens:", "errors:", "completeness:")]
     assert order == sorted(order), lines

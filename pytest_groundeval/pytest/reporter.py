@@ -83,7 +83,10 @@ class Reporter:
     def header(self) -> dict[str, Any]:
         return redact_obj({"run_id": self.run_id, "started_at": self.started_at, "agent": self.settings.agent.name,
                            "model": self.settings.agent.model, "requested": self.requested(),
-                           "options": self.options()})
+                           "options": self.options(),
+                           # what each figure of each task is (a journal is compared without its task installed)
+                           "specs": {name: [s.model_dump(mode="json") for s in type(task).all_specs()]
+                                     for name, task in self.tasks.items()}})
 
     def attribution(self, cases: list[CaseResult]) -> tuple[str, str | None]:
         """The agent as it names itself and the model it reports, from the cases it answered;
@@ -373,7 +376,7 @@ class Reporter:
                     label = "ERROR" if c.outcome == "error" else "FAILED"
                     tr.write_line(f"{label} {c.task}:{c.case_id}: {c.reason}", red=True)
         tr.write_sep("=", "groundeval summary")
-        for line in terminal_lines(self.record, self.tasks):
+        for line in terminal_lines(self.record):
             tr.write_line(line)
         if self.problems:
             tr.write_line("groundeval: some case results could not be recorded (a groundeval bug):", red=True)

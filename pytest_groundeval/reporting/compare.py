@@ -2,37 +2,48 @@
 
 Two runs (records or journals) of the same cases are paired by task and case id. For each
 task compared (the tasks both runs hold) and each of its metrics: the base and new figures
-(the task's own ``summarize`` over the paired cases), the delta with a 95% interval (paired
-bootstrap, seeded), and a paired test with its p-value:
+over the paired cases, the delta with a 95% interval (paired bootstrap, seeded), and a paired
+test with its p-value. What a metric is comes from the runs alone: each record's summary
+declares its figures (``model.MetricSpec``: kind, direction, interval; a journal's header the
+same), so a run compares without its task installed, and nothing is guessed from a name:
 
-* a metric that is pass/fail per case (0 or 1, one result per case in both runs: ``pass``,
-  the share of cases passed, and rates such as exact match or a pass/fail dimension): exact
-  McNemar, a two-sided binomial test on the discordant pairs (b: 1 in BASE and 0 in NEW, c
-  the other way), computed exactly;
-* every other metric (F1, precision, recall, name accuracy; any metric once cases repeat): a
-  paired bootstrap. Cases are resampled with replacement (the same resample for both runs)
-  and the metric recomputed: a rate or a macro mean as the mean of the per-case values, a
-  micro figure from the summed per-case counts through the scorers' own ``prf`` (the counts
-  of each case are what the task's ``summarize`` makes of that case alone, so an errored case
-  counts as it does in the record). Each such decomposition is checked to reproduce the
-  task's ``summarize`` on the full sample; where it does not, each resample is summed up by
-  ``summarize`` itself (slower, same figures). p-value: twice the share of resampled deltas
-  on the other side of 0 (a delta of 0 counts as the other side), at most 1. It is an
-  approximation, liberal when only a few cases changed (all in one direction, k cases:
-  about ``2 * exp(-k)``, where McNemar on the same cases gives ``2 ** (1 - k)``).
+* ``pass`` (every task: the share of cases passed, from the outcomes) and every declared
+  ``rate`` (pass/fail per case: exact match, a write dimension, grounded, pass^k, flaky): exact
+  McNemar, a two-sided binomial test on the discordant pairs (b: 1 in BASE and 0 in NEW, c the
+  other way), computed exactly, when every case has one result on both sides;
+* a declared ``mean`` (macro F1, name accuracy, the repeats' pass rate), whatever its per-case
+  values happen to be (all 0 or 1 included), a ``prf`` figure (micro / per-verdict P/R/F1 of the
+  summed counts), and a rate once cases repeat: the paired bootstrap. Cases are resampled with
+  replacement (the same resample for both runs) and the figure recomputed from its spec: a rate
+  or mean as the mean of the per-case values (over the applicable cases, for a rate declared
+  so), a prf figure through the scorers' own ``prf`` from the summed per-case counts (an
+  errored case adding what its count's spec says: its truth items, missed). p-value: twice
+  the share of resampled deltas on the other side of 0 (a delta of 0 counts as the other side),
+  at most 1. It is an approximation, liberal when only a few cases changed (all in one
+  direction, k cases: about ``2 * exp(-k)``, where McNemar on the same cases gives
+  ``2 ** (1 - k)``).
+* a ``custom`` figure (only its task's code computes it): the records' figures, no test;
+  ``count`` figures are parts of others and are not compared.
+
+Over the whole of a record's cases each recomputed figure must be the record's own: where it
+is not (a wrong spec, an edited record) a note says so; the figures compared are the cases'.
 
 The 95% interval of every delta is the percentile interval of the paired bootstrap.
 
-A *regression* is a metric where NEW is lower than BASE (every metric is higher-is-better)
-with p < alpha. The cases that flipped (pass → fail, fail → pass) are listed with the reason
-of NEW's outcome.
+A *regression* is a metric worse in NEW than in BASE (lower, or higher for a metric declared
+lower-is-better: the flaky share) with p < alpha. The cases that flipped (pass → fail,
+fail → pass) are listed with the reason of NEW's outcome.
 
 Repeats (``--repeat N``: several results per case, told apart by ``repeat``): a case's pass
 rate is its passed results over its results (one result: 0 or 1), a task's ``pass`` the mean
-of its cases' pass rates; the other metrics are the task's summarize over every result. The
-bootstrap resamples whole cases (all their repeats). McNemar needs one result per case on
-both sides; with repeats ``pass`` is tested by the paired bootstrap instead. A case
-"flipped" when its pass rate went down (pass → fail) or up (fail → pass).
+of its cases' pass rates; the other figures are over every result. The bootstrap resamples
+whole cases (all their repeats). McNemar needs one result per case on both sides; with
+repeats ``pass`` is tested by the paired bootstrap instead. A case "flipped" when its pass
+rate went down (pass → fail) or up (fail → pass).
+
+Records written before records declared their metrics (no ``summary.<task>.specs``), and
+journals before their headers did, are refused with what to do (re-score or resume them with
+this groundeval), never read by guessing.
 
 Refusals (exit 2): runs over different case sets, or a case id whose content hash differs
 between the runs (not the same case), unless ``--intersect`` (then the cases both hold with
@@ -53,8 +64,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-
-from pytest_groundeval.model import CaseResult
+from pytest_groundeval.model import CaseResult, MetricSpec, TaskSummary, resolve_metric
 from pytest_groundeval.scorers.base import prf
 
 DEFAULT_ALPHA = 0.05
@@ -169,6 +179,9 @@ class Comparison:
 class LoadedRun:
     info: RunInfo
     cases: dict[tuple[str, str], list[CaseResult]]  # (task, case id) -> its results (repeats)
+    # per task, what each figure is, as the run declares it (a record's summary, a journal's header)
+    specs: dict[str, dict[str, MetricSpec]] = field(default_factory=dict)
+    summary: dict[str, TaskSummary] = field(default_factory=dict)  # a record's own (a journal has none)
 
 
 def read_run(path: Path) -> LoadedRun:
@@ -181,17 +194,25 @@ def read_run(path: Path) -> LoadedRun:
         stored = read(path)
     except StoreError as e:
         raise CompareError(str(e)) from None
+    summary: dict[str, TaskSummary] = {}
     if isinstance(stored, Journal):
+        if stored.cases and stored.specs is None:
+            raise CompareError(f"{path}: a journal written before journals declared their metrics, so what kind "
+                               "each figure is cannot be read from it; compare its run's record, or finish the run "
+                               f"with this groundeval (pytest evals --resume {path}) and compare the record it writes")
+        specs = {t: {s.name: s for s in v} for t, v in (stored.specs or {}).items()}
         asked = stored.requested or {}
         info = RunInfo(str(path), "journal", stored.run_id, stored.answered_by or asked.get("agent"),
                        stored.answered_model or asked.get("model"), None)
     else:
+        summary = dict(stored.summary)
+        specs = {t: dict(v.specs) for t, v in summary.items()}
         comp = stored.completeness
         info = RunInfo(str(path), "record", stored.run_id, stored.agent, stored.model, comp.cut_short, comp.reason)
     cases: dict[tuple[str, str], dict[Any, CaseResult]] = {}
     for c in stored.cases:
         cases.setdefault(c.key, {})[c.repeat] = c
-    return LoadedRun(info, {k: list(v.values()) for k, v in sorted(cases.items())})
+    return LoadedRun(info, {k: list(v.values()) for k, v in sorted(cases.items())}, specs, summary)
 
 
 # ---------------------------------------------------------------- exact McNemar
@@ -266,80 +287,88 @@ def pair(base: LoadedRun, new: LoadedRun, *, intersect: bool) -> tuple[
 
 
 # ---------------------------------------------------------------- per-case columns and the bootstrap
-@dataclass
-class _Plan:
-    """How a metric is recomputed from per-case sums: a mean (column / weight), or one of
-    prf()'s figures from three count columns, or (``summarize``) by the task's summarize."""
-
-    kind: str  # "mean" | "prf" | "summarize"
-    cols: tuple[str, ...] = ()
-    index: int = 0
-    per: str = "weight"  # a mean's denominator: per result ("weight"), or per case ("cases")
+# compare's own ``pass``: the share of cases passed, from each result's outcome (every task has it)
+PASS_SPEC = MetricSpec(name=PASS, kind="rate", interval="wilson")
 
 
-def _per_case_metric_names(results: list[CaseResult]) -> set[str]:
-    return {k for r in results if r.score is not None for k in r.score.metrics}
+def _specs_to_compare(base: dict[str, MetricSpec], new: dict[str, MetricSpec], metrics: Sequence[str] | None,
+                      notes: list[str]) -> tuple[list[MetricSpec], dict[str, MetricSpec]]:
+    """The metrics compared (``pass`` first, then every declared figure that is not a count, in
+    BASE's order, then NEW's own), and every spec by name (the counts a prf figure sums)."""
+    specs = {**base, **new}
+    for name in sorted(set(base) & set(new)):
+        if base[name] != new[name]:
+            notes.append(f"{name} is declared differently in BASE and NEW: compared as NEW declares it")
+    chosen = [PASS_SPEC] + [s for name, s in specs.items() if s.compared and name != PASS]
+    if metrics is not None:
+        chosen = [s for s in chosen if s.name in metrics]
+    return chosen, specs
 
 
-def _plan(metric: str, per_case: set[str], single_summary_keys: set[str]) -> _Plan:
-    if metric == PASS:  # the mean of the per-case pass rates
-        return _Plan("mean", ("rate",), per="cases")
-    for k, suffix in enumerate(PRF_SUFFIXES):
-        if not metric.endswith("_" + suffix):
-            continue
-        prefix = metric[: -len(suffix) - 1]
-        if prefix == "macro" and suffix in per_case:  # mean of the per-case figure
-            return _Plan("mean", (f"m:{suffix}",))
-        if prefix == "micro" and {"tp", "fp", "fn"} <= single_summary_keys:  # summed counts, as summarize
-            return _Plan("prf", ("s:tp", "s:fp", "s:fn"), k)
-        if {f"{prefix}_tp", f"{prefix}_fp", f"{prefix}_fn"} <= per_case:
-            return _Plan("prf", (f"m:{prefix}_tp", f"m:{prefix}_fp", f"m:{prefix}_fn"), k)
-    if metric in per_case:
-        return _Plan("mean", (f"m:{metric}",))
-    return _Plan("summarize")
+def _value_of(spec: MetricSpec, r: CaseResult) -> float | None:
+    """A result's per-case value of a rate or mean (None: not applicable to it)."""
+    if spec is PASS_SPEC:
+        return 1.0 if r.outcome == "passed" else 0.0
+    if spec.among == "applicable":
+        return None if r.score is None or spec.per_case not in r.score.metrics else float(r.score.metrics[spec.per_case])
+    return r.metric(spec.per_case)  # an unscored case counts 0
 
 
-def _columns(cases: list[list[CaseResult]], cols: list[str], task: Any) -> "Any":
-    """An (n cases × columns) array: ``weight`` (results), ``cases`` (1), ``rate`` (the share
-    of the case's results that passed),
-    ``m:NAME`` (a per-case metric summed over the case's results; an unscored one counts 0),
-    ``s:NAME`` (the task's summary of the case's results alone)."""
+def _count_of(name: str, r: CaseResult, specs: dict[str, MetricSpec]) -> float:
+    """A result's part of a count: its per-case count, or, unscored, what the count's spec says
+    an unscored case adds (its truth items, say: missed)."""
+    spec = specs.get(name)
+    if r.score is None:
+        return float(spec.unscored.count(r.ground_truth)) if spec is not None and spec.unscored is not None else 0.0
+    return r.metric(spec.per_case if spec is not None else name)
+
+
+def _columns(spec: MetricSpec, cases: list[list[CaseResult]], specs: dict[str, MetricSpec]) -> Any:
+    """Per case, the sums a figure is a function of: (value, weight) for a rate or a mean, the
+    three counts for a prf figure; None when some case has no value (repeats figures of a run
+    without repeats). ``pass`` and repeats figures have one value per case (its pass rate, its
+    repeats' flags); other figures one per result (all of a case's repeats)."""
     import numpy as np
 
-    out = np.zeros((len(cases), len(cols)))
+    out = np.zeros((len(cases), 3 if spec.kind == "prf" else 2))
     for i, results in enumerate(cases):
-        single = task.summarize(results) if task is not None and any(c.startswith("s:") for c in cols) else {}
-        for j, col in enumerate(cols):
-            if col == "weight":
-                out[i, j] = len(results)
-            elif col == "cases":
-                out[i, j] = 1
-            elif col == "rate":
-                out[i, j] = sum(r.outcome == "passed" for r in results) / len(results)
-            elif col.startswith("m:"):
-                out[i, j] = sum(r.metric(col[2:]) for r in results)
-            else:
-                out[i, j] = float(single.get(col[2:]) or 0)
+        if spec.kind == "prf":
+            out[i] = [sum(_count_of(c, r, specs) for r in results) for c in spec.counts or ()]
+        elif spec.source == "repeats":
+            from pytest_groundeval.run.repeats import case_figures
+
+            figures = case_figures(results)
+            if figures is None:
+                return None
+            out[i] = [float(getattr(next(iter(figures.values())), spec.per_case)), 1.0]
+        elif spec is PASS_SPEC:
+            out[i] = [sum(_value_of(spec, r) for r in results) / len(results), 1.0]
+        else:
+            values = [v for v in (_value_of(spec, r) for r in results) if v is not None]
+            out[i] = [sum(values), len(values)]
     return out
 
 
-def _statistic(plan: _Plan, sums: Any, col: dict[str, int]) -> Any:
-    """The metric for each row of ``sums`` (one row per resample: column sums)."""
+def _statistic(spec: MetricSpec, sums: Any) -> Any:
+    """The figure for each row of ``sums`` (one row per resample: column sums); NaN where a
+    mean has nothing to be over."""
     import numpy as np
 
-    if plan.kind == "mean":
-        return sums[:, col[plan.cols[0]]] / sums[:, col[plan.per]]
-    tp, fp, fn = (sums[:, col[c]] for c in plan.cols)
-    return np.array([prf(int(round(a)), int(round(b)), int(round(c)))[plan.index] for a, b, c in zip(tp, fp, fn)])
+    if spec.kind == "prf":
+        k = ("precision", "recall", "f1").index(spec.figure)
+        return np.array([prf(int(round(a)), int(round(b)), int(round(c)))[k] for a, b, c in sums])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sums[:, 1] > 0, sums[:, 0] / np.where(sums[:, 1] > 0, sums[:, 1], 1), np.nan)
 
 
 def _ci_and_p(diffs: Any, observed: float) -> tuple[list[float], float]:
     """Percentile 95% interval of the resampled deltas, and the two-sided bootstrap p-value
     (twice the share of resampled deltas on the other side of 0 than the observed one; a
-    delta at 0 counts as the other side; at most 1)."""
+    delta at 0 counts as the other side; at most 1). Resamples where the figure is undefined
+    on a side (a mean over no applicable case) are left out."""
     import numpy as np
 
-    d = np.sort(diffs)
+    d = np.sort(diffs[~np.isnan(diffs)])
     n = len(d)
     a = 1 - CI_LEVEL
     lo, hi = float(d[int((a / 2) * n)]), float(d[min(n - 1, int((1 - a / 2) * n))])
@@ -352,6 +381,35 @@ def _ci_and_p(diffs: Any, observed: float) -> tuple[list[float], float]:
     return [round(lo, 6), round(hi, 6)], min(1.0, p)
 
 
+def _mcnemar(spec: MetricSpec, col_b: Any, col_n: Any) -> tuple[int, int] | None:
+    """The rule for the exact test: a rate (pass/fail per case) with one 0/1 value per case on
+    both sides (the cases a rate over applicable cases applies to on both), b and c its
+    discordant pairs; None when the declared kind or the data do not allow it (a mean, however
+    its values fall; a case with several results: repeats)."""
+    import numpy as np
+
+    if spec.kind != "rate":
+        return None
+    both = (col_b[:, 1] > 0) & (col_n[:, 1] > 0)
+    if not (col_b[both, 1] == 1).all() or not (col_n[both, 1] == 1).all():
+        return None  # several results per case
+    xb, xn = col_b[both, 0], col_n[both, 0]
+    if not (np.isin(xb, (0.0, 1.0)).all() and np.isin(xn, (0.0, 1.0)).all()):
+        return None  # a rate whose per-case values are not 0 or 1: its spec is wrong; bootstrap
+    return int(((xb == 1) & (xn == 0)).sum()), int(((xb == 0) & (xn == 1)).sum())
+
+
+def _reproduces(spec: MetricSpec, observed: float | None, summary: TaskSummary | None) -> bool:
+    """The rule that keeps a declaration honest: over the whole of a record's cases, the figure
+    recomputed from its spec is the record's own (rounded to 6 digits)."""
+    if summary is None or spec is PASS_SPEC or spec.name not in summary.specs:
+        return True
+    recorded = summary.value(spec.name)
+    if observed is None or not isinstance(recorded, (int, float)):
+        return observed is None and recorded is None
+    return abs(observed - float(recorded)) <= TOLERANCE
+
+
 def _reason(results: list[CaseResult], passed: bool) -> tuple[str, str]:
     """NEW's outcome and its reason (with repeats: the first result of that direction)."""
     pick = next((r for r in results if (r.outcome == "passed") == passed), results[0])
@@ -359,118 +417,8 @@ def _reason(results: list[CaseResult], passed: bool) -> tuple[str, str]:
     return pick.outcome, f"{pick.outcome}{kind}: {pick.reason}"
 
 
-def _task_class(name: str) -> Any:
-    from pytest_groundeval.tasks import registry
-
-    cls = registry().get(name)
-    if cls is None:
-        return None
-    try:
-        return cls(Path("."))
-    except Exception:  # noqa: BLE001 - a task that cannot be built here: compared on pass rate only
-        return None
-
-
-def compare_task(task_name: str, pairs: list[tuple[str, list[CaseResult], list[CaseResult]]], *, alpha: float,
-                 seed: int, n_resamples: int, metrics: Sequence[str] | None = None) -> TaskComparison:
-    """One task's comparison over its paired cases (skipped results left out)."""
-    import numpy as np
-
-    task = _task_class(task_name)
-    notes: list[str] = []
-    kept = [(i, [r for r in b if r.outcome != "skipped"], [r for r in n if r.outcome != "skipped"])
-            for i, b, n in pairs]
-    skipped = [i for i, b, n in kept if not b or not n]
-    if skipped:
-        notes.append(f"{len(skipped)} case(s) skipped in one run left out (e.g. {_examples(skipped)})")
-    kept = [k for k in kept if k[1] and k[2]]
-    base_cases, new_cases = [b for _, b, _ in kept], [n for _, _, n in kept]
-    repeats = any(len(x) > 1 for x in base_cases + new_cases)
-
-    names: list[str] = [PASS]
-    if task is None:
-        notes.append(f"task {task_name} is not installed here: only its pass rate is compared")
-    else:
-        names += [m for m in type(task).metrics if m != PASS]
-    if metrics is not None:
-        names = [m for m in names if m in metrics]
-
-    flat_b = [r for rs in base_cases for r in rs]
-    flat_n = [r for rs in new_cases for r in rs]
-    summ_b = task.summarize(flat_b) if task is not None and kept else {}
-    summ_n = task.summarize(flat_n) if task is not None and kept else {}
-    per_case = _per_case_metric_names(flat_b) | _per_case_metric_names(flat_n)
-    single_keys = set(task.summarize(base_cases[0])) if task is not None and kept else set()
-
-    def value(summ: dict[str, Any], rows: list[list[CaseResult]], m: str) -> float | None:
-        if m == PASS:
-            rates = [sum(r.outcome == "passed" for r in rs) / len(rs) for rs in rows]
-            return round(sum(rates) / len(rates), 6) if rates else None
-        v = summ.get(m)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    rows: list[MetricComparison] = []
-    if not kept:
-        notes.append("no case to compare")
-        for m in names:
-            rows.append(MetricComparison(m, None, None, None, None, None, None))
-        return TaskComparison(task_name, 0, rows, [], [], repeats, notes)
-
-    plans = {m: _plan(m, per_case, single_keys) for m in names}
-    cols = sorted({"weight", "cases", *(c for p in plans.values() for c in p.cols)})
-    col = {c: j for j, c in enumerate(cols)}
-    a_b, a_n = _columns(base_cases, cols, task), _columns(new_cases, cols, task)
-    whole = np.ones((1, len(kept)))
-    for m, p in plans.items():  # a decomposition must reproduce the task's own figure on the full sample
-        if p.kind == "summarize" or m == PASS:
-            continue
-        for a, summ, rs in ((a_b, summ_b, base_cases), (a_n, summ_n, new_cases)):
-            v = value(summ, rs, m)
-            if v is None or abs(float(_statistic(p, whole @ a, col)[0]) - v) > TOLERANCE:
-                plans[m] = _Plan("summarize")
-                break
-
-    rng = np.random.default_rng(seed)
-    n = len(kept)
-    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples)  # each row: how often each case is drawn
-    s_b, s_n = weights @ a_b, weights @ a_n
-    slow: dict[str, tuple[Any, Any]] = {}
-    slow_metrics = [m for m, p in plans.items() if p.kind == "summarize"]
-    if slow_metrics and task is not None:
-        sb, sn = {m: [] for m in slow_metrics}, {m: [] for m in slow_metrics}
-        for w in weights:
-            rb = [r for k, times in enumerate(w) for _ in range(times) for r in base_cases[k]]
-            rn = [r for k, times in enumerate(w) for _ in range(times) for r in new_cases[k]]
-            xb, xn = task.summarize(rb), task.summarize(rn)
-            for m in slow_metrics:
-                sb[m].append(float(xb.get(m) or 0.0))
-                sn[m].append(float(xn.get(m) or 0.0))
-        slow = {m: (np.array(sb[m]), np.array(sn[m])) for m in slow_metrics}
-
-    binary = all(len(x) == 1 for x in base_cases + new_cases)
-    for m in names:
-        vb, vn = value(summ_b, base_cases, m), value(summ_n, new_cases, m)
-        if vb is None or vn is None:
-            rows.append(MetricComparison(m, vb, vn, None, None, None, None))
-            continue
-        delta = round(vn - vb, 6)
-        p = plans[m]
-        if p.kind == "summarize":
-            db, dn = slow[m]
-        else:
-            db, dn = _statistic(p, s_b, col), _statistic(p, s_n, col)
-        ci, p_boot = _ci_and_p(dn - db, delta)
-        row = MetricComparison(m, vb, vn, delta, ci, "bootstrap", p_boot)
-        if binary and p.kind == "mean":  # pass/fail per case (0 or 1, one result each): exact McNemar
-            xb, xn = a_b[:, col[p.cols[0]]], a_n[:, col[p.cols[0]]]
-            if np.isin(xb, (0.0, 1.0)).all() and np.isin(xn, (0.0, 1.0)).all():
-                b, c = int(((xb == 1) & (xn == 0)).sum()), int(((xb == 0) & (xn == 1)).sum())
-                row.test, row.p_value, row.discordant = "mcnemar", mcnemar_p(b, c), {"b": b, "c": c}
-        significant = row.p_value is not None and row.p_value < alpha
-        row.regression = significant and delta < 0
-        row.improvement = significant and delta > 0
-        rows.append(row)
-
+def _flips(kept: list[tuple[str, list[CaseResult], list[CaseResult]]]) -> tuple[list[Flip], list[Flip]]:
+    """The cases whose pass rate went down (pass -> fail) and up (fail -> pass)."""
     worse: list[Flip] = []
     better: list[Flip] = []
     for i, b, nw in kept:
@@ -479,10 +427,102 @@ def compare_task(task_name: str, pairs: list[tuple[str, list[CaseResult], list[C
         if rn != rb:
             outcome, why = _reason(nw, passed=rn > rb)
             (worse if rn < rb else better).append(Flip(i, round(rb, 6), round(rn, 6), outcome, why))
+    return worse, better
+
+
+def _unskipped(pairs: list[tuple[str, list[CaseResult], list[CaseResult]]], notes: list[str]) -> list[
+        tuple[str, list[CaseResult], list[CaseResult]]]:
+    """The pairs without skipped results; a case skipped on one side is left out, with a note."""
+    kept = [(i, [r for r in b if r.outcome != "skipped"], [r for r in n if r.outcome != "skipped"])
+            for i, b, n in pairs]
+    skipped = [i for i, b, n in kept if not b or not n]
+    if skipped:
+        notes.append(f"{len(skipped)} case(s) skipped in one run left out (e.g. {_examples(skipped)})")
+    return [k for k in kept if k[1] and k[2]]
+
+
+def _custom_row(spec: MetricSpec, summaries: tuple[TaskSummary | None, TaskSummary | None],
+                notes: list[str]) -> MetricComparison:
+    """A figure only its task can compute: the records' own figures when they are over exactly
+    the paired cases, never a test."""
+    vb, vn = (s.value(spec.name) if s is not None else None for s in summaries)
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (vb, vn))
+    notes.append(f"{spec.name} is a custom figure: compared without a paired test (only its task computes it)")
+    if not ok:
+        return MetricComparison(spec.name, None, None, None, None, None, None)
+    return MetricComparison(spec.name, float(vb), float(vn), round(float(vn) - float(vb), 6), None, None, None)
+
+
+def _compare_metric(spec: MetricSpec, cases: tuple[list[list[CaseResult]], list[list[CaseResult]]],
+                    by_name: dict[str, MetricSpec], weights: Any,
+                    summaries: tuple[TaskSummary | None, TaskSummary | None], alpha: float,
+                    notes: list[str]) -> MetricComparison:
+    """One metric: its figures over the paired cases as its spec says, the bootstrap's interval
+    and p, McNemar where the declared kind allows it, and a regression or improvement in the
+    declared direction."""
+    import numpy as np
+
+    if spec.kind == "custom":
+        return _custom_row(spec, summaries, notes)
+    col_b, col_n = (_columns(spec, side, by_name) for side in cases)
+    whole = np.ones((1, len(cases[0])))
+    figures = [None if c is None else float(_statistic(spec, whole @ c)[0]) for c in (col_b, col_n)]
+    vb, vn = (None if v is None or np.isnan(v) else round(v, 6) for v in figures)
+    if vb is None or vn is None:
+        return MetricComparison(spec.name, vb, vn, None, None, None, None)
+    delta = round(vn - vb, 6)
+    for side, v, summ in (("BASE", vb, summaries[0]), ("NEW", vn, summaries[1])):
+        if not _reproduces(spec, v, summ):
+            notes.append(f"{spec.name}: {side}'s cases give {v} as its spec declares the figure, its summary "
+                         f"says {summ.value(spec.name)}: a wrong spec or an edited record (compared from the cases)")
+    ci, p_boot = _ci_and_p(_statistic(spec, weights @ col_n) - _statistic(spec, weights @ col_b), delta)
+    row = MetricComparison(spec.name, vb, vn, delta, ci, "bootstrap", p_boot)
+    discordant = _mcnemar(spec, col_b, col_n)
+    if discordant is not None:
+        b, c = discordant
+        row.test, row.p_value, row.discordant = "mcnemar", mcnemar_p(b, c), {"b": b, "c": c}
+    significant = row.p_value is not None and row.p_value < alpha
+    worse = delta < 0 if spec.higher_is_better else delta > 0  # the declared direction
+    row.regression = significant and worse
+    row.improvement = significant and not worse and delta != 0
+    return row
+
+
+def compare_task(task_name: str, pairs: list[tuple[str, list[CaseResult], list[CaseResult]]], *,
+                 specs: tuple[dict[str, MetricSpec], dict[str, MetricSpec]], alpha: float, seed: int,
+                 n_resamples: int, metrics: Sequence[str] | None = None,
+                 summaries: tuple[TaskSummary | None, TaskSummary | None] = (None, None)) -> TaskComparison:
+    """One task's comparison over its paired cases (skipped results left out), every figure
+    computed as BASE's and NEW's declared specs say (``specs``); ``summaries``: the records'
+    own summaries when the pairing holds every case of both (each recomputed figure is checked
+    against them)."""
+    import numpy as np
+
+    notes: list[str] = []
+    kept = _unskipped(pairs, notes)
+    base_cases, new_cases = [b for _, b, _ in kept], [n for _, _, n in kept]
+    repeats = any(len(x) > 1 for x in base_cases + new_cases)
+    chosen, by_name = _specs_to_compare(specs[0], specs[1], metrics, notes)
+    flat_b = [r for rs in base_cases for r in rs]
+    flat_n = [r for rs in new_cases for r in rs]
+    if not kept:
+        notes.append("no case to compare")
+        return TaskComparison(task_name, 0, [MetricComparison(s.name, None, None, None, None, None, None)
+                                             for s in chosen], [], [], repeats, notes)
+
+    # the records' own figures are over exactly these results only when nothing was left out
+    summaries = tuple(summ if summ is not None and summ.n_cases == len(flat) else None
+                      for summ, flat in zip(summaries, (flat_b, flat_n)))
+    n = len(kept)
+    weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_resamples)  # a row: draws per case
+    rows = [_compare_metric(spec, (base_cases, new_cases), by_name, weights, summaries, alpha, notes)
+            for spec in chosen]
+
+    worse_flips, better_flips = _flips(kept)
     if repeats:
         notes.append("repeated results: per-case pass rates compared by paired bootstrap (McNemar needs one "
                      "result per case)")
-    return TaskComparison(task_name, n, rows, worse, better, repeats, notes,
+    return TaskComparison(task_name, n, rows, worse_flips, better_flips, repeats, notes,
                           usage={"base": _usage(flat_b), "new": _usage(flat_n)})
 
 
@@ -526,8 +566,10 @@ def compare(base: LoadedRun, new: LoadedRun, *, alpha: float = DEFAULT_ALPHA, se
                         f"{why['content_differs']} with different content")
     if metrics is not None:
         warnings += [f"--metric names task {t}, which is not compared" for t in sorted(set(metrics) - set(paired))]
-    tasks = [compare_task(t, ps, alpha=alpha, seed=seed, n_resamples=n_resamples,
-                          metrics=None if metrics is None else sorted(metrics.get(t, set())))
+    tasks = [compare_task(t, ps, specs=(base.specs.get(t, {}), new.specs.get(t, {})), alpha=alpha, seed=seed,
+                          n_resamples=n_resamples,
+                          metrics=None if metrics is None else _resolve(t, metrics.get(t, set()), base, new),
+                          summaries=(base.summary.get(t), new.summary.get(t)))
              for t, ps in paired.items() if metrics is None or t in metrics]
     return Comparison(base.info, new.info, alpha, seed, n_resamples, tasks, left_out, warnings)
 
@@ -574,8 +616,9 @@ def _run_line(run: RunInfo) -> str:
 
 
 def _method(c: Comparison) -> str:
-    return (f"exact McNemar on pass/fail metrics, paired bootstrap ({c.n_resamples} resamples, seed {c.seed}) on the "
-            f"others; 95% interval of the delta by the bootstrap; regression: lower with p < {c.alpha:g}")
+    return (f"exact McNemar on rates (pass/fail per case), paired bootstrap ({c.n_resamples} resamples, seed {c.seed}) "
+            f"on the others, as each run declares its metrics; 95% interval of the delta by the bootstrap; regression: "
+            f"worse with p < {c.alpha:g}")
 
 
 def render_text(c: Comparison, *, max_flips: int = 20) -> str:
@@ -674,29 +717,39 @@ def render(c: Comparison, fmt: str, *, max_flips: int = 20) -> str:
 
 # ---------------------------------------------------------------- the subcommand
 def _metric_filter(texts: list[str] | None) -> dict[str, set[str]] | None:
-    """``--metric TASK.METRIC`` (aliases as for thresholds; ``TASK.pass`` always) → per task."""
+    """``--metric TASK.METRIC`` (repeatable) → per task the names asked for (resolved against
+    the runs' declared metrics once they are read: aliases as for thresholds, ``pass`` always)."""
     if not texts:
         return None
-    from pytest_groundeval.tasks import registry
-
     chosen: dict[str, set[str]] = {}
     for text in texts:
         task, _, metric = text.partition(".")
-        cls = registry().get(task)
-        name = PASS if metric == PASS else (cls.resolve_metric(metric) if cls is not None else None)
-        if not task or name is None:
-            known = f" ({', '.join((PASS,) + tuple(m for m in cls.metrics if m != PASS))})" if cls is not None else ""
-            raise CompareError(f"--metric {text!r}: not a TASK.METRIC of an installed task{known}")
-        chosen.setdefault(task, set()).add(name)
+        if not task or not metric:
+            raise CompareError(f"--metric {text!r}: expected TASK.METRIC")
+        chosen.setdefault(task, set()).add(metric)
     return chosen
+
+
+def _resolve(task: str, asked: set[str], base: LoadedRun, new: LoadedRun) -> list[str]:
+    """The declared metrics ``--metric`` names for ``task`` (a CompareError for one neither
+    run declares)."""
+    specs = list({**base.specs.get(task, {}), **new.specs.get(task, {})}.values())
+    names = []
+    for metric in sorted(asked):
+        name = PASS if metric == PASS else resolve_metric(specs, metric)
+        if name is None:
+            known = ", ".join([PASS] + [s.name for s in specs if s.compared and s.name != PASS])
+            raise CompareError(f"--metric {task}.{metric}: not a metric these runs declare for {task} ({known})")
+        names.append(name)
+    return names
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "compare", help="compare two runs (records or journals) of the same cases, with paired tests",
         description="Compare NEW against BASE (run records or journals) per task and metric: base, new, delta "
-        "with a 95% interval, the cases that flipped, and a paired test per metric (exact McNemar on "
-        "pass/fail, seeded paired bootstrap on the others). Refuses runs over different case sets or "
+        "with a 95% interval, the cases that flipped, and a paired test per metric as the runs declare it (exact "
+        "McNemar on rates, seeded paired bootstrap on means and P/R/F1). Refuses runs over different case sets or "
         "contents unless --intersect. Exit status: 0 compared, 1 a significant regression with "
         "--fail-on-regression, 2 refused.")
     p.add_argument("base", type=Path, metavar="BASE", help="the reference run (runs/*.json or *.jsonl)")

@@ -1,12 +1,15 @@
-"""The CI gate: ``TASK.METRIC=VALUE`` thresholds, checked against the run's summary."""
+"""The CI gate: ``TASK.METRIC=VALUE`` thresholds, checked against the run's summary.
+
+A threshold names a declared metric (``model.MetricSpec``) or one of its aliases; which way
+it is met is the spec's ``higher_is_better`` as the summary declares it: a minimum, or for a
+lower-is-better figure (the flaky share) a maximum. Nothing here knows a metric by its name."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from pytest_groundeval.model import Completeness, GateRecord, ThresholdCheck
-from pytest_groundeval.run.repeats import LOWER_IS_BETTER
+from pytest_groundeval.model import Completeness, GateRecord, MetricSpec, TaskSummary, ThresholdCheck, resolve_metric
 
 
 @dataclass(frozen=True)
@@ -24,27 +27,37 @@ class Threshold:
         return f"{self.task}.{self.metric}"
 
 
+def _specs(task: Any) -> list[MetricSpec]:
+    """The metric specs of a task class (``Task.all_specs``) or of a record's task summary."""
+    if isinstance(task, TaskSummary):
+        return list(task.specs.values())
+    return list(task.all_specs())
+
+
 def threshold_example(tasks: Mapping[str, Any]) -> str:
     """``TASK.METRIC=0.95`` for the first registered task (for help texts and messages)."""
-    for name, cls in tasks.items():
-        metric = next(iter(cls.metric_aliases), None) or cls.metrics[0]
+    for name, task in tasks.items():
+        specs = [s for s in _specs(task) if s.kind != "count"]
+        metric = next((a for s in specs for a in s.aliases), None) or (specs[0].name if specs else "METRIC")
         return f"{name}.{metric}=0.95"
     return "TASK.METRIC=0.95"
 
 
 def parse_threshold(text: str, tasks: Mapping[str, Any], origin: str = "option") -> Threshold:
     """``TASK.METRIC=VALUE`` → Threshold; a ``ValueError`` with a usable message otherwise.
-    ``tasks`` maps task names to Task classes (their ``metrics`` and ``resolve_metric``)."""
+    ``tasks`` maps task names to Task classes or to a record's :class:`TaskSummary` objects
+    (a record's own summary gates it without its task installed): their declared metrics."""
     name, sep, raw = text.partition("=")
     task, dot, metric = name.strip().partition(".")
     if not sep or not dot:
         raise ValueError(f"threshold {text!r}: expected TASK.METRIC=VALUE, e.g. {threshold_example(tasks)}")
     if task not in tasks:
         raise ValueError(f"threshold {text!r}: unknown task {task!r}; known: {', '.join(sorted(tasks))}")
-    cls = tasks[task]
-    key = cls.resolve_metric(metric)
+    specs = _specs(tasks[task])
+    key = resolve_metric(specs, metric)
     if key is None:
-        known = sorted(set(cls.metrics) | set(cls.metric_aliases))
+        own = specs if isinstance(tasks[task], TaskSummary) else list(tasks[task].specs)  # not the harness's
+        known = sorted({n for s in own if s.kind != "count" for n in (s.name, *s.aliases)})
         raise ValueError(f"threshold {text!r}: unknown metric {metric!r} for {task}; known: {', '.join(known)}")
     try:
         value = float(raw)
@@ -56,42 +69,52 @@ def parse_threshold(text: str, tasks: Mapping[str, Any], origin: str = "option")
     return Threshold(task=task, metric=metric, key=key, value=value, origin=origin)
 
 
-def evaluate_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, Any]]) -> GateRecord | None:
-    """Each threshold is met when the summary value is >= it. A ``--threshold`` whose task
+def met(value: float, threshold: float, spec: MetricSpec | None) -> bool:
+    """A minimum, or a maximum where the declared metric is lower-is-better."""
+    lower = spec is not None and not spec.higher_is_better
+    return value <= threshold if lower else value >= threshold
+
+
+def evaluate_gate(thresholds: Iterable[Threshold], summary: Mapping[str, TaskSummary]) -> GateRecord | None:
+    """Each threshold is met when the summary value is on the better side of it (as the
+    summary's spec of the metric declares). A ``--threshold`` whose task
     ran no case is missed (a gate that cannot be evaluated must not pass silently); an ini
     threshold whose task had no case in this run does not apply (the project's unit tests,
     or ``-m`` another task). No threshold that applies: no gate."""
     checks = []
     for t in thresholds:
-        value = (summary.get(t.task) or {}).get(t.key)
-        if t.task not in summary and t.origin == "ini":
+        task = summary.get(t.task)
+        if task is None and t.origin == "ini":
             checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=None, passed=True,
                                          applied=False, reason=f"not applied: no {t.task} case in this run"))
             continue
-        # a threshold is a minimum, but on a lower-is-better figure (the flaky share) a maximum
-        passed = value is not None and (value <= t.value if t.key in LOWER_IS_BETTER else value >= t.value)
+        raw = task.value(t.key) if task is not None else None
+        value = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
+        spec = task.specs.get(t.key) if task is not None else None
+        passed = value is not None and met(value, t.value, spec)
         checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=value, passed=passed,
-                                     reason=None if value is not None else _no_value(t, summary.get(t.task))))
+                                     reason=None if value is not None else _no_value(t, task)))
     if not any(c.applied for c in checks):
         return None
     return GateRecord(passed=all(c.passed for c in checks), thresholds=checks)
 
 
-def _no_value(t: Threshold, summary: dict[str, Any] | None) -> str:
+def _no_value(t: Threshold, summary: TaskSummary | None) -> str:
     """Why a threshold has no value: its task ran no case, or none of those that ran is one
-    the metric applies to (``grounded``: an agent the harness gave no tools)."""
-    ran = int((summary or {}).get("n_cases") or 0)
+    the metric applies to (``grounded``: an agent the harness gave no tools; its summary then
+    has no grounded figure at all)."""
+    ran = summary.n_cases if summary is not None else 0
     if not ran:
         return f"no {t.task} case ran"
-    applicable = int((summary or {}).get(f"{t.key}_n") or 0)
-    from pytest_groundeval.scorers.grounding import NAME as GROUNDED
+    applicable = summary.value(f"{t.key}_n") if summary is not None else None
+    from pytest_groundeval.scorers.aggregate import GROUNDED_SPEC
 
     why = (": grounded applies only to an agent the harness gave tools (see each case's details.grounded)"
-           if t.key == GROUNDED else "")
-    return f"{ran} {t.task} case(s) ran, {applicable} applicable to {t.key}{why}"
+           if t.key == GROUNDED_SPEC.name else "")
+    return f"{ran} {t.task} case(s) ran, {int(applicable or 0)} applicable to {t.key}{why}"
 
 
-def run_gate(thresholds: Iterable[Threshold], summary: dict[str, dict[str, Any]],
+def run_gate(thresholds: Iterable[Threshold], summary: Mapping[str, TaskSummary],
              completeness: Completeness) -> GateRecord | None:
     """The gate of a run: the thresholds checked against its summary, and failed, whatever
     the metrics, when the run was cut short (the reporter's and ``groundeval merge``'s)."""

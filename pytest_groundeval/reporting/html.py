@@ -9,11 +9,13 @@ What is shown, all taken from the record (nothing is recomputed that the record 
 
 * the run header: agent, model, what was requested, git sha, times, completeness, gate,
   options, versions;
-* per task: the outcome counts and every summary figure with its 95% interval;
+* per task: the outcome counts and every declared summary figure (the record's
+  ``summary.<task>.specs``) with its 95% interval;
 * charts (inline SVG, drawn here): the pass rate per scoring dimension with its interval
   (tasks whose scorer has dimensions: write), a histogram of per-case F1 (tasks with a
-  per-case ``f1``: extraction, reconciliation), and per-verdict precision / recall / F1
-  with the summed TP / FP / FN (reconciliation);
+  per-case ``f1``: extraction, reconciliation), and per class of a declared breakdown (the
+  prf specs with a ``group``: reconciliation's verdicts) precision / recall / F1 with the
+  summed TP / FP / FN;
 * tokens and cost, for the run and per task;
 * with a base run: the two summaries side by side and the cases whose outcome changed;
 * the cases: a table the page's script builds from the record's cases (inlined as JSON),
@@ -185,24 +187,10 @@ def f1_histogram(cases: list[dict[str, Any]]) -> tuple[list[int], int]:
     return counts, errors
 
 
-def _slug(verdict: Any) -> str:
-    return str(verdict).replace("-", "_")
-
-
-def verdicts_of(cases: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """``(slug, name)`` per verdict: the per-case ``<slug>_tp`` metrics, named as the truth
-    spells them (``stopped_but_taking`` is ``stopped-but-taking``)."""
-    slugs: list[str] = []
-    for c in cases:
-        for k in _metrics(c):
-            if k.endswith("_tp") and k != "tp" and k[:-3] not in slugs:
-                slugs.append(k[:-3])
-    names = {}
-    for c in cases:
-        for item in _view_items(c, "truth") + _view_items(c, "predicted"):
-            if item.verdict is not None:
-                names.setdefault(_slug(item.verdict), item.verdict)
-    return [(s, names.get(s, s.replace("_", "-"))) for s in slugs]
+def specs_of(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The task's declared metrics as the record holds them (``summary.<task>.specs``)."""
+    specs = summary.get("specs")
+    return {k: v for k, v in specs.items() if isinstance(v, dict)} if isinstance(specs, dict) else {}
 
 
 def _view_items(case: Mapping[str, Any], side: str) -> tuple[Any, ...]:
@@ -212,15 +200,23 @@ def _view_items(case: Mapping[str, Any], side: str) -> tuple[Any, ...]:
 
 
 def verdict_rows(summary: Mapping[str, Any], cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per class of a per-class breakdown (reconciliation's verdicts: the prf specs declared
+    with a ``group``), in declaration order: its P/R/F1 and the summed TP / FP / FN, the record's
+    figures, and how many truth and answer items name it."""
+    groups: dict[str, dict[str, Any]] = {}
+    for name, spec in specs_of(summary).items():
+        if spec.get("kind") != "prf" or not spec.get("group") or spec.get("figure") not in ("precision", "recall", "f1"):
+            continue
+        row = groups.setdefault(str(spec["group"]), {"name": str(spec["group"]), "keys": {}})
+        row["keys"][spec["figure"]] = name
+        for m, count in zip(("tp", "fp", "fn"), spec.get("counts") or ()):
+            row["keys"][m] = count
     rows = []
-    for slug, name in verdicts_of(cases):
-        row: dict[str, Any] = {"slug": slug, "name": name}
-        for m in ("precision", "recall", "f1"):
-            row[m] = summary.get(f"{slug}_{m}")
-        for m in ("tp", "fp", "fn"):
-            row[m] = int(sum(float(_metrics(c).get(f"{slug}_{m}", 0) or 0) for c in cases if _scored(c)))
-        for side in ("truth", "predicted"):
-            row[side] = sum(1 for c in cases for item in _view_items(c, side) if _slug(item.verdict) == slug)
+    for group, row in groups.items():
+        for m in ("precision", "recall", "f1", "tp", "fp", "fn"):
+            row[m] = summary.get(row["keys"].get(m, ""))
+        for side in ("truth", "predicted"):  # the items the task's view names with that class
+            row[side] = sum(1 for c in cases for item in _view_items(c, side) if item.verdict == group)
         rows.append(row)
     return rows
 
@@ -443,12 +439,15 @@ def _task_metrics(task: str, summary: Mapping[str, Any], shown_elsewhere: set[st
         f'{e(label)}</span>'
         for key, label in COUNT_LABELS if key in summary)
     rows = []
-    for key, value in summary.items():
-        if key.startswith("n_") or key.endswith("_ci95") or key in shown_elsewhere:
-            continue
-        ci = summary.get(f"{key}_ci95")
-        rows.append(f'<tr><td>{e(key)}</td><td class="num" data-metric="{e(task)}.{e(key)}">{_value(value)}</td>'
-                    f'<td class="num" data-metric="{e(task)}.{e(key)}_ci95">{e(interval(ci))}</td></tr>')
+    for key, spec in specs_of(summary).items():  # every declared figure, in the task's order
+        names = [key] + ([f"{key}_n"] if spec.get("among") == "applicable" else [])
+        for name in names:
+            if name in shown_elsewhere or name not in summary:
+                continue
+            ci = summary.get(f"{name}_ci95")
+            rows.append(f'<tr data-kind="{e(spec.get("kind") if name == key else "count")}"><td>{e(name)}</td>'
+                        f'<td class="num" data-metric="{e(task)}.{e(name)}">{_value(summary[name])}</td>'
+                        f'<td class="num" data-metric="{e(task)}.{e(name)}_ci95">{e(interval(ci))}</td></tr>')
     return f'<p class="counts">{counts}</p>' + (_table(("metric", "value", "95% interval"), rows, "metrics")
                                                  if rows else "")
 
@@ -521,7 +520,7 @@ def _task_section(task: str, record: Mapping[str, Any]) -> str:
     cases = cases_of(record, task)
     parts = [f'<section class="task" id="task-{e(task)}" data-task="{e(task)}"><h2>{e(task)}</h2>']
     verdicts = verdict_rows(summary, cases)
-    elsewhere = {f"{v['slug']}_{m}" for v in verdicts for m in ("precision", "recall", "f1")}
+    elsewhere = {v["keys"][m] for v in verdicts for m in v["keys"]}
     parts.append(_task_metrics(task, summary, elsewhere))
     charts = []
     dims = dimension_rates(summary, cases)
@@ -543,10 +542,11 @@ def _task_section(task: str, record: Mapping[str, Any]) -> str:
     if verdicts:
         rows = []
         for v in verdicts:
-            cells = "".join(f'<td class="num" data-metric="{e(task)}.{e(v["slug"])}_{m}">{e(num(v[m]))}</td>'
+            cells = "".join(f'<td class="num" data-metric="{e(task)}.{e(v["keys"].get(m, ""))}">{e(num(v[m]))}</td>'
                             for m in ("precision", "recall", "f1"))
-            cells += "".join(f'<td class="num" data-count="{m}">{v[m]}</td>'
-                             for m in ("tp", "fp", "fn", "truth", "predicted"))
+            cells += "".join(f'<td class="num" data-count="{m}" data-metric="{e(task)}.{e(v["keys"].get(m, ""))}">'
+                             f'{e(num(v[m]))}</td>' for m in ("tp", "fp", "fn"))
+            cells += "".join(f'<td class="num" data-count="{m}">{v[m]}</td>' for m in ("truth", "predicted"))
             rows.append(f'<tr data-verdict="{e(v["name"])}"><td>{e(v["name"])}</td>{cells}</tr>')
         charts.append('<figure class="verdicts"><figcaption>Per verdict</figcaption>' + verdict_chart(verdicts)
                       + _table(("verdict", "precision", "recall", "F1", "TP", "FP", "FN", "in truth", "answered"),
@@ -600,7 +600,7 @@ def comparison(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
     for t in tasks:
         b, n = (base.get("summary") or {}).get(t) or {}, (new.get("summary") or {}).get(t) or {}
         keys = list(b) + [k for k in n if k not in b]
-        summaries[t] = [(k, b.get(k), n.get(k)) for k in keys if not k.endswith("_ci95")]
+        summaries[t] = [(k, b.get(k), n.get(k)) for k in keys if not k.endswith("_ci95") and k != "specs"]
     before = {_key(c): c for c in base.get("cases") or []}
     after = {_key(c): c for c in new.get("cases") or []}
     flips = []

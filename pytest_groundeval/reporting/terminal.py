@@ -3,15 +3,17 @@
 A figure with no interval in the record (a null ``*_ci95``: fewer than two cases) is printed
 without one. The paths are not repeated here: the reporter prints the run record's and the HTML
 report's (``HTML report: PATH``) after these lines, the subset and cut-short reasons, and
-LangSmith (``tracing.py``) its experiments' URLs."""
+LangSmith (``tracing.py``) its experiments' URLs.
+
+Which figures a task shows, and which way a missed threshold was missed, come from the
+record's own metric specs (``summary.<task>.specs``): no task needs to be installed."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_groundeval.model import RunRecord
-from pytest_groundeval.run.repeats import LOWER_IS_BETTER, REPEAT_METRICS
 
 
 def _fmt(value: Any) -> str:
@@ -70,28 +72,25 @@ def completeness_line(record: RunRecord) -> str:
     return line + (f" ({'; '.join(notes)})" if notes else ", complete")
 
 
-def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
+def terminal_lines(record: RunRecord) -> list[str]:
     lines = [f"agent: {record.agent}" + (f"  model: {record.model}" if record.model else "")]
     for task, summary in record.summary.items():
         counts = (
-            f"{task}: {summary['n_cases']} cases, {summary['n_passed']} passed, "
-            f"{summary['n_failed']} failed, {summary['n_errors']} errors"
+            f"{task}: {summary.n_cases} cases, {summary.n_passed} passed, "
+            f"{summary.n_failed} failed, {summary.n_errors} errors"
         )
-        if summary.get("n_skipped"):
-            counts += f", {summary['n_skipped']} skipped"
+        if summary.n_skipped:
+            counts += f", {summary.n_skipped} skipped"
         lines.append(counts)
-        metrics = tasks[task].metrics if task in tasks else ()
-        if "grounded" in summary and summary.get("grounded_n"):  # tool-using agents only
-            metrics = tuple(metrics) + ("grounded",)
         repeats = (record.repeats or {}).get(task)
         if repeats is not None:  # --repeat N
             lines.append(f"  {repeats.repeats} repeats per case; flaky: " + (", ".join(repeats.flaky_cases) or "none"))
-            metrics = tuple(metrics) + REPEAT_METRICS
+        metrics = [name for name, spec in summary.specs.items() if spec.kind != "count"]  # counts are parts of others
         width = max((len(m) for m in metrics), default=0)
         for m in metrics:
-            ci = summary.get(f"{m}_ci95")
-            ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) else ""
-            lines.append(f"  {m:<{width}}  {_fmt(summary.get(m))}{ci_text}")
+            ci = summary.ci95(m)
+            ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci is not None else ""
+            lines.append(f"  {m:<{width}}  {_fmt(summary.value(m))}{ci_text}")
     lines.append(usage_line(record))
     errors = errors_line(record)
     if errors is not None:
@@ -107,7 +106,9 @@ def terminal_lines(record: RunRecord, tasks: Mapping[str, Any]) -> list[str]:
         for t in gate.thresholds:
             if not t.passed:
                 why = f" ({t.reason})" if t.reason else ""
-                than = ">" if t.key in LOWER_IS_BETTER and t.value is not None else "<"
+                task = record.summary.get(t.metric.partition(".")[0])
+                spec = task.specs.get(t.key) if task is not None else None
+                than = ">" if spec is not None and not spec.higher_is_better and t.value is not None else "<"
                 lines.append(f"groundeval gate: MISSED {t.metric} = {_fmt(t.value)} {than} threshold {t.threshold}{why}")
         if gate.reason:
             lines.append(f"groundeval gate: {gate.reason}")

@@ -4,22 +4,30 @@ rate, pass^k (all N passed) and pass@k (at least one did); per task, the mean pa
 a 95% interval (a seeded bootstrap over cases: a case's repeats are not independent
 draws), the share of cases with pass^k and pass@k, and the share of flaky cases (passed
 some repeats and failed others), each with a Wilson interval. Threshold names: ``TASK.pass_rate``, ``TASK.pass_hat_k``,
-``TASK.pass_at_k`` and ``TASK.flaky`` (a maximum: lower is better).
+``TASK.pass_at_k`` and ``TASK.flaky`` (declared lower-is-better: a threshold on it is a maximum).
+Each figure is declared (:data:`REPEAT_SPECS`), and the record carries the declarations.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-from pytest_groundeval.model import CaseResult, RepeatCase, RepeatRecord
+from pytest_groundeval.model import CaseResult, MetricSpec, RepeatCase, RepeatRecord, metric
 from pytest_groundeval.scorers.aggregate import rate_ci
 from pytest_groundeval.scorers.base import bootstrap_ci
 
-REPEAT_METRICS = ("pass_rate", "pass_hat_k", "pass_at_k", "flaky")
-LOWER_IS_BETTER = frozenset({"flaky"})  # a threshold on these is a maximum
+# one value per case, from its repeats (RepeatCase's fields), not per result
+REPEAT_SPECS: tuple[MetricSpec, ...] = (
+    metric("repeats", "count", source="repeats"),  # results per case (the most any case has)
+    metric("pass_rate", "mean", source="repeats"),  # bootstrap: a case's repeats are not independent
+    metric("pass_hat_k", "rate", source="repeats"),
+    metric("pass_at_k", "rate", source="repeats"),
+    metric("flaky", "rate", source="repeats", higher_is_better=False),
+)
+REPEAT_METRICS = tuple(s.name for s in REPEAT_SPECS if s.kind != "count")
 
 
-def _per_case(results: Iterable[CaseResult]) -> dict[str, RepeatCase] | None:
+def case_figures(results: Iterable[CaseResult]) -> dict[str, RepeatCase] | None:
     by_case: dict[str, list[CaseResult]] = {}
     repeated = False
     for r in results:
@@ -41,7 +49,7 @@ def _per_case(results: Iterable[CaseResult]) -> dict[str, RepeatCase] | None:
 
 def repeat_summary(results: Iterable[CaseResult], *, seed: int = 0) -> dict[str, Any] | None:
     """The task summary's repeat figures (None when no result is a repeat)."""
-    per_case = _per_case(results)
+    per_case = case_figures(results)
     if per_case is None:
         return None
     n = len(per_case)
@@ -62,11 +70,11 @@ def repeat_records(cases: Iterable[CaseResult]) -> dict[str, RepeatRecord] | Non
         by_task.setdefault(c.task, []).append(c)
     out = {}
     for task in sorted(by_task):
-        per_case = _per_case(by_task[task])
+        per_case = case_figures(by_task[task])
         if per_case is not None:
             out[task] = RepeatRecord(repeats=max(c.runs for c in per_case.values()),
                                      flaky_cases=[cid for cid, c in per_case.items() if c.flaky], per_case=per_case)
     return out or None
 
 
-__all__ = ["LOWER_IS_BETTER", "REPEAT_METRICS", "repeat_records", "repeat_summary"]
+__all__ = ["REPEAT_METRICS", "REPEAT_SPECS", "case_figures", "repeat_records", "repeat_summary"]

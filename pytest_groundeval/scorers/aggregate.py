@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_groundeval.model import CaseResult
+from pytest_groundeval.model import CaseResult, MetricSpec, UnscoredCounts, metric, prf_specs
 from pytest_groundeval.scorers.base import bootstrap_ci, mean, prf, wilson_ci
 
 
@@ -22,6 +22,10 @@ def counts(results: list[CaseResult]) -> tuple[list[CaseResult], dict[str, Any]]
     }
     summary.update(grounded_summary(run))
     return run, summary
+
+
+# grounded (grounding.py): a rate over the cases it applies to (tool-using agents), their number grounded_n
+GROUNDED_SPEC = metric("grounded", "rate", among="applicable")
 
 
 def grounded_summary(run: list[CaseResult]) -> dict[str, Any]:
@@ -74,3 +78,20 @@ def code_set_summary(tp: int, fp: int, fn: int, per_case: dict[str, list[float]]
         "exact_match_ci95": rate_ci(per_case["exact_match"], seed=seed),
         "tp": tp, "fp": fp, "fn": fn,
     }
+
+
+def code_set_specs() -> list[MetricSpec]:
+    """What :func:`code_set_summary`'s figures are: micro P/R/F1 of the summed counts (``f1``,
+    ``precision``, ``recall`` their aliases), macro means of the per-case figures (macro-F1
+    with its bootstrap interval), exact match (a rate), name accuracy (a mean), and the counts
+    (an errored case's truth items, at least one, are missed)."""
+    return [
+        *prf_specs("micro", ("tp", "fp", "fn"), aliases={f: [f] for f in ("precision", "recall", "f1")}),
+        metric("macro_precision", "mean", of="precision", interval="none"),
+        metric("macro_recall", "mean", of="recall", interval="none"),
+        metric("macro_f1", "mean", of="f1"),
+        metric("exact_match", "rate"),
+        metric("name_accuracy", "mean", interval="none"),
+        metric("tp", "count"), metric("fp", "count"),
+        metric("fn", "count", unscored=UnscoredCounts(at_least=1)),
+    ]

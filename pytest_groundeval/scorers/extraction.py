@@ -9,14 +9,6 @@ from pytest_groundeval.model import CaseResult
 from pytest_groundeval.scorers.aggregate import code_set_summary, counts
 from pytest_groundeval.scorers.base import Score, prf
 
-# summary keys a CI threshold may name (>= comparisons)
-SUMMARY_METRICS = (
-    "micro_precision", "micro_recall", "micro_f1",
-    "macro_precision", "macro_recall", "macro_f1",
-    "exact_match", "name_accuracy",
-)
-
-
 def _norm(name: Any) -> str:
     return " ".join(str(name).split()).casefold() if name is not None else ""
 

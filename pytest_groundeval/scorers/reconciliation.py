@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from pytest_groundeval.model import CaseResult
-from pytest_groundeval.scorers.aggregate import code_set_summary, counts
+from pytest_groundeval.model import CaseResult, MetricSpec, UnscoredCounts, metric, prf_specs
+from pytest_groundeval.scorers.aggregate import code_set_specs, code_set_summary, counts
 from pytest_groundeval.scorers.base import Score, prf
 
 VERDICTS = ("matched", "unreported", "unrecorded", "stopped-but-taking")
@@ -33,13 +33,6 @@ def slug(verdict: str) -> str:
 
 SLUGS = tuple(slug(v) for v in VERDICTS)
 
-SUMMARY_METRICS = (
-    "micro_precision", "micro_recall", "micro_f1",
-    "macro_precision", "macro_recall", "macro_f1",
-    "exact_match", "name_accuracy",
-) + tuple(f"{s}_{m}" for s in SLUGS for m in ("precision", "recall", "f1"))
-
-COUNT_METRICS = frozenset({"tp", "fp", "fn"} | {f"{s}_{c}" for s in SLUGS for c in ("tp", "fp", "fn")})
 PER_CASE = ("precision", "recall", "f1", "exact_match", "name_accuracy")
 
 
@@ -156,4 +149,21 @@ def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
         c = per_v[s]
         vp, vr, vf = prf(c["tp"], c["fp"], c["fn"]) if run else (0.0, 0.0, 0.0)
         summary.update({f"{s}_precision": round(vp, 6), f"{s}_recall": round(vr, 6), f"{s}_f1": round(vf, 6)})
+    for s in SLUGS:  # the per-verdict counts the figures above come from
+        summary.update({f"{s}_{k}": per_v[s][k] for k in ("tp", "fp", "fn")})
     return summary
+
+
+def specs() -> list[MetricSpec]:
+    """What :func:`summarize`'s figures are: the code-set figures, then per verdict its P/R/F1
+    of its summed counts (shown together under the verdict) and the counts (an errored case's
+    truth items of that verdict are missed)."""
+    out = code_set_specs()
+    for v in VERDICTS:
+        s = slug(v)
+        out += prf_specs(s, (f"{s}_tp", f"{s}_fp", f"{s}_fn"), group=v)
+    for v in VERDICTS:
+        s = slug(v)
+        out += [metric(f"{s}_tp", "count"), metric(f"{s}_fp", "count"),
+                metric(f"{s}_fn", "count", unscored=UnscoredCounts(where={"verdict": v}))]
+    return out

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_groundeval.model import SCHEMA_VERSION, CaseResult, RunRecord
+from pytest_groundeval.model import SCHEMA_VERSION, CaseResult, LegacySummaryError, MetricSpec, RunRecord, require_specs
 from pytest_groundeval.store.record import escape_unencodable, write_json_atomic
 from pytest_groundeval.store.redact import redact_json
 
@@ -47,6 +47,8 @@ class Journal(BaseModel):
     model: str | None = None  # what --model asked for
     requested: dict[str, str | None] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
+    # per task, what each figure is (None: a journal written before journals declared them)
+    specs: dict[str, list[MetricSpec]] | None = None
     cases: list[CaseResult] = Field(default_factory=list)
     reruns: list[CaseResult] = Field(default_factory=list)
 
@@ -149,7 +151,7 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
         raise _invalid(path, "its header", e) from None
 
 
-def _read_record(path: Path, raw: bytes) -> RunRecord:
+def _read_record(path: Path, raw: bytes, cases_only: bool) -> RunRecord:
     try:
         return RunRecord.model_validate_json(raw)  # the common case, in pydantic-core; else say why not
     except ValidationError:
@@ -164,18 +166,26 @@ def _read_record(path: Path, raw: bytes) -> RunRecord:
                          "runs/*.json record a groundeval run wrote")
     _check_version(data.get("schema_version"), path, "a record")
     try:
+        require_specs(data, path)  # a record from before declared metrics: re-score it, never guess kinds
+    except LegacySummaryError as e:
+        if not cases_only:
+            raise StoreError(str(e)) from None
+        data["summary"] = {}  # --resume / --rescore read its cases only (and make a summary that declares)
+    try:
         return RunRecord.model_validate(data)
     except ValidationError as e:
         raise _invalid(path, "the record", e) from None
 
 
-def read(path: Path | str) -> RunRecord | Journal:
-    """The run record or journal at ``path``, typed; a :class:`StoreError` otherwise."""
+def read(path: Path | str, *, cases_only: bool = False) -> RunRecord | Journal:
+    """The run record or journal at ``path``, typed; a :class:`StoreError` otherwise.
+    ``cases_only`` (``--resume`` / ``--rescore``): a record written before records declared
+    their metrics is read too, its summary left out (its cases are all they use)."""
     path = Path(path)
     raw = _bytes(path)
     if _is_journal(path, raw):
         return _read_journal(path, raw)
-    return _read_record(path, raw)
+    return _read_record(path, raw, cases_only)
 
 
 def _indented(model: BaseModel) -> bytes:
@@ -250,7 +260,7 @@ class StoredRun:
 
 
 def load_stored(path: Path) -> StoredRun:
-    return StoredRun.of(path, read(path))
+    return StoredRun.of(path, read(path, cases_only=True))
 
 
 def find_run(spec: str, runs_dir: Path) -> Path:

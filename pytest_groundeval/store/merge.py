@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_groundeval.reporting.gate import parse_threshold, run_gate
-from pytest_groundeval.model import CaseResult, Completeness, RunRecord, ShardRecord
+from pytest_groundeval.model import Completeness, RunRecord, ShardRecord
 from pytest_groundeval.store.files import Journal, StoreError, read, write
 from pytest_groundeval.store.record import build_record, new_run_id, summarize, user_subset
 from pytest_groundeval.pytest.shard import selection_digest, shard_of
@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from pytest_groundeval.reporting.terminal import terminal_lines
 
-    for line in terminal_lines(record, tasks):
+    for line in terminal_lines(record):
         print(line)
     if record.completeness.cut_short:
         print(f"groundeval merge: the run was cut short: {record.completeness.reason}", file=sys.stderr)

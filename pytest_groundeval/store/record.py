@@ -22,7 +22,7 @@ import orjson
 
 from pytest_groundeval.store.redact import redact_json
 from pytest_groundeval.model import (SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, LangSmithRecord,
-                                     RunRecord, RunUsage)
+                                     RunRecord, RunUsage, TaskSummary)
 
 SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
 KEY_PACKAGES = (
@@ -66,22 +66,15 @@ def sort_cases(cases: Iterable[CaseResult]) -> list[CaseResult]:
     return sorted(cases, key=lambda c: (c.task, c.case_id, c.repeat or 0))
 
 
-def summarize(tasks: Mapping[str, Any], cases: list[CaseResult]) -> dict[str, dict[str, Any]]:
-    """The record's summary: each task's own aggregates over its cases, given in case-id
-    order (bootstrap resamples and float sums must not depend on the order results arrived
-    in). The reporter's and ``groundeval merge``'s, so a merged record sums up the same."""
+def summarize(tasks: Mapping[str, Any], cases: list[CaseResult]) -> dict[str, TaskSummary]:
+    """The record's summary: each task's own aggregates over its cases (``Task.summary``: its
+    figures and their specs), given in case-id order (bootstrap resamples and float sums must
+    not depend on the order results arrived in). The reporter's and ``groundeval merge``'s,
+    so a merged record sums up the same."""
     by_task: dict[str, list[CaseResult]] = {}
     for c in sort_cases(cases):
         by_task.setdefault(c.task, []).append(c)
-    from pytest_groundeval.run.repeats import repeat_summary
-
-    summary = {}
-    for name, rs in by_task.items():
-        summary[name] = tasks[name].summarize(rs)
-        repeats = repeat_summary(rs)  # --repeat N: pass rate, pass^k, pass@k, flaky share
-        if repeats is not None:
-            summary[name].update(repeats)
-    return summary
+    return {name: tasks[name].summary(rs) for name, rs in by_task.items()}
 
 
 def user_subset(selection: Mapping[str, Any], deselected: int) -> bool:
@@ -101,7 +94,7 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
     requested: dict[str, str | None],
     options: dict[str, Any],
     cases: list[CaseResult],
-    summary: dict[str, dict[str, Any]],
+    summary: dict[str, TaskSummary],
     completeness: Completeness,
     usage: RunUsage,
     budget: BudgetRecord | None,

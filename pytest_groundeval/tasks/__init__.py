@@ -82,9 +82,11 @@ def _load(spec: str, origin: str) -> type[Task]:
 
     if not (isinstance(obj, type) and issubclass(obj, Task)):
         raise TaskLoadError(f"groundeval: task {spec!r} ({origin}) is not a pytest_groundeval.tasks.Task subclass")
-    for attr_name in ("name", "description", "source", "metrics"):
+    for attr_name in ("name", "description", "source", "specs"):
         if not hasattr(obj, attr_name):
-            raise TaskLoadError(f"groundeval: task {spec!r} ({origin}) does not set {attr_name!r}")
+            why = (" (its metrics, each a pytest_groundeval.model.MetricSpec: what kind of figure it is, which way "
+                   "is better, its interval)") if attr_name == "specs" else ""
+            raise TaskLoadError(f"groundeval: task {spec!r} ({origin}) does not set {attr_name!r}{why}")
     return obj
 
 

@@ -6,7 +6,8 @@
 * the prompt and inputs the agent sees (in ``load``; never the truth);
 * how an answer is parsed (``parse``) and scored (``score``; ``unparsed`` for an answer that
   cannot be parsed: a scored failure with every metric 0);
-* its metrics (threshold names, aliases, which per-case metrics are raw counts) and the
+* its metrics, declared (``specs``: each summary figure's kind, direction, interval and
+  threshold aliases; the record carries them, so no reader needs the task), and the
   aggregation (``summarize``);
 * its offline baseline strategy (``baseline``), used by ``--agent=baseline``;
 * what tool-using agents need: a system prompt, the tools for one case's inputs, and the
@@ -28,7 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
 from pytest_groundeval.tasks.jsontext import json_objects
-from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
+from pytest_groundeval.model import (AgentOutput, Case, CaseError, CaseRef, CaseResult, MetricSpec, ParseError,
+                                     TaskSummary, resolve_metric)
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.source import CaseSource
 
@@ -91,14 +93,21 @@ class Task(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     source: ClassVar[CaseSource]
-    # summary keys a threshold may name (``TASK.KEY``), and short aliases for some of them
+    # what each summary figure is (``model.MetricSpec``), in the order the summary shows them
+    specs: ClassVar[tuple[MetricSpec, ...]]
+    # derived from ``specs``: the figures a threshold may name (``TASK.KEY``), and their aliases
     metrics: ClassVar[tuple[str, ...]]
     metric_aliases: ClassVar[dict[str, str]] = {}
-    # per-case metrics that are raw counts (kept in the record, not sent as scores)
-    count_metrics: ClassVar[frozenset[str]] = frozenset()
     # for tool-using agents (None: the agent's generic prompt; no tools)
     agent_system_prompt: ClassVar[str | None] = None
     answer_tool: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        specs = cls.__dict__.get("specs")
+        if specs is not None:
+            cls.metrics = tuple(s.name for s in specs if s.kind != "count")
+            cls.metric_aliases = {a: s.name for s in specs if s.kind != "count" for a in s.aliases}
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -134,14 +143,39 @@ class Task(ABC):
     def summarize(self, results: list[CaseResult]) -> dict[str, Any]:
         """Aggregate this task's results (errors count 0 everywhere; skipped are counted apart)."""
 
+    def summary(self, results: list[CaseResult]) -> TaskSummary:
+        """The record's summary of this task: ``summarize``'s figures, and under ``--repeat`` the
+        repeat figures, each declared by its spec (the task's, grounded's, the repeats')."""
+        from pytest_groundeval.run.repeats import REPEAT_SPECS, repeat_summary
+        from pytest_groundeval.scorers.aggregate import GROUNDED_SPEC
+
+        figures = dict(self.summarize(results))
+        specs = list(self.specs)
+        if GROUNDED_SPEC.name in figures:  # tool-using agents: the cases it applies to
+            specs.append(GROUNDED_SPEC)
+        repeats = repeat_summary(results)  # --repeat N: pass rate, pass^k, pass@k, flaky share
+        if repeats is not None:
+            figures.update(repeats)
+            specs += REPEAT_SPECS
+        from pydantic import ValidationError
+
+        try:
+            return TaskSummary.build(figures, specs)
+        except ValidationError as e:  # a task whose summarize and specs disagree: its author's to fix
+            why = "; ".join(str(err.get("msg")) for err in e.errors())
+            raise TypeError(f"task {self.name!r}: its summarize() and its specs disagree: {why}") from None
+
+    @classmethod
+    def all_specs(cls) -> tuple[MetricSpec, ...]:
+        """Every spec a record of this task may carry: its own, grounded's, the repeats'."""
+        from pytest_groundeval.run.repeats import REPEAT_SPECS
+        from pytest_groundeval.scorers.aggregate import GROUNDED_SPEC
+
+        return tuple(cls.specs) + (GROUNDED_SPEC,) + tuple(REPEAT_SPECS)
+
     @classmethod
     def resolve_metric(cls, key: str) -> str | None:
-        from pytest_groundeval.run.repeats import REPEAT_METRICS  # every task has them under --repeat
-
-        from pytest_groundeval.scorers.grounding import NAME as GROUNDED  # every task has it with tool-using agents
-
-        key = cls.metric_aliases.get(key, key)
-        return key if key in cls.metrics or key in REPEAT_METRICS or key == GROUNDED else None
+        return resolve_metric(cls.all_specs(), key)
 
     # -- agents --
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:

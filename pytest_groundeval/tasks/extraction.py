@@ -34,6 +34,7 @@ from pytest_groundeval.fhir.codes import REQUEST_ACTIVE, RXNORM
 from pytest_groundeval.fhir.medications import distinct_codes, do_not_perform_ids, medication_requests, patient_reference
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import extraction as scorer
+from pytest_groundeval.scorers.aggregate import code_set_specs
 from pytest_groundeval.tasks import BUILTIN
 from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, extract_json_object, listed_codes_view
 
@@ -167,9 +168,8 @@ class ExtractionTask(Task):
     name: ClassVar[str] = "extraction"
     description: ClassVar[str] = BUILTIN["extraction"].description
     source: ClassVar[CaseSource] = BUILTIN["extraction"].source
-    metrics = scorer.SUMMARY_METRICS
-    metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}
-    count_metrics = frozenset({"tp", "fp", "fn"})
+    # micro P/R/F1 (aliases f1, precision, recall), macro means, exact match, name accuracy, counts
+    specs = tuple(code_set_specs())
 
     def discover(self) -> list[CaseRef]:
         return discover_files(self.path, self.name)

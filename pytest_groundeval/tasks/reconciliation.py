@@ -397,9 +397,8 @@ class ReconciliationTask(Task):
     name: ClassVar[str] = "reconciliation"
     description: ClassVar[str] = BUILTIN["reconciliation"].description
     source: ClassVar[CaseSource] = BUILTIN["reconciliation"].source
-    metrics = scorer.SUMMARY_METRICS
-    metric_aliases = {"f1": "micro_f1", "precision": "micro_precision", "recall": "micro_recall"}
-    count_metrics = scorer.COUNT_METRICS
+    # micro / macro P/R/F1, exact match, name accuracy, per-verdict P/R/F1, and their counts
+    specs = tuple(scorer.specs())
     agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
 
     def discover(self) -> list[CaseRef]:

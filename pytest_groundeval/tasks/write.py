@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from pytest_groundeval.fhir.codes import RXNORM
 from pytest_groundeval.tasks.datasets import content_hash, discover_case_records, load_case_record
-from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult
+from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, metric
 from pytest_groundeval.scorers.aggregate import summarize_rates
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks import BUILTIN
@@ -89,8 +89,8 @@ class WriteTask(Task):
     name: ClassVar[str] = "write"
     description: ClassVar[str] = BUILTIN["write"].description
     source: ClassVar[CaseSource] = BUILTIN["write"].source
-    metrics = DIMENSIONS + ("pass",)
-    metric_aliases = {"pass_rate": "pass"}
+    # each dimension and the whole a pass rate per case (Wilson intervals)
+    specs = tuple(metric(d, "rate") for d in DIMENSIONS) + (metric("pass", "rate", aliases=["pass_rate"]),)
     agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
     answer_tool: ClassVar[str] = "build_medication_statement"
 

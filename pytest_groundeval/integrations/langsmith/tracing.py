@@ -794,7 +794,9 @@ class LangSmith:
             root.post()
             _transcript_runs(root, data.get("transcript") or data.get("agent_reported") or [], start, end)
         self.counts["root_runs"] += 1
-        counts = getattr((getattr(self.evaluator, "tasks", None) or {}).get(task), "count_metrics", ())
+        from pytest_groundeval.model import per_case_counts  # the count specs the record declares
+
+        counts = per_case_counts(getattr((getattr(self.evaluator, "tasks", None) or {}).get(task), "specs", ()))
         for key, score, comment in case_feedback(data, counts):
             self.client.create_feedback(root.id, key, score=score, comment=_scrub(comment), trace_id=root.id,
                                         session_id=exp.experiment_id, start_time=root.start_time,
