@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pytest
 
 if TYPE_CHECKING:  # imported where Settings are made: registering the options imports nothing
-    from pytest_groundeval.agents.base import AgentSpec
+    from pytest_groundeval.agents.spec import AgentSpec
     from pytest_groundeval.run.calls import CallPolicy
     from pytest_groundeval.reporting.gate import Threshold
 
@@ -182,7 +182,7 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
-        from pytest_groundeval.agents.base import AgentSpec
+        from pytest_groundeval.agents.spec import AgentSpec
         from pytest_groundeval.run.calls import CallPolicy
         from pytest_groundeval.reporting.gate import parse_threshold
         from pytest_groundeval.pytest.shard import parse_shard

@@ -3,7 +3,7 @@
 A figure with no interval in the record (a null ``*_ci95``: fewer than two cases) is printed
 without one. The paths are not repeated here: the reporter prints the run record's and the HTML
 report's (``HTML report: PATH``) after these lines, the subset and cut-short reasons, and
-LangSmith (``tracing.py``) its experiments' URLs."""
+LangSmith (``integrations/langsmith/``) its experiments' URLs."""
 
 from __future__ import annotations
 
