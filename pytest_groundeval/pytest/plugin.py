@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_groundeval.pytest.keys import EVALUATOR, REPORTER
-from pytest_groundeval.pytest.options import add_options
+from pytest_groundeval.pytest.options import add_options, option_defaults
 from pytest_groundeval.tasks import TaskLoadError, task_infos
 
 if TYPE_CHECKING:
@@ -52,11 +52,8 @@ def _registry() -> dict[str, Any]:
         raise _redacted(pytest.UsageError(str(e))) from None
 
 
-_OPTION_DEFAULTS: dict[str, Any] = {}
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
-    _OPTION_DEFAULTS.update(add_options(parser, _infos()))
+    add_options(parser, _infos())
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -74,7 +71,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def _asked_for(config: pytest.Config) -> bool:
     """Does this run ask for groundeval up front: one of its options given (their values are
     checked at start), or an xdist controller (it collects nothing itself)?"""
-    if any(getattr(config.option, dest, default) != default for dest, default in _OPTION_DEFAULTS.items()):
+    if any(getattr(config.option, dest, default) != default for dest, default in option_defaults(_infos()).items()):
         return True
     return config.pluginmanager.has_plugin("dsession")
 

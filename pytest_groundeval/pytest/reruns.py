@@ -22,6 +22,7 @@ are what ``--agent-retries`` handles. So:
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -33,10 +34,11 @@ if TYPE_CHECKING:
     from pytest_groundeval.model import CaseResult
 
 #: the plugins that re-run failed tests, by module (whatever name they were registered under)
-RERUN_PLUGINS = {"pytest_rerunfailures": "pytest-rerunfailures", "pytest_retry.retry_plugin": "pytest-retry"}
+RERUN_PLUGINS = MappingProxyType({"pytest_rerunfailures": "pytest-rerunfailures",
+                                  "pytest_retry.retry_plugin": "pytest-retry"})
 #: their shared per-test marker, as both read it: no reruns, no retries, and a false condition
 #: (the one switch each honours even under --force-reruns / --reruns-mode append)
-EXEMPT = {"reruns": 0, "retries": 0, "condition": False}
+EXEMPT = MappingProxyType({"reruns": 0, "retries": 0, "condition": False})
 
 
 def first_result(item: pytest.Item | None) -> "CaseResult | None":
