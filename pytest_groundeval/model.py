@@ -368,7 +368,7 @@ class BudgetRecord(_Model):
 
 
 class LangSmithExperiment(_Model):
-    """One suite's experiment in LangSmith (``integrations/langsmith/``)."""
+    """One suite's experiment in LangSmith (``tracing.py``)."""
 
     task: str
     dataset: str  # the suite's dataset, groundeval/<task>
