@@ -156,9 +156,8 @@ def _dummy_case(task):
 
 
 # ---------------------------------------------------------------- nothing outside a task names it
-CORE = ["plugin.py", "runner.py", "worker.py", "reporter.py", "options.py", "record.py", "journal.py",
-        "gate.py", "model.py", "report.py", "tracing.py", "usage.py", "calls.py", "concurrency.py",
-        "datasets.py", "fhir.py", "jsontext.py", "cache.py", "agents"]
+CORE = ["pytest", "run", "store", "integrations/langsmith", "reporting/gate.py", "reporting/terminal.py",
+        "model.py", "tasks/datasets.py", "tasks/jsontext.py", "fhir/medications.py", "agents"]
 
 
 def task_references(text: str, names: dict[str, str]) -> list[str]:
@@ -186,9 +185,9 @@ def test_the_detector_catches_task_names():
 
 # the model-call cache has a mode called "write" (``--model-cache write``): a homonym
 HOMONYMS = {
-    'cache.py: write: MODES = ("off", "read", "write", "readwrite", "strict")',
-    'cache.py: write: if self.mode in ("write", "readwrite"):',
-    'options.py: write: CACHE_MODES = ("off", "read", "write", "readwrite", "strict")',
+    'run/cache.py: write: MODES = ("off", "read", "write", "readwrite", "strict")',
+    'run/cache.py: write: if self.mode in ("write", "readwrite"):',
+    'pytest/options.py: write: CACHE_MODES = ("off", "read", "write", "readwrite", "strict")',
 }
 
 
