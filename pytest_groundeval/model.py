@@ -451,7 +451,7 @@ class BudgetRecord(_Model):
 
 
 class LangSmithExperiment(_Model):
-    """One suite's experiment in LangSmith (``tracing.py``)."""
+    """One suite's experiment in LangSmith (``integrations/langsmith/``)."""
 
     task: str
     dataset: str  # the suite's dataset, groundeval/<task>
@@ -744,7 +744,7 @@ class RunRecord(_Model):
     usage: RunUsage
     budget: BudgetRecord | None = None
     gate: GateRecord | None = None
-    langsmith: LangSmithRecord | None = None  # with LANGSMITH_API_KEY set (tracing.py)
+    langsmith: LangSmithRecord | None = None  # with LANGSMITH_API_KEY set (integrations/langsmith/)
     repeats: dict[str, RepeatRecord] | None = None  # with --repeat N: per task, each case's figures
     # executions of a case after its first in this session (a plugin re-ran its item: reruns.py),
     # with their usage (counted in ``usage``), never in ``cases`` or the summary: the first result stands

@@ -1,4 +1,4 @@
-"""LangSmith the way LangSmith users expect it (tracing.py), end to end: pytest sessions in
+"""LangSmith the way LangSmith users expect it (integrations/langsmith/), end to end: pytest sessions in
 fresh interpreters with ``LANGSMITH_API_KEY`` set and the REAL ``langsmith`` client talking to
 a fake LangSmith API on 127.0.0.1 (a threaded HTTP server that keeps datasets, examples and
 projects, and records every request). Nothing leaves the host.
@@ -33,7 +33,7 @@ import pytest
 from conftest import EVAL_FILE, SMALL_SET, SYNTHEA
 
 from pytest_groundeval.store.record import validate_record
-from pytest_groundeval.integrations.langsmith.tracing import example_id
+from pytest_groundeval.integrations.langsmith.common import example_id
 
 TENANT_ID = "66666666-7777-4888-9999-000000000000"
 INFO = {

@@ -165,7 +165,9 @@ def pytest_unconfigure(config):
         json.dump(names, fh)
 '''
 
-LIGHT = {"pytest_groundeval", "pytest_groundeval.pytest", "pytest_groundeval.pytest.plugin", "pytest_groundeval.pytest.options", "pytest_groundeval.tasks",
+# the plugin, its package, its stash keys (pytest only), the options and the task declarations
+LIGHT = {"pytest_groundeval", "pytest_groundeval.pytest", "pytest_groundeval.pytest.plugin",
+         "pytest_groundeval.pytest.keys", "pytest_groundeval.pytest.options", "pytest_groundeval.tasks",
          "pytest_groundeval.tasks.source"}
 
 

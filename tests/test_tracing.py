@@ -1,4 +1,4 @@
-"""tracing.py's parts: the feedback it derives, example ids, the no-op without LangSmith, the
+"""integrations/langsmith/ parts: the feedback it derives, example ids, the no-op without LangSmith, the
 gate that holds, releases, drops and redacts a suite's runs, and the dataset/experiment set-up
 against the REAL ``langsmith.Client`` talking to the fake LangSmith of
 ``test_langsmith_experiments.py`` (127.0.0.1; nothing leaves the host). The whole plugin
@@ -18,16 +18,15 @@ from test_langsmith_experiments import FakeLangSmith
 from urllib3.util.retry import Retry
 
 from pytest_groundeval.store import redact
-from pytest_groundeval.integrations.langsmith.tracing import (
+from pytest_groundeval.integrations.langsmith.common import (
     EXAMPLE_NAMESPACE,
-    NO_TRACE,
-    LangSmith,
-    _Gate,
     case_feedback,
-    case_trace,
     example_id,
     summary_feedback,
 )
+from pytest_groundeval.integrations.langsmith.worker import LangSmithWorker as LangSmith
+from pytest_groundeval.integrations.langsmith.worker import _Gate
+from pytest_groundeval.run.runner import NO_TRACE, UNOBSERVED
 
 CANARY = "sk-canary-tracing-0123456789"
 
@@ -92,15 +91,17 @@ def test_example_ids_are_uuid5_of_task_and_content_hash() -> None:
 
 def test_without_langsmith_the_hook_is_a_no_op_that_imports_nothing() -> None:
     code = ("import sys\n"
-            "from pytest_groundeval.run import runner\nfrom pytest_groundeval.pytest import evaluator as worker\nfrom pytest_groundeval.integrations.langsmith import tracing\n"
-            "assert tracing.case_trace(object()) is tracing.NO_TRACE and not tracing.active()\n"
-            "with tracing.NO_TRACE.attempt():\n"
+            "from pytest_groundeval.run import runner\nfrom pytest_groundeval.pytest import evaluator as worker\n"
+            "from pytest_groundeval.integrations.langsmith import common, controller, register, worker\n"
+            "assert runner.UNOBSERVED.trace(object()) is runner.NO_TRACE\n"
+            "assert common.api_key({}) is None and common.api_key({'LANGSMITH_API_KEY': 'k', 'LANGSMITH_TRACING': 'false'}) is None\n"
+            "with runner.NO_TRACE.attempt():\n"
             "    pass\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langsmith', 'langchain_core')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-    assert case_trace(object()) is NO_TRACE  # in this process too: no session registered
+    assert UNOBSERVED.trace(object()) is NO_TRACE  # in this process too: the runner's default
 
 
 class _Owner:

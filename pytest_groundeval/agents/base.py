@@ -11,13 +11,14 @@ baseline), system prompt and tools, and ``inputs`` is what the agent may see of 
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pytest_groundeval.agents.spec import BUILT_IN, AgentSpec, model_cache
 from pytest_groundeval.model import AgentOutput
+
+__all__ = ["BUILT_IN", "Agent", "AgentSpec", "build_agent", "load_custom", "model_cache"]
 
 
 @runtime_checkable
@@ -27,56 +28,6 @@ class Agent(Protocol):
     def run(self, prompt: str) -> "str | AgentOutput | dict[str, Any]": ...
 
 
-@dataclass
-class AgentSpec:
-    """What ``--agent`` / ``--model`` / ``--model-base-url`` ask for, checked before anything runs."""
-
-    name: str
-    model: str | None = None
-    base_url: str | None = None
-    timeout: float = 120.0
-    cache_mode: str = "off"
-    cache_dir: str | None = None
-
-    @property
-    def is_live(self) -> bool:
-        """Calls a model over the network (default concurrency 8 rather than 1)."""
-        return self.name in ("claude", "langgraph", "chat")
-
-    @property
-    def required_key(self) -> str | None:
-        if self.name == "claude":
-            return "ANTHROPIC_API_KEY"
-        if self.name in ("langgraph", "chat"):
-            model = self.model or ""
-            if self.base_url or model.startswith("openai:"):
-                return None  # OpenAI-compatible local server; its own key (if any) is optional
-            return "ANTHROPIC_API_KEY"
-        return None
-
-    def check(self, needs_key: bool = True) -> str | None:
-        """An error message if this agent can't run here, else None. Never falls back."""
-        key = self.required_key
-        if needs_key and key and not os.environ.get(key) and self.cache_mode != "strict":
-            return (
-                f"--agent={self.name} calls a live model and needs {key} in the environment; "
-                f"set it, or run the offline agent with --agent=baseline"
-            )
-        if ":" in self.name and self.name not in BUILT_IN:
-            module, _, attr = self.name.partition(":")
-            if not module or not attr:
-                return f"--agent={self.name}: expected module:Class"
-        elif self.name not in BUILT_IN:
-            return f"--agent={self.name}: unknown agent; use baseline, claude, langgraph, chat or module:Class"
-        if self.model and self.name not in ("claude", "langgraph", "chat"):
-            return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class agent "
-                    "chooses its own and may report it as AgentOutput.model); drop --model")
-        if self.base_url and self.name not in ("langgraph", "chat"):
-            return f"--model-base-url is for --agent=langgraph or chat; --agent={self.name} would ignore it"
-        return None
-
-
-BUILT_IN = ("baseline", "claude", "langgraph", "chat")
 
 
 def load_custom(spec: str, rootdir: Path | None = None) -> Any:
@@ -103,17 +54,10 @@ def load_custom(spec: str, rootdir: Path | None = None) -> Any:
     return agent
 
 
-def model_cache(spec: AgentSpec) -> Any:
-    """The model-call cache for this session's agent, or None when off."""
-    if spec.cache_mode == "off":
-        return None
-    from pytest_groundeval.run.cache import ModelCache
-
-    return ModelCache(Path(spec.cache_dir or ".groundeval/cache"), spec.cache_mode)
-
-
-def build_agent(spec: AgentSpec, rootdir: Path | None = None) -> Any:
-    """Construct the agent. Heavy SDK imports happen only here, only for the chosen agent."""
+def build_agent(spec: AgentSpec, rootdir: Path | None = None, *, traced: bool = False) -> Any:
+    """Construct the agent. Heavy SDK imports happen only here, only for the chosen agent.
+    ``traced``: LangSmith is on for this session (the claude agent wraps its SDK client so
+    each Messages call nests under its case's run)."""
     if spec.name == "baseline":
         from pytest_groundeval.agents.baseline import BaselineAgent
 
@@ -122,7 +66,7 @@ def build_agent(spec: AgentSpec, rootdir: Path | None = None) -> Any:
         from pytest_groundeval.agents.claude import ClaudeAgent
 
         return ClaudeAgent(model=spec.model or ClaudeAgent.default_model, timeout=spec.timeout,
-                           cache=model_cache(spec))
+                           cache=model_cache(spec), traced=traced)
     if spec.name == "langgraph":
         from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
 

@@ -20,11 +20,13 @@ class ClaudeAgent:
     default_model = "claude-opus-4-8"
 
     def __init__(self, model: str = default_model, *, timeout: float = 120.0, max_retries: int = 0,
-                 max_tokens: int = 4096, client: Any = None, cache: Any = None) -> None:
+                 max_tokens: int = 4096, client: Any = None, cache: Any = None,
+                 traced: bool = False) -> None:
         self.name = "claude"
         self.model = model
         self.max_tokens = max_tokens
         self.cache = cache
+        self.traced = traced  # LangSmith on: the SDK client is wrapped (build_agent)
         self._client = client
         self._client_args = {"timeout": timeout, "max_retries": max_retries}
         self._lock = threading.Lock()
@@ -37,9 +39,7 @@ class ClaudeAgent:
                 import anthropic
 
                 self._client = anthropic.Anthropic(**self._client_args)
-                from pytest_groundeval.integrations.langsmith import tracing
-
-                if tracing.active():  # LangSmith on: each Messages call a run nested under its case
+                if self.traced:  # LangSmith on: each Messages call a run nested under its case
                     try:
                         from langsmith.wrappers import wrap_anthropic
 

@@ -71,7 +71,7 @@ from typing import Any
 from pytest_groundeval.run.calls import CallTimeout, attempt_deadline, attempt_tally, report_spent
 from pytest_groundeval.model import AgentOutput
 from pytest_groundeval.run.toolcalls import jsonable, result_value
-from pytest_groundeval.agents.base import AgentSpec
+from pytest_groundeval.agents.spec import AgentSpec
 
 DEFAULT_MODEL = "anthropic:claude-opus-4-8"
 DEFAULT_RECURSION_LIMIT = 16
@@ -263,7 +263,7 @@ class LangGraphAgent:
 
     @classmethod
     def from_spec(cls, spec: AgentSpec) -> "LangGraphAgent":
-        from pytest_groundeval.agents.base import model_cache
+        from pytest_groundeval.agents.spec import model_cache
 
         return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout,
                    cache=model_cache(spec))

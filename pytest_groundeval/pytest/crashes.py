@@ -37,7 +37,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_groundeval.pytest.ledger import ACTIVE, WorkerLedger
+from pytest_groundeval.pytest.keys import CRASHES
+from pytest_groundeval.pytest.ledger import WorkerLedger
 from pytest_groundeval.model import CaseRef, ErrorInfo
 
 LEDGER = "groundeval_ledger"  # the workerinput key: the folder of the ledgers
@@ -51,13 +52,7 @@ def worker_ledger(config: pytest.Config) -> WorkerLedger | None:
     if not folder or not Path(folder).is_dir():
         return None
     ledger = WorkerLedger(Path(folder), str(workerinput.get("workerid", os.getpid())))
-    ACTIVE.append(ledger)
-
-    def close() -> None:
-        ACTIVE.remove(ledger)
-        ledger.close()
-
-    config.add_cleanup(close)
+    config.add_cleanup(ledger.close)
     return ledger
 
 
@@ -138,15 +133,18 @@ class CrashLedgers:
         return dump
 
 
-def register(config: pytest.Config, evaluator: Any, reporter: Any) -> None:
+def register(config: pytest.Config, evaluator: Any, controller: bool) -> None:
     """An xdist worker writes its ledger (if its controller gave it a folder); an xdist
-    controller hands out the folder and reads the ledgers when a worker dies."""
+    controller hands out the folder and reads the ledgers when a worker dies (the reporter
+    finds them under the ``CRASHES`` stash key)."""
     if getattr(config, "workerinput", None) is not None:
-        evaluator.ledger = worker_ledger(config)
+        ledger = worker_ledger(config)
+        if ledger is not None:
+            evaluator.observe(ledger=ledger)
         return
     # an xdist controller: xdist sets --dist (load for -n) before configure, registers its
     # session plugin only in its own (maybe later) pytest_configure
-    if reporter is None or getattr(config.option, "dist", "no") == "no" or config.option.collectonly:
+    if not controller or getattr(config.option, "dist", "no") == "no" or config.option.collectonly:
         return
 
     def case_ids() -> set[str]:
@@ -160,9 +158,10 @@ def register(config: pytest.Config, evaluator: Any, reporter: Any) -> None:
 
     ledgers = CrashLedgers(case_ids)
     config.pluginmanager.register(ledgers, "groundeval-crashes")
-    reporter.crashes = ledgers
+    config.stash[CRASHES] = ledgers
 
     def unregister() -> None:
+        del config.stash[CRASHES]
         if config.pluginmanager.is_registered(ledgers):
             config.pluginmanager.unregister(ledgers)
         ledgers.close()

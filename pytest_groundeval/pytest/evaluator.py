@@ -24,21 +24,15 @@ import pytest
 from pytest_groundeval.run.concurrency import Prefetcher
 from pytest_groundeval.store.files import StoredRun, find_run, load_stored as read_stored
 from pytest_groundeval.model import CaseRef, CaseResult, ErrorInfo
+from pytest_groundeval.pytest.items import NEXT_ITEM, case_ref
 from pytest_groundeval.pytest.options import Settings
 from pytest_groundeval.pytest.reruns import first_result
-from pytest_groundeval.run.runner import Called, agent_name, call_case, finish_case, load_case, not_run, reuse
+from pytest_groundeval.pytest.workeroutput import WorkerOutput, publish
+from pytest_groundeval.run.runner import (UNOBSERVED, Called, CallObservers, agent_name, call_case, finish_case,
+                                          load_case, not_run, reuse)
 from pytest_groundeval.store.resume import needs_call
 from pytest_groundeval.tasks.base import Task
 from pytest_groundeval.run.usage import Budget, call_floor, unpriced_budget
-
-
-NEXT_ITEM = pytest.StashKey["pytest.Item | None"]()
-
-
-def case_ref(item: pytest.Item) -> CaseRef | None:
-    callspec = getattr(item, "callspec", None)
-    ref = callspec.params.get("case") if callspec is not None else None
-    return ref if isinstance(ref, CaseRef) else None
 
 
 def load_stored(settings: Settings) -> StoredRun | None:
@@ -95,7 +89,8 @@ def probe_url(url: str, timeout: float = 3.0) -> str | None:
 class Evaluator:
     """Per-process evaluation state, registered as a plugin for its hooks."""
 
-    def __init__(self, settings: Settings, tasks: Mapping[str, Task], stored: StoredRun | None) -> None:
+    def __init__(self, settings: Settings, tasks: Mapping[str, Task], stored: StoredRun | None,
+                 output: WorkerOutput | None = None) -> None:
         self.settings = settings
         self.tasks = tasks
         self.stored = stored
@@ -115,6 +110,24 @@ class Evaluator:
         self.selected: int | None = None  # eval items selected to run in this process's collection
         self.deselected = 0
         self.ledger: Any = None  # crashes.WorkerLedger in an xdist worker: the calls in flight
+        self.tracer: Any = None  # case -> its LangSmith root run (langsmith/worker.py), when LangSmith is on
+        self.traced = False  # LangSmith is on: built-in agents wrap their SDK clients for it
+        self.observers: CallObservers = UNOBSERVED  # what watches each agent call (observe())
+        self._output = output if output is not None else WorkerOutput()  # this process's session (workeroutput.py)
+
+    def observe(self, *, tracer: Any = None, ledger: Any = None) -> None:
+        """Hand the calls their observers: LangSmith's case traces, the crash ledger."""
+        if tracer is not None:
+            self.tracer = tracer
+        if ledger is not None:
+            self.ledger = ledger
+        self.observers = CallObservers(
+            **({"trace": self.tracer} if self.tracer is not None else {}),
+            **({"agent_thread": self.ledger.on_agent_thread} if self.ledger is not None else {}))
+
+    def output(self) -> WorkerOutput:
+        """What this process reports of its session (the same value an xdist worker sends)."""
+        return self._output
 
     # -- collection --
     def refs(self, task: str) -> list[CaseRef]:
@@ -153,7 +166,7 @@ class Evaluator:
         if self._agent is None:
             from pytest_groundeval.agents.base import build_agent
 
-            self._agent = build_agent(self.settings.agent, self.settings.rootdir)
+            self._agent = build_agent(self.settings.agent, self.settings.rootdir, traced=self.traced)
             self.budget.floor = call_floor(self._agent)  # a call costs at least its max_tokens of output
         return self._agent
 
@@ -172,6 +185,7 @@ class Evaluator:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         refs = [ref for ref in map(case_ref, session.items) if ref is not None]
         self.selected = len(refs)
+        publish(session.config, selected=self.selected)
         keys = [ref.key for ref in refs if self.needs_call(ref)]
         self._plan = keys
         self._position = {k: i for i, k in enumerate(keys)}
@@ -182,7 +196,10 @@ class Evaluator:
             self.froze = True
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        self.deselected += sum(1 for item in items if case_ref(item) is not None)
+        n = sum(1 for item in items if case_ref(item) is not None)
+        if n:
+            self.deselected += n
+            publish(items[0].config, deselected=self.deselected)
 
     def find_case(self, case_id: str) -> list[CaseRef]:
         """The items with this id (a case id, ``[rK]`` for a repeat) in any task (for a crash
@@ -244,7 +261,7 @@ class Evaluator:
     def _call(self, key: tuple[str, str]) -> Called:
         ref = self._by_key[key]
         return self._calling(ref, lambda: call_case(self.tasks[ref.task], ref, self.get_agent(), self.settings.policy,
-                                                    self.budget))
+                                                    self.budget, self.observers))
 
     def _calling(self, ref: CaseRef, call: Any) -> Called:
         """An agent call, in the crash ledger of an xdist worker (crashes.py): which call was in
@@ -270,7 +287,8 @@ class Evaluator:
         if self.prefetcher is not None and agent is self._agent and not self.prefetcher.stopped:
             called = self.prefetcher.take(ref.key)
         else:
-            called = self._calling(ref, lambda: call_case(task, ref, agent, self.settings.policy, self.budget))
+            called = self._calling(ref, lambda: call_case(task, ref, agent, self.settings.policy, self.budget,
+                                                              self.observers))
         result = finish_case(task, called, scorer, require_grounded=self.settings.require_grounded)
         self._watch_errors(result)
         return result
@@ -302,9 +320,5 @@ class Evaluator:
             self.prefetcher.stop()
             if self.prefetcher.instant:
                 self.concurrency = 1  # the agent answered instantly: calls ran inline
-        workeroutput = getattr(session.config, "workeroutput", None)
-        if workeroutput is not None:  # read by the controller's reporter (pytest_testnodedown)
-            workeroutput["groundeval_concurrency"] = self.concurrency
-            workeroutput["groundeval_selected"] = self.selected
-            workeroutput["groundeval_deselected"] = self.deselected
-            workeroutput["groundeval_stop_reason"] = self.stop_reason
+        # read by the controller's reporter (pytest_testnodedown, or this process's own output)
+        publish(session.config, concurrency=self.concurrency, stop_reason=self.stop_reason)

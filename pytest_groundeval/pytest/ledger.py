@@ -2,7 +2,7 @@
 dies): a line when an agent call starts, on which thread the agent is called, when the call
 ends, and when a pytest-timeout timer fired; ``faulthandler`` writes its dump beside it, naming
 the thread that received the fatal signal. Lines are written unbuffered (``os.write``): the
-kernel keeps them when the process dies. Pure of pytest (the runner calls :func:`agent_thread`).
+kernel keeps them when the process dies. Pure of pytest (the evaluator hands :meth:`WorkerLedger.on_agent_thread` to the runner, ``runner.CallObservers``).
 """
 
 from __future__ import annotations
@@ -57,12 +57,3 @@ class WorkerLedger:
             fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
-
-
-ACTIVE: list[WorkerLedger] = []  # this worker process's ledger (one session per worker)
-
-
-def agent_thread(ref: CaseRef) -> None:
-    """Called by the runner on the thread that calls the agent: noted in this process's ledger."""
-    if ACTIVE:
-        ACTIVE[-1].on_agent_thread(ref)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pytest
 
 if TYPE_CHECKING:  # imported where Settings are made: registering the options imports nothing
-    from pytest_groundeval.agents.base import AgentSpec
+    from pytest_groundeval.agents.spec import AgentSpec
     from pytest_groundeval.run.calls import CallPolicy
     from pytest_groundeval.reporting.gate import Threshold
 
@@ -30,10 +30,22 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, An
     """Register the options (``tasks``: name → anything with ``name``, ``description`` and
     ``source``); returns each option's dest and default (to tell whether any was given)."""
     group = parser.getgroup("groundeval", "groundeval: evals for healthcare AI agents")
+    return _declare(group.addoption, parser.addini, tasks)
+
+
+def option_defaults(tasks: Mapping[str, Any]) -> dict[str, Any]:
+    """Each option's dest and default, as :func:`add_options` registers them (nothing registered)."""
+    def ignore(*args: Any, **kw: Any) -> None:
+        return None
+
+    return _declare(ignore, ignore, tasks)
+
+
+def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str, Any]:
     defaults: dict[str, Any] = {}
 
     def add(*names: str, **kw: Any) -> None:
-        group.addoption(*names, **kw)
+        addoption(*names, **kw)
         defaults[kw["dest"]] = kw.get("default")
     add("--agent", dest="groundeval_agent", default=None, metavar="NAME",
         help="agent to evaluate: baseline (default, offline), claude, langgraph (tools), chat (the same model, "
@@ -89,12 +101,12 @@ def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, An
         "answer's codes not from an earlier successful tool result, no validation, repeated calls), and "
         "when grounded does not apply (the agent was given no harness tools); by default the grounded "
         "dimension is reported only")
-    parser.addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
-    parser.addini("groundeval_agent", "default agent", default="baseline")
+    addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
+    addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():
         src = task.source
         add(src.flag, dest=src.dest, default=None, metavar="PATH", help=src.help)
-        parser.addini(src.ini, f"{task.name} cases ({task.description})", default="")
+        addini(src.ini, f"{task.name} cases ({task.description})", default="")
     return defaults
 
 
@@ -182,7 +194,7 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
-        from pytest_groundeval.agents.base import AgentSpec
+        from pytest_groundeval.agents.spec import AgentSpec
         from pytest_groundeval.run.calls import CallPolicy
         from pytest_groundeval.reporting.gate import parse_threshold
         from pytest_groundeval.pytest.shard import parse_shard

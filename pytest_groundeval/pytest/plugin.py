@@ -4,19 +4,23 @@ item's ``TestReport``.
 
 pytest is the runner. Each case is one item (id = case id). Settings are parsed once
 (``options.Settings``). Every process that runs items has an ``Evaluator``
-(``worker.py``); only the controller has the ``Reporter`` (``reporter.py``), which turns
+(``evaluator.py``); only the controller has the ``Reporter`` (``reporter.py``), which turns
 the reports it receives (its own, or those of xdist workers) into the journal, the record,
-the gate and the terminal summary. Nothing here knows a task: they come from the registry.
+the gate and the terminal summary; each is found under its stash key (``keys.py``), and
+what a worker says of its session travels in one typed ``WorkerOutput``
+(``workeroutput.py``). Nothing here knows a task: they come from the registry.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_groundeval.pytest.options import add_options
+from pytest_groundeval.pytest.keys import EVALUATOR, REPORTER
+from pytest_groundeval.pytest.options import add_options, option_defaults
 from pytest_groundeval.tasks import TaskLoadError, task_infos
 
 if TYPE_CHECKING:
@@ -28,8 +32,6 @@ if TYPE_CHECKING:
 # the reporter, pydantic) is set up at configure time when the run asks for groundeval (one
 # of its options given, or an xdist controller), else when collection first meets an eval
 # test; a pytest run with no eval item imports nothing more (scripts/bench_startup.py).
-EVALUATOR = pytest.StashKey["Evaluator"]()
-RESULT = pytest.StashKey["CaseResult"]()
 FROZE = pytest.StashKey[bool]()
 DEFAULTS = pytest.StashKey[dict]()
 
@@ -50,11 +52,8 @@ def _registry() -> dict[str, Any]:
         raise _redacted(pytest.UsageError(str(e))) from None
 
 
-_OPTION_DEFAULTS: dict[str, Any] = {}
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
-    _OPTION_DEFAULTS.update(add_options(parser, _infos()))
+    add_options(parser, _infos())
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -72,7 +71,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def _asked_for(config: pytest.Config) -> bool:
     """Does this run ask for groundeval up front: one of its options given (their values are
     checked at start), or an xdist controller (it collects nothing itself)?"""
-    if any(getattr(config.option, dest, default) != default for dest, default in _OPTION_DEFAULTS.items()):
+    if any(getattr(config.option, dest, default) != default for dest, default in option_defaults(_infos()).items()):
         return True
     return config.pluginmanager.has_plugin("dsession")
 
@@ -110,10 +109,12 @@ def _ensure(config: pytest.Config) -> "Evaluator":
 
 
 def _set_up(config: pytest.Config) -> "Evaluator":
+    from pytest_groundeval.integrations.langsmith.common import api_key as langsmith_key
+    from pytest_groundeval.pytest.evaluator import Evaluator, load_stored
     from pytest_groundeval.pytest.options import Settings
     from pytest_groundeval.pytest.reporter import Reporter
     from pytest_groundeval.pytest.shard import register_sharder
-    from pytest_groundeval.pytest.evaluator import Evaluator, load_stored
+    from pytest_groundeval.pytest.workeroutput import current
 
     classes = _registry()
     settings = Settings.from_config(config, classes)
@@ -125,10 +126,10 @@ def _set_up(config: pytest.Config) -> "Evaluator":
 
     bundles.configure(config.rootpath / ".groundeval" / "bundles")  # bundle verdicts, once per content hash
     stored = load_stored(settings)
-    evaluator = Evaluator(settings, tasks, stored)
+    evaluator = Evaluator(settings, tasks, stored, current(config))
+    evaluator.traced = langsmith_key(os.environ) is not None  # LangSmith on: built-in agents nest their calls
     config.stash[EVALUATOR] = evaluator
-    _EVALUATORS.append(evaluator)
-    sharder = register_sharder(config, settings.shard)  # --groundeval-shard K/N, else None
+    register_sharder(config, settings.shard)  # --groundeval-shard K/N, else nothing
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error)
     chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None
@@ -142,6 +143,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
         from pytest_groundeval.run.spend import register_spend_share
 
         register_spend_share(config, settings.run_record.parent if settings.run_record else settings.runs_dir)
+    reporter = None
     if not settings.is_worker:  # the controller (or the only process) records
         if settings.run_record is not None:  # one run per --run-record path (runlock.py)
             from pytest_groundeval.store.lock import acquire
@@ -149,43 +151,42 @@ def _set_up(config: pytest.Config) -> "Evaluator":
             lock = acquire(settings.run_record)
             if lock is not None:
                 config.add_cleanup(lock.release)
-        reporter = Reporter(settings, tasks, stored)
-        reporter.local_concurrency = lambda: evaluator.concurrency
-        reporter.local_selection = lambda: (evaluator.selected, evaluator.deselected)
-        reporter.find_case = evaluator.find_case
-        reporter.local_stop = lambda: evaluator.stop_reason
-        reporter.shard = sharder.record if sharder is not None else None
+        reporter = Reporter(config, settings, tasks, stored, local=evaluator)
         config.pluginmanager.register(reporter, "groundeval-reporter")
+        config.stash[REPORTER] = reporter
     from pytest_groundeval.pytest.crashes import register as crash_ledgers
 
-    crash_ledgers(config, evaluator, config.pluginmanager.get_plugin("groundeval-reporter"))  # xdist only
+    crash_ledgers(config, evaluator, controller=reporter is not None)  # xdist only
     from pytest_groundeval.pytest.timeouts import register as timeout_kinds
-    from pytest_groundeval.pytest.evaluator import case_ref
 
-    timeout_kinds(config, case_ref)  # pytest-timeout's kills are kind timeout
-    from pytest_groundeval.integrations.langsmith.tracing import LangSmith
+    timeout_kinds(config)  # pytest-timeout's kills are kind timeout
+    from pytest_groundeval.integrations.langsmith.register import register as langsmith
 
-    LangSmith.register(config, settings, evaluator)  # LANGSMITH_API_KEY set: datasets, experiments, runs; else nothing
+    langsmith(config, settings, evaluator, reporter)  # LANGSMITH_API_KEY set: datasets, experiments, runs; else nothing
     # registered after the reporter: its session-finish (stop the calls) runs before the record
     config.pluginmanager.register(evaluator, "groundeval-evaluator")
     from pytest_groundeval.pytest.reruns import Reruns
 
-    config.pluginmanager.register(Reruns(config), "groundeval-reruns")  # reruns cannot replace a result
+    from pytest_groundeval.pytest.keys import RERUNS
+
+    reruns = config.stash[RERUNS] = Reruns(config)
+    config.pluginmanager.register(reruns, "groundeval-reruns")  # reruns cannot replace a result
     return evaluator
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    from pytest_groundeval.pytest.keys import RERUNS, SHARDER
+
     evaluator = config.stash.get(EVALUATOR, None)
     if evaluator is None:
         return
-    if evaluator in _EVALUATORS:
-        _EVALUATORS.remove(evaluator)
     froze = False
-    for name in ("groundeval-evaluator", "groundeval-reporter", "groundeval-sharder", "groundeval-reruns"):
-        plugin = config.pluginmanager.get_plugin(name)
+    for key in (EVALUATOR, REPORTER, SHARDER, RERUNS):
+        plugin = config.stash.get(key, None)
         if plugin is not None:
             froze = froze or plugin.froze
-            config.pluginmanager.unregister(plugin)
+            if config.pluginmanager.is_registered(plugin):
+                config.pluginmanager.unregister(plugin)
     config.stash[FROZE] = froze
 
 
@@ -226,33 +227,36 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 # ------------------------------------------------------------------ fixtures
-# The fixtures are session-scoped and take no other fixture: pytest resolves every fixture
-# (and its dependencies) again for each item, so an eval item pays for three lookups, not six.
-_EVALUATORS: list["Evaluator"] = []  # this process's session (a stack: pytester nests sessions)
+# The fixtures are session-scoped and take no other fixture (``request`` is not one): pytest
+# resolves every fixture (and its dependencies) again for each item, so an eval item pays for
+# three lookups, not six. Each finds its session's evaluator under the stash key.
+def _evaluator(request: pytest.FixtureRequest) -> "Evaluator":
+    return _ensure(request.config)
 
 
 @pytest.fixture(scope="session")
-def agent() -> Any:
+def agent(request: pytest.FixtureRequest) -> Any:
     """The agent under evaluation, as chosen by ``--agent`` (override in a conftest to inject your own)."""
-    return _EVALUATORS[-1].get_agent()
+    return _evaluator(request).get_agent()
 
 
 @pytest.fixture(scope="session")
-def scorer() -> Any:
+def scorer(request: pytest.FixtureRequest) -> Any:
     """``scorer(prediction, case) -> Score``: the scorer of the case's own task (override in a
     conftest to inject your own)."""
-    return _EVALUATORS[-1].score
+    return _evaluator(request).score
 
 
 @pytest.fixture(scope="session")
-def evaluate() -> Any:
+def evaluate(request: pytest.FixtureRequest) -> Any:
     """``evaluate(case, agent, scorer)``: run the case, attach its result to the running item's
     report, and fail the item (with the reason) unless the case passed."""
-    evaluator = _EVALUATORS[-1]
+    evaluator = _evaluator(request)
 
+    from pytest_groundeval.pytest.items import RESULT
+    from pytest_groundeval.pytest.reruns import first_result
     from pytest_groundeval.store.record import escape_unencodable
     from pytest_groundeval.store.redact import redact_text
-    from pytest_groundeval.pytest.reruns import first_result
 
     def run(case: Any, agent: Any, scorer: Any = None) -> "CaseResult":
         item = evaluator.current_item
@@ -284,7 +288,7 @@ def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "Cas
     stopped before its case ran (a skip, a failing setup, a test that never evaluated)."""
     if when == "teardown" or (when == "setup" and report.passed):
         return None  # the common phases: nothing to carry, nothing imported
-    from pytest_groundeval.pytest.evaluator import case_ref
+    from pytest_groundeval.pytest.items import RESULT, case_ref
 
     ref = case_ref(item)
     if ref is None:
@@ -313,8 +317,8 @@ def _redact_report(item: pytest.Item, report: pytest.TestReport) -> None:
     """An eval item's captured stdout/stderr/log and its failure report, through the
     redaction step: made on the process that ran it (an xdist worker too), so the terminal,
     junitxml and every other reader of the report get the redacted text."""
+    from pytest_groundeval.pytest.items import case_ref
     from pytest_groundeval.store.redact import redact_text
-    from pytest_groundeval.pytest.evaluator import case_ref
 
     if case_ref(item) is None:
         return
@@ -326,23 +330,6 @@ def _redact_report(item: pytest.Item, report: pytest.TestReport) -> None:
             report.longrepr = red
 
 
-def _properties(result: "CaseResult") -> list[tuple[str, Any]]:
-    """A case's outcome and figures as ``record_property`` pairs (already redacted)."""
-    props: list[tuple[str, Any]] = [("groundeval.task", result.task), ("groundeval.case_id", result.case_id),
-                                    ("groundeval.outcome", result.outcome)]
-    if result.repeat is not None:
-        props.append(("groundeval.repeat", result.repeat))
-    if result.error is not None:
-        props.append(("groundeval.error_kind", result.error.kind))
-    if result.score is not None:
-        props += [(f"groundeval.{name}", value) for name, value in result.score.metrics.items()]
-        props += [(f"groundeval.{name}", "pass" if dim.passed else "fail")
-                  for name, dim in result.score.dimensions.items()]
-    if result.cost_usd is not None:
-        props.append(("groundeval.cost_usd", result.cost_usd))
-    return props
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
@@ -352,14 +339,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         _redact_report(item, report)
     result = _result_for(item, report, call.when)
     if result is not None:
+        from pytest_groundeval.pytest.items import REPORT_ATTR, properties
         from pytest_groundeval.store.record import case_json
-        from pytest_groundeval.pytest.reporter import REPORT_ATTR
 
         result, data, blob = case_json(result)
         setattr(report, REPORT_ATTR, data)  # plain data: travels through xdist
         # junitxml's <properties> (it reads them off the teardown report, made from the item's)
-        item.user_properties.extend(_properties(result))
-        reporter = item.config.pluginmanager.get_plugin("groundeval-reporter")
+        item.user_properties.extend(properties(result))
+        reporter = item.config.stash.get(REPORTER, None)
         if reporter is not None:  # the same process: hand over the typed value as well
             reporter.hand_over(report, result, blob)
     return report

@@ -1,7 +1,10 @@
 """The controller's reporter, modelled on pytest's junitxml ``LogXML``: a plugin object
 registered only in the controller process, fed by ``pytest_runtest_logreport`` (its own
 reports, or those xdist workers send), that keeps the journal, builds the record, decides
-the gate and writes the terminal summary. Workers never see it.
+the gate and writes the terminal summary. Workers never see it; what they say of their
+session comes back in one typed ``WorkerOutput`` each (``workeroutput.py``). Of the process
+it runs in it needs only what :class:`Local` says (the plugin hands it the evaluator); the
+controller's other parts it finds under their stash keys (``keys.py``).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import gc
 import zlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 import orjson
 import pytest
@@ -19,8 +22,11 @@ from pytest_groundeval.reporting.gate import run_gate
 from pytest_groundeval.store import read, write
 from pytest_groundeval.store.files import StoredRun
 from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
-from pytest_groundeval.model import CaseResult, Completeness, ErrorInfo, RunRecord
+from pytest_groundeval.model import CaseRef, CaseResult, Completeness, ErrorInfo, RunRecord, ShardRecord
+from pytest_groundeval.pytest.items import REPORT_ATTR
+from pytest_groundeval.pytest.keys import CRASHES, LANGSMITH_CONTROLLER
 from pytest_groundeval.pytest.options import Settings
+from pytest_groundeval.pytest.workeroutput import WorkerOutput, WorkerOutputError, parse
 from pytest_groundeval.store.record import build_record, case_json, new_run_id, now_iso, sort_cases, summarize, user_subset
 from pytest_groundeval.store.redact import redact_obj
 from pytest_groundeval.run.runner import not_run
@@ -28,18 +34,34 @@ from pytest_groundeval.pytest.signals import terminated
 from pytest_groundeval.tasks.base import Task
 from pytest_groundeval.run.usage import budget_record, total_usage
 
-REPORT_ATTR = "groundeval"
+FREEZE_EVERY = 256  # results kept between two gc.freeze() calls
+
+__all__ = ["REPORT_ATTR", "Local", "Reporter"]
 
 
 def _plain(value: Any) -> Any:
     """Typed parts of the record as the JSON it will hold."""
     return orjson.loads(orjson.dumps(value, default=lambda v: v.model_dump(mode="json")))
 
-FREEZE_EVERY = 256  # the attribute of a TestReport that carries its case result
+
+class Local(Protocol):
+    """What the reporter asks of the process it runs in (the evaluator)."""
+
+    def find_case(self, item_id: str) -> list[CaseRef]:
+        """The eval items with this id (a case id, ``[rK]`` for a repeat), in any task."""
+        ...
+
+    def output(self) -> WorkerOutput:
+        """This process's own session output: what an xdist worker would send (its selection,
+        concurrency, stop, shard), for the session whose items ran here."""
+        ...
 
 
 class Reporter:
-    def __init__(self, settings: Settings, tasks: Mapping[str, Task], stored: StoredRun | None) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, tasks: Mapping[str, Task],
+                 stored: StoredRun | None, local: Local) -> None:
+        self.config = config
+        self.local = local
         self.settings = settings
         self.tasks = tasks
         self.stored = stored
@@ -51,7 +73,6 @@ class Reporter:
         self.data: dict[tuple[str, str], bytes] = {}
         self.reruns: list[CaseResult] = []  # executions of a case after its first (reruns.py)
         self.journal: JournalWriter | None = None
-        self.tracer: Any = None  # LangSmith (tracing.py), set when LANGSMITH_API_KEY is: it sends the cases itself
         self.record: RunRecord | None = None
         self.record_path: Path | None = None
         self.problems: list[str] = []
@@ -59,19 +80,11 @@ class Reporter:
         self.html_error: str | None = None  # --groundeval-html: why the page could not be written
         self.html_path: Path | None = None  # --groundeval-html: the page written
         self.journal_failed = False
-        self.worker_concurrency: list[int] = []
-        self.worker_selection: tuple[int, int] | None = None  # (selected, deselected) from workers
-        self.find_case: Any = None  # case id -> [CaseRef] (the in-process evaluator's)
-        self.local_selection: Any = None  # () -> (selected, deselected), when items ran here
-        self.local_stop: Any = None  # () -> why the in-process evaluator stopped calling, or None
-        self.worker_stops: list[str] = []
+        self.workers: list[WorkerOutput] = []  # each xdist worker's, as it went down
         self.unresolved_crashes: list[str] = []
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
         self.own_failure_lines = False
-        self.local_concurrency: Any = None  # () -> int, the in-process evaluator's, when there is one
-        self.shard: Any = None  # () -> ShardRecord | None, the sharder's under --groundeval-shard (shard.py)
-        self.crashes: Any = None  # crashes.CrashLedgers under xdist: what a dead worker was doing
 
     @property
     def path(self) -> Path:
@@ -98,11 +111,30 @@ class Reporter:
         return (", ".join(agents) or self.settings.agent.name,
                 ", ".join(models) or self.settings.agent.model)
 
+    # -- what the processes that ran the items said of their session (workeroutput.py) --
+    def outputs(self) -> list[WorkerOutput]:
+        """The xdist workers' outputs, else this process's own (it ran the items)."""
+        return self.workers or [self.local.output()]
+
+    def selection(self) -> tuple[int | None, int]:
+        """(selected, deselected) eval items: every worker collects every item, so any one
+        that collected says it; with none (all died), what the crash ledgers counted."""
+        said = [(o.selected, o.deselected) for o in self.workers if o.selected is not None]
+        if said:
+            return said[-1]
+        crashes = self.config.stash.get(CRASHES, None)
+        if crashes is not None and crashes.selected is not None:  # every worker died
+            return crashes.selected, 0
+        local = self.local.output()
+        return local.selected, local.deselected
+
+    def shard(self) -> tuple[ShardRecord | None, int]:
+        """--groundeval-shard: the whole selection's note and this shard's eval items."""
+        said = [(o.shard, o.shard_kept) for o in self.outputs() if o.shard is not None]
+        return said[-1] if said else (None, 0)
+
     def options(self) -> dict[str, Any]:
-        if self.worker_concurrency:
-            concurrency = max(self.worker_concurrency)
-        else:
-            concurrency = self.local_concurrency() if self.local_concurrency else 1
+        concurrency = max(o.concurrency for o in self.outputs())
         return self.settings.record_options(self.tasks, concurrency, self.stored.run_id if self.stored else None)
 
     def hand_over(self, report: pytest.TestReport, result: CaseResult, blob: bytes) -> None:
@@ -184,26 +216,29 @@ class Reporter:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        out = getattr(node, "workeroutput", None) or {}
-        if "groundeval_concurrency" in out:
-            self.worker_concurrency.append(int(out["groundeval_concurrency"]))
-        if out.get("groundeval_stop_reason"):
-            self.worker_stops.append(out["groundeval_stop_reason"])
-        if out.get("groundeval_selected") is not None:  # every worker collects every item
-            self.worker_selection = (int(out["groundeval_selected"]), int(out.get("groundeval_deselected") or 0))
+        """A worker finished (or died: then it sent nothing): its output, typed; a malformed
+        one is a problem of the run (exit status 3, said in the terminal), not dropped."""
+        try:
+            out = parse(node)
+        except WorkerOutputError as e:
+            self.problems.append(str(e))
+            return
+        if out is not None:
+            self.workers.append(out)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """An xdist worker died running ``crashitem``: its case gets an error of kind ``crash``
         on the crash report (the report xdist logs next), so it is in the record once."""
         case_id = crashitem.split("[", 1)[1][:-1] if crashitem.endswith("]") and "[" in crashitem else None
-        refs = self.find_case(case_id) if case_id is not None and self.find_case else []
+        refs = self.local.find_case(case_id) if case_id is not None else []
         if len(refs) != 1:
             if refs or case_id is not None:
                 self.unresolved_crashes.append(crashitem)
             return  # not an eval item (or an id several tasks share): pytest reports it as always
-        if self.crashes is not None:  # which call crashed it, from the worker's ledger (crashes.py)
-            error = self.crashes.diagnose(getattr(report, "node", None), refs[0], crashitem)
+        crashes = self.config.stash.get(CRASHES, None)
+        if crashes is not None:  # which call crashed it, from the worker's ledger (crashes.py)
+            error = crashes.diagnose(getattr(report, "node", None), refs[0], crashitem)
         else:
             error = ErrorInfo(kind="crash", message=(
                 f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"))
@@ -226,14 +261,7 @@ class Reporter:
                      budget: Any) -> Completeness:
         """Selected vs recorded, the user's selection, and whether (and why) the run stopped
         before every selected case had a result."""
-        if self.worker_selection is not None:
-            selected, deselected = self.worker_selection
-        elif self.crashes is not None and self.crashes.selected is not None:  # every worker died
-            selected, deselected = self.crashes.selected, 0
-        elif self.local_selection is not None:
-            selected, deselected = self.local_selection()
-        else:
-            selected, deselected = None, 0
+        selected, deselected = self.selection()
         sel = {k: v for k, v in self.settings.selection.items()}
         sel["last_failed"] = bool(session.config.getoption("lf", False))
         subset = user_subset(sel, deselected)  # a shard is a subset too: the other shards' cases are deselected
@@ -248,7 +276,7 @@ class Reporter:
             reasons.append(f"-x / --maxfail: {session.shouldfail}")
         if budget is not None and budget.stopped:
             reasons.append(f"--max-cost reached ({budget.cases_not_run} cases not run)")
-        stops = self.worker_stops or ([self.local_stop()] if self.local_stop else [])
+        stops = [o.stop_reason for o in self.outputs()]
         reasons += sorted({r.split(":", 1)[0] for r in stops if r})
         crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
         if crashed:
@@ -261,7 +289,7 @@ class Reporter:
             reasons.append(f"{missing} selected case(s) have no result")
         return Completeness(selected=selected, deselected=deselected, recorded=len(cases), subset=subset,
                             selection=sel, cut_short=bool(reasons), reason="; ".join(reasons) or None,
-                            shard=self.shard() if self.shard is not None else None)
+                            shard=self.shard()[0])
 
     def _one_line_failures(self, config: pytest.Config) -> None:
         """pytest's FAILURES section looks up teardown sections once per failure by scanning
@@ -276,9 +304,7 @@ class Reporter:
 
     def selected_any(self) -> bool:
         """Did this session select any eval item (here, or on any xdist worker)?"""
-        if self.worker_selection is not None:
-            return bool(self.worker_selection[0])
-        return bool(self.local_selection is not None and (self.local_selection()[0] or 0))
+        return any(o.selected for o in self.outputs())
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Summary → gate → record (written atomically) → exit status. With thresholds set,
@@ -311,11 +337,11 @@ class Reporter:
         gate = run_gate(self.settings.thresholds, summary, completeness)
         agent, model = self.attribution(cases)
         finished_at = now_iso()
-        langsmith = None
-        if self.tracer is not None:  # the experiments' summary feedback; their URLs go in the record
-            langsmith = self.tracer.finish(_plain({"summary": summary, "gate": gate, "agent": agent, "model": model,
-                                                   "finished_at": finished_at, "completeness": completeness}),
-                                           self.path)
+        langsmith = self.config.stash.get(LANGSMITH_CONTROLLER, None)
+        if langsmith is not None:  # the experiments' summary feedback; their URLs go in the record
+            langsmith = langsmith.finish(_plain({"summary": summary, "gate": gate, "agent": agent, "model": model,
+                                                 "finished_at": finished_at, "completeness": completeness}),
+                                         [o.langsmith for o in self.workers if o.langsmith])
         return build_record(
             run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
             requested=self.requested(), options=self.options(), cases=cases, summary=summary,

@@ -22,25 +22,28 @@ are what ``--agent-retries`` handles. So:
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_groundeval.pytest.items import REPORT_ATTR, RESULT, case_ref, properties
+from pytest_groundeval.pytest.keys import REPORTER
 
 if TYPE_CHECKING:
     from pytest_groundeval.model import CaseResult
 
 #: the plugins that re-run failed tests, by module (whatever name they were registered under)
-RERUN_PLUGINS = {"pytest_rerunfailures": "pytest-rerunfailures", "pytest_retry.retry_plugin": "pytest-retry"}
+RERUN_PLUGINS = MappingProxyType({"pytest_rerunfailures": "pytest-rerunfailures",
+                                  "pytest_retry.retry_plugin": "pytest-retry"})
 #: their shared per-test marker, as both read it: no reruns, no retries, and a false condition
 #: (the one switch each honours even under --force-reruns / --reruns-mode append)
-EXEMPT = {"reruns": 0, "retries": 0, "condition": False}
+EXEMPT = MappingProxyType({"reruns": 0, "retries": 0, "condition": False})
 
 
 def first_result(item: pytest.Item | None) -> "CaseResult | None":
     """The result this item's case already produced in this session (its call phase ran
     before), else None."""
-    from pytest_groundeval.pytest.plugin import RESULT
-
     return item.stash.get(RESULT, None) if item is not None else None
 
 
@@ -96,13 +99,11 @@ class Reruns:
     froze = False  # (plugin.pytest_unconfigure reads it off every groundeval plugin)
 
     def __init__(self, config: pytest.Config) -> None:
-        from pytest_groundeval.pytest.reporter import REPORT_ATTR
-
         self.config = config
         self.plugins = rerun_plugins(config)
         self.settings = rerun_settings(config) if self.plugins else []
         self.attr = REPORT_ATTR
-        self.reporter = config.pluginmanager.get_plugin("groundeval-reporter")  # the controller's, else None
+        self.reporter = config.stash.get(REPORTER, None)  # the controller's, else None
         self.again: set[tuple] = set()  # (controller) cases reported more than once
 
     # -- 1. the marker --
@@ -114,8 +115,6 @@ class Reruns:
         under xdist)."""
         if not self.plugins:
             return
-        from pytest_groundeval.pytest.evaluator import case_ref
-
         mark = pytest.mark.flaky(**EXEMPT)
         for item in items:
             if case_ref(item) is not None and (self.settings or item.get_closest_marker("flaky") is not None):
@@ -142,10 +141,9 @@ class Reruns:
             first = results.get(key) if key is not None else None
             if first is not None and key in self.again:
                 # junitxml reads a testcase's properties off its teardown report
-                from pytest_groundeval.pytest.plugin import _properties
 
                 report.user_properties = [(k, v) for k, v in report.user_properties
-                                          if not str(k).startswith("groundeval.")] + _properties(first)
+                                          if not str(k).startswith("groundeval.")] + properties(first)
 
     # -- the one terminal line --
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -54,57 +54,47 @@ class Sharder:
     """Registered (``plugin.py``) in every process of a session run with ``--groundeval-shard``.
 
     Where items are collected (the only process, or each xdist worker) it deselects the
-    other shards' eval items and notes the whole selection; an xdist worker hands that note
-    to the controller through ``workeroutput``, where the reporter puts it in the record."""
+    other shards' eval items and notes the whole selection in this process's ``WorkerOutput``
+    (``workeroutput.py``; an xdist worker's reaches the controller), which the reporter puts
+    in the record."""
 
     froze = False  # (plugin.py asks every groundeval plugin whether it froze the collector)
 
     def __init__(self, index: int, count: int) -> None:
         self.index, self.count = index, count
-        self.info: ShardRecord | None = None  # None: no eval item was selected (or not reported yet)
-        self.kept = 0
-
-    def record(self) -> ShardRecord | None:
-        return self.info
 
     @pytest.hookimpl(trylast=True)  # after -k / -m (and any other plugin) chose the run's selection
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        from pytest_groundeval.pytest.evaluator import case_ref
+        from pytest_groundeval.pytest.items import case_ref
+        from pytest_groundeval.pytest.workeroutput import publish
 
         evals = [(item, ref) for item in items if (ref := case_ref(item)) is not None]
         if not evals:
             return
-        self.info = ShardRecord(index=self.index, count=self.count, selection_size=len(evals),
-                                selection_sha256=selection_digest((ref.task, ref.case_id) for _, ref in evals))
+        info = ShardRecord(index=self.index, count=self.count, selection_size=len(evals),
+                           selection_sha256=selection_digest((ref.task, ref.case_id) for _, ref in evals))
         others = {id(item) for item, ref in evals if shard_of(ref.task, ref.case_id, self.count) != self.index}
-        self.kept = len(evals) - len(others)
+        publish(config, shard=info, shard_kept=len(evals) - len(others))
         if others:
             config.hook.pytest_deselected(items=[item for item in items if id(item) in others])
             items[:] = [item for item in items if id(item) not in others]
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        workeroutput = getattr(session.config, "workeroutput", None)
-        if workeroutput is not None and self.info is not None:  # read by the controller's sharder
-            workeroutput["groundeval_shard"] = self.info.model_dump()
-            workeroutput["groundeval_shard_kept"] = self.kept
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        out = getattr(node, "workeroutput", None) or {}
-        if out.get("groundeval_shard") is not None:  # every worker collects (and splits) every item
-            self.info = ShardRecord.model_validate(out["groundeval_shard"])
-            self.kept = int(out.get("groundeval_shard_kept") or 0)
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.info is not None:
+        from pytest_groundeval.pytest.keys import REPORTER
+
+        reporter = terminalreporter.config.stash.get(REPORTER, None)
+        info, kept = reporter.shard() if reporter is not None else (None, 0)  # this process's, or a worker's
+        if info is not None:
             terminalreporter.write_line(
-                f"groundeval: shard {self.index}/{self.count}: {self.kept} of the {self.info.selection_size} selected "
+                f"groundeval: shard {self.index}/{self.count}: {kept} of the {info.selection_size} selected "
                 f"eval cases; `groundeval merge` the {self.count} shard records into the run's record")
 
 
 def register_sharder(config: pytest.Config, shard: tuple[int, int] | None) -> Sharder | None:
     if shard is None:
         return None
-    sharder = Sharder(*shard)
+    from pytest_groundeval.pytest.keys import SHARDER
+
+    sharder = config.stash[SHARDER] = Sharder(*shard)
     config.pluginmanager.register(sharder, "groundeval-sharder")
     return sharder

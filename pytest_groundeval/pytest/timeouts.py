@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from pytest_groundeval.pytest.ledger import ACTIVE
+from pytest_groundeval.pytest.items import case_ref
+from pytest_groundeval.pytest.keys import EVALUATOR, REPORTER
 from pytest_groundeval.model import CaseRef, ErrorInfo
 
 ARMED = pytest.StashKey[tuple]()  # (timeout seconds, method) of the item's pytest-timeout timer
@@ -46,12 +47,9 @@ def timeout_error(item: pytest.Item, report: pytest.TestReport) -> ErrorInfo | N
 
 
 class TimeoutKinds:
-    def __init__(self, case_ref: Any) -> None:
-        self.case_ref = case_ref
-
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
-        ref = self.case_ref(item)
+        ref = case_ref(item)
         if ref is None:
             return None  # not an eval item: pytest-timeout as always
         method = settings.method
@@ -82,9 +80,11 @@ class TimeoutKinds:
         if settings.disable_debugger_detection or not pytest_timeout.is_debugging():
             message = _message(settings.timeout, "thread")
             try:
-                if ACTIVE:  # an xdist worker: the controller reads it when this process is gone
-                    ACTIVE[-1].timed_out(ref, message)
-                reporter = item.config.pluginmanager.get_plugin("groundeval-reporter")
+                evaluator = item.config.stash.get(EVALUATOR, None)
+                ledger = evaluator.ledger if evaluator is not None else None
+                if ledger is not None:  # an xdist worker: the controller reads it when this process is gone
+                    ledger.timed_out(ref, message)
+                reporter = item.config.stash.get(REPORTER, None)
                 if reporter is not None:  # the only process: the case goes in the journal
                     from pytest_groundeval.store.record import case_json
                     from pytest_groundeval.run.runner import not_run
@@ -97,9 +97,9 @@ class TimeoutKinds:
         pytest_timeout.timeout_timer(item, settings)  # pytest-timeout's own: the stacks, then os._exit(1)
 
 
-def register(config: pytest.Config, case_ref: Any) -> None:
+def register(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("timeout"):
         return
-    plugin = TimeoutKinds(case_ref)
+    plugin = TimeoutKinds()
     config.pluginmanager.register(plugin, "groundeval-timeout")
     config.add_cleanup(lambda: config.pluginmanager.is_registered(plugin) and config.pluginmanager.unregister(plugin))

@@ -3,7 +3,7 @@
 A figure with no interval in the record (a null ``*_ci95``: fewer than two cases) is printed
 without one. The paths are not repeated here: the reporter prints the run record's and the HTML
 report's (``HTML report: PATH``) after these lines, the subset and cut-short reasons, and
-LangSmith (``tracing.py``) its experiments' URLs.
+LangSmith (``integrations/langsmith/``) its experiments' URLs.
 
 Which figures a task shows, and which way a missed threshold was missed, come from the
 record's own metric specs (``summary.<task>.specs``): no task needs to be installed."""

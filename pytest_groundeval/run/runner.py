@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import contextlib
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from pytest_groundeval.run.bounds import MAX_DEPTH, MAX_STEP, MAX_STEPS, answer_was_cut, bound, bound_output, too_deep, usage_beyond
 from pytest_groundeval.run.calls import AgentCallError, CallPolicy, call_with_policy, is_timeout, repeat_of, spending_into
-from pytest_groundeval.pytest.ledger import agent_thread
 from pytest_groundeval.model import (
     AgentOutput,
     Case,
@@ -33,7 +33,6 @@ from pytest_groundeval.model import (
 )
 from pytest_groundeval.tasks.base import Task
 from pytest_groundeval.run.toolcalls import ToolLog, observe
-from pytest_groundeval.integrations.langsmith.tracing import case_trace
 from pytest_groundeval.run.usage import Budget, cost_usd, costs_nothing
 
 
@@ -73,11 +72,47 @@ def agent_name(agent: Any) -> str:
     return name if cls.__module__.startswith("pytest_groundeval.") else f"{name} ({path})"
 
 
-def call_agent(agent: Any, task: Task, case: Case) -> AgentOutput:
+class _NoTrace:
+    """No tracing: nothing to enter."""
+
+    __slots__ = ()
+
+    def attempt(self) -> contextlib.nullcontext:
+        return _NULL
+
+
+_NULL = contextlib.nullcontext()
+NO_TRACE = _NoTrace()
+
+
+def _no_trace(case: Case) -> Any:
+    return NO_TRACE
+
+
+def _nothing(ref: CaseRef) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class CallObservers:
+    """What watches an agent call, handed in by the process that runs it (the pytest
+    evaluator), never found through a global: ``trace(case)`` opens the case's root run
+    (LangSmith's worker half, ``integrations/langsmith/worker.py``; enter ``.attempt()``
+    around each attempt on the thread running it), ``agent_thread(ref)`` notes the thread
+    that calls the agent (an xdist worker's crash ledger, ``pytest/ledger.py``)."""
+
+    trace: Callable[[Case], Any] = _no_trace
+    agent_thread: Callable[[CaseRef], None] = _nothing
+
+
+UNOBSERVED = CallObservers()
+
+
+def call_agent(agent: Any, task: Task, case: Case, observers: CallObservers = UNOBSERVED) -> AgentOutput:
     """Built-in agents implement ``run_case(task, prompt, inputs)`` (the task supplies their
     strategy, system prompt and tools); any other agent gets ``run(prompt)``. With
     ``--repeat``, the repeat is known to the model-call cache while the agent runs."""
-    agent_thread(case.ref)  # an xdist worker notes which thread calls the agent (ledger.py)
+    observers.agent_thread(case.ref)  # an xdist worker notes which thread calls the agent (ledger.py)
     with repeat_of(case.ref.repeat):
         if hasattr(agent, "run_case"):
             return AgentOutput.coerce(agent.run_case(task, case.prompt, case.inputs))
@@ -114,7 +149,7 @@ def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
 
 
 def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = None,
-              budget: Budget | None = None) -> Called:
+              budget: Budget | None = None, observers: CallObservers = UNOBSERVED) -> Called:
     """Load the case and call the agent (with timeout/retries when a policy is given)."""
     called = Called(ref=ref)
     case, called.error = load_case(task, ref)
@@ -129,7 +164,7 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
             called.error = ErrorInfo(kind="budget", message=f"not run: {why}")
             return called
     try:
-        output = _call_agent(called, task, case, agent, policy)
+        output = _call_agent(called, task, case, agent, policy, observers)
         if output is not None:
             _take_output(called, output, agent, budget)
     finally:
@@ -160,7 +195,8 @@ def _uncounted(called: Called, agent: Any, budget: Budget) -> str | None:
     return f"{where} used model {model!r}, which has no price in the price table, so its cost is unknown"
 
 
-def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None) -> AgentOutput | None:
+def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: CallPolicy | None,
+                observers: CallObservers = UNOBSERVED) -> AgentOutput | None:
     """The agent's answer, or None with ``called.error`` set (kind agent or timeout). What
     failed attempts spent (``exc.usage`` on the exception, as the LangGraph agent sets it,
     and the usage an API error's body reports) is charged to the case and, through
@@ -171,7 +207,7 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     # what each attempt spent: the agent's running tally (calls.spending_into), or what its
     # exception says; an attempt the harness stopped waiting for is read as it stands then
     tallies: list[dict[str, Any]] = []
-    trace = case_trace(case)  # LangSmith's root run of the case (tracing.py); a shared no-op without it
+    trace = observers.trace(case)  # LangSmith's root run of the case (langsmith/worker.py); a no-op without it
 
     def attempt() -> AgentOutput:
         began = time.perf_counter()
@@ -182,7 +218,7 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             # records every call of the tools it hands the agent (toolcalls.py), per attempt,
             # and what the attempt spends (calls.spending_into)
             with trace.attempt(), observe() as log, spending_into(tally):
-                output = call_agent(agent, task, case)
+                output = call_agent(agent, task, case, observers)
             logs[id(output)] = (output, log)  # the answering attempt's log, whichever thread ran it
             tally["answered"] = True
             return output
