@@ -32,9 +32,9 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, WithJson
 SCHEMA_VERSION = "2.0"
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
-ErrorKind = Literal["case", "agent", "timeout", "budget", "crash", "interrupted", "internal"]
+ErrorKind = Literal["case", "agent", "timeout", "budget", "crash", "interrupted", "internal", "server"]
 #: kinds a --resume runs again (the infrastructure may do better next time)
-RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget", "crash", "interrupted"})
+RETRYABLE_KINDS = frozenset({"agent", "timeout", "budget", "crash", "interrupted", "server"})
 
 
 class CaseError(Exception):
@@ -296,6 +296,41 @@ class ToolCall(_Model):
     ended: int | None = None
 
 
+class FhirExchange(_Model):
+    """One request an agent made to its case's FHIR server, with the server's response
+    (``fhir/server``: the server logs every request; this is that log, per case)."""
+
+    seq: int = Field(ge=1)  # order of arrival on the case's server
+    method: str  # GET, POST, PUT, PATCH, DELETE
+    path: str  # relative to the case's FHIR base, e.g. "ServiceRequest?patient=Patient/abc"
+    status: int  # the HTTP status the server answered
+    request: Any = None  # the request body (JSON), when there was one
+    response: Any = None  # the response body (JSON), bounded like any output (bounds.py)
+    refused: str | None = None  # why the harness's checks refused it before the store saw it (write cap, binding)
+
+
+class FhirChange(_Model):
+    """One resource the case's server holds differently after the agent than before."""
+
+    kind: Literal["created", "updated", "deleted"]
+    resource_type: str
+    id: str
+    before: dict[str, Any] | None = None  # None: created
+    after: dict[str, Any] | None = None  # None: deleted
+
+
+class FhirActivity(_Model):
+    """What an agent did on its case's FHIR server (the orders and labs suites): every request
+    and response, and the state diff (what was created, changed or deleted, server metadata
+    such as ``meta.versionId``/``lastUpdated`` left out). Scorers of server-state tasks read
+    this, so a ``--rescore`` needs nothing but the record."""
+
+    base_url: str  # the case's FHIR base the agent was given (its port differs run to run)
+    requests: list[FhirExchange] = Field(default_factory=list)
+    changes: list[FhirChange] = Field(default_factory=list)
+    requests_cut: int = Field(default=0, ge=0)  # requests beyond the log's bound (counted, not kept)
+
+
 class CaseResult(_Model):
     """Everything one case produced. The only producers are ``runner.run_case`` and
     ``runner.reuse`` (and ``runner.not_run`` for items pytest stopped before the case)."""
@@ -327,6 +362,7 @@ class CaseResult(_Model):
     # which of the agent's answer rules gave the scored answer (AgentOutput.extra["answer_source"]:
     # the langgraph agent's final_message / last_tool_resource / none); None: the agent did not say
     answer_source: str | None = None
+    fhir: FhirActivity | None = None  # a server-state task's case: its FHIR requests and state diff
     steps: int | None = None
     resumed_from: str | None = None
     rescored_from: str | None = None
