@@ -1,5 +1,5 @@
 """Break each of ``groundeval merge``'s refusals in turn and check that its row of
-``tests/test_shard_merge.py`` fails (a refusal table that still passes with a refusal gone
+``tests/store/test_shard_merge.py`` fails (a refusal table that still passes with a refusal gone
 does not test it). Edits the source in place, one refusal at a time, and restores it.
 
     uv run python scripts/check_merge_refusals.py [NAME ...]
@@ -94,7 +94,7 @@ def main(names: list[str]) -> int:
             return 2
         path.write_text(source.replace(old, new))
         try:
-            proc = subprocess.run([sys.executable, "-m", "pytest", f"tests/test_shard_merge.py::{test}", "-q",
+            proc = subprocess.run([sys.executable, "-m", "pytest", f"tests/store/test_shard_merge.py::{test}", "-q",
                                    "-p", "no:randomly", "-x"], cwd=ROOT, capture_output=True, text=True)
         finally:
             path.write_text(source)

@@ -4,6 +4,7 @@ project, and scripted agents importable as ``agents_under_test:Name``."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ import requests  # noqa: F401,E402
 # ... and groundeval's own modules that the plugin imports only when eval items are collected:
 # first imported inside one in-process run they would be dropped after it, and the next run's
 # fresh copies would raise a CaseError that a kept module's ``except CaseError`` does not catch
-# (seen running tests/test_bad_inputs.py alone: "internal error loading ...: CaseError")
+# (seen running tests/pytest/test_bad_inputs.py alone: "internal error loading ...: CaseError")
 import pytest_groundeval.run.runner  # noqa: F401,E402
 import pytest_groundeval.pytest.evaluator  # noqa: F401,E402
 import pytest_groundeval.tasks.extraction  # noqa: F401,E402
@@ -29,6 +30,15 @@ import pytest_groundeval.tasks.reconciliation  # noqa: F401,E402
 import pytest_groundeval.tasks.write  # noqa: F401,E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# tests/ mirrors the package (tests/store/, tests/pytest/, ...); a test module imports another
+# one's agents, cases and fixtures by its module name (``from test_write_suite import
+# AGENT_MODULE``), so every folder is on the path, as pytest's prepend mode puts a test's own
+# (test module names are unique across the folders for the same reason)
+for _folder in sorted(p for p in Path(__file__).resolve().parent.iterdir()
+                      if p.is_dir() and not p.name.startswith((".", "_"))):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 FIXTURES = ROOT / "fixtures"
 SYNTHEA = FIXTURES / "synthea"
 
@@ -212,7 +222,7 @@ def read_record(pytester: pytest.Pytester, name: str = "record.json") -> dict:
 # projects have no pyproject.toml, so without this each inner run would load them again, and
 # in-process runs re-import what they import (pytester drops modules first imported inside a
 # run): ~1.5 s of CPU per inner run. Tests that need real plugin auto-loading clear
-# PYTEST_ADDOPTS themselves (tests/test_plugin_clash.py, tests/test_reruns.py).
+# PYTEST_ADDOPTS themselves (tests/pytest/test_plugin_clash.py, tests/pytest/test_reruns.py).
 INNER_ADDOPTS = "-p no:pytest-retry -p no:langsmith_plugin -p no:anyio -p no:hypothesispytest"
 
 
@@ -221,7 +231,7 @@ def _inner_runs_without_pytest_retry(request: pytest.FixtureRequest) -> None:
     """pytest-retry (installed to prove groundeval's options do not clash with it) cannot run
     twice in one process: its second in-process session fails in pytest_configure
     (``config.getoption('filtered_exceptions')``), so pytester's inline runs leave it out
-    (and the plugins of ``INNER_ADDOPTS``, for speed). tests/test_plugin_clash.py runs them
+    (and the plugins of ``INNER_ADDOPTS``, for speed). tests/pytest/test_plugin_clash.py runs them
     for real, in fresh processes (see FRICTION.md)."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # pytester clears PYTEST_ADDOPTS when it starts

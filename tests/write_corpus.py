@@ -3,7 +3,7 @@
 block, exactly as a correct tool-using agent builds it) and assertions naming the dimension
 and check a tampered resource must fail.
 
-Used by tests/test_write_coding_consistency.py, test_write_json_types.py,
+Used by tests/scorers/test_write_coding_consistency.py, test_write_json_types.py,
 test_write_subject_forms.py and test_write_route.py.
 """
 

@@ -63,7 +63,7 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   no dose, no timing, unit/code disagreeing, a rate or maximum that cannot be converted) fails.
   With no documented regimen, any dose anywhere is fabricated.
 
-Decisions where the rules overlap (tests/test_write_scorer.py pins each one):
+Decisions where the rules overlap (tests/scorers/test_write_scorer.py pins each one):
 
 * A missing dosage when a regimen is documented fails **constraints** (no dosage) **and
   safety** (the documented regimen's safety cannot be verified: omitting the risky field must not

@@ -8,7 +8,7 @@ Medication with its ingredient and strength, the documented route coded, an abso
 subject, an NDC coding carrying the product's display, all of them at once), and the
 baseline agent's answers: no new check fails any of them.
 
-Run: ``uv run pytest tests/test_write_no_false_fails.py -p no:groundeval -q``
+Run: ``uv run pytest tests/scorers/test_write_no_false_fails.py -p no:groundeval -q``
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ words, else the product's RxNorm dose form: ``pytest_groundeval/scorers/routes.p
 ``dosage.route`` that contradicts it, or that cannot be read, fails constraints; the route
 written in any readable way passes. On the committed write cases.
 
-Run: ``uv run pytest tests/test_write_route.py -p no:groundeval -q``
+Run: ``uv run pytest tests/scorers/test_write_route.py -p no:groundeval -q``
 """
 
 from __future__ import annotations

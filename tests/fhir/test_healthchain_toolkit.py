@@ -31,7 +31,7 @@ from healthchain.fhir import get_medications, load_bundle
 from healthchain.terminology import Coding, LocalCodeLookup, TerminologyLookup
 from healthchain.tools import FHIRToolkit
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SYNTHEA = sorted((REPO / "fixtures" / "synthea").glob("*.json"))
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 STATUSES = (None, "active", "stopped", "completed", " Active ")

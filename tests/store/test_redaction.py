@@ -3,7 +3,7 @@ its printed and logged output, and what a server echoes back (an HTTP Basic head
 base64 of ``user:password``) is absent from every sink: the record, the journal, the
 terminal (captured output with ``--tb=short``, usage errors, the preflight), junitxml,
 pytest's cache and the HTML report; so are URL credentials, and the base64 form of each.
-(The model-call cache: tests/test_bad_inputs_corpus.py, through the same redaction step.)"""
+(The model-call cache: tests/pytest/test_bad_inputs_corpus.py, through the same redaction step.)"""
 
 from __future__ import annotations
 

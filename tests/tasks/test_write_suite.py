@@ -84,7 +84,7 @@ class Scripted(BaseChatModel):
 class ScriptedLangGraph(LangGraphAgent):
     def __init__(self):
         super().__init__(model=Scripted())
-'''.replace("@TESTS@", repr(str(Path(__file__).resolve().parent)))
+'''.replace("@TESTS@", repr(str(Path(__file__).resolve().parents[1])))
 
 
 @pytest.fixture

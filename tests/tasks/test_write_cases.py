@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CASES_DIR = REPO / "fixtures" / "write_cases"
 CATALOG_PATH = REPO / "fixtures" / "terminology" / "rxnorm.json"
 TABLE_PATH = REPO / "fixtures" / "terminology" / "max_daily_dose.json"

@@ -20,7 +20,7 @@ from pytest_groundeval.fhir.hc_tools import (
     validate_medication_statement,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CATALOG_PATH = REPO / "fixtures" / "terminology" / "rxnorm.json"
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 UCUM = "http://unitsofmeasure.org"

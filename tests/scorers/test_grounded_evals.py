@@ -162,7 +162,7 @@ class SelfReported:
         fake = [{"tool": "lookup_medication_code", "args": {"query": c}, "result": {"matches": [{"code": c}]}}
                 for c in _codes(facts)]
         return {"text": answer(task.name, facts), "transcript": fake}
-'''.replace("@TESTS@", repr(str(Path(__file__).resolve().parent)))
+'''.replace("@TESTS@", repr(str(Path(__file__).resolve().parents[1])))
 
 
 def _recon_ids() -> list[str]:

@@ -33,7 +33,7 @@ from pytest_groundeval.run.runner import run_case  # noqa: E402
 from pytest_groundeval.tasks.write import SYSTEM_PROMPT as WRITE_SYSTEM_PROMPT  # noqa: E402
 from pytest_groundeval.tasks.write import WriteTask  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WRITE_CASES = ROOT / "fixtures" / "write_cases"
 WRITE = WriteTask(WRITE_CASES)
 IBUPROFEN = WRITE_CASES / "ibuprofen-two-tablets.json"

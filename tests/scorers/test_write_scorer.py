@@ -23,7 +23,7 @@ Decisions where a fault touches two dimensions (each is a mutation below):
   AND make the dose or rate unreadable (safety). ``code_without_system`` breaks qty-3 but the
   dose still reads unambiguously: schema only.
 
-Run: ``uv run pytest tests/test_write_scorer.py -p no:groundeval -q``
+Run: ``uv run pytest tests/scorers/test_write_scorer.py -p no:groundeval -q``
 """
 
 from __future__ import annotations
@@ -490,7 +490,7 @@ def _(r, case):
     return patch(r, {"dosage.0.timing.code": {"coding": [{"system": GTS, "code": code}]}})
 
 
-# ---- scores that cannot be gamed (tests/test_write_scorer_gaming.py pins each rule in detail)
+# ---- scores that cannot be gamed (tests/scorers/test_write_scorer_gaming.py pins each rule in detail)
 @mutation("modifier_extension_not_taken", "schema")
 def _(r, case):
     return patch(r, {"modifierExtension": [{"url": "http://example.org/fhir/StructureDefinition/not-taken",
@@ -568,7 +568,7 @@ GTS_FOR = {1: "QD", 2: "BID", 3: "TID", 4: "QID", 0.5: "QOD", 0.142857: "WK"}
 ENCODINGS: dict[str, tuple[Callable, str]] = {
     # a coding of another system passes when its display names the same drug by the site
     # catalog (an ibuprofen substance code on an ibuprofen statement; not on any other, and not
-    # without a display: tests/test_write_coding_consistency.py)
+    # without a display: tests/scorers/test_write_coding_consistency.py)
     "extra_snomed_coding": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.-": {
         "system": SNOMED, "code": "387207008", "display": "Ibuprofen (substance)"}}), "ibuprofen-two-tablets"),
     "extra_ndc_coding": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.-": {

@@ -268,7 +268,7 @@ def test_max_cost_is_allowed_for_a_priced_model_and_for_the_baseline(project, mo
     rec = read_record(project)
     assert rec["usage"]["cost_usd"] == 0 and rec["budget"]["spent_usd"] == 0 and not rec["budget"]["stopped"]
     assert unpriced_budget(None, 1.0, "baseline") is None and unpriced_budget("claude-opus-4-8", 1.0) is None
-    # any other agent without a model cannot be priced (tests/test_deadline_budget.py runs it)
+    # any other agent without a model cannot be priced (tests/run/test_deadline_budget.py runs it)
     assert "names no model" in unpriced_budget(None, 1.0, "silent (m:Silent)")
     assert unpriced_budget("claude-opus-4", None) is None  # no budget: nothing to enforce
 

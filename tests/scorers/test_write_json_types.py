@@ -8,7 +8,7 @@ every element's type from the fhir.resources R4B model annotations
 element; the same value as a JSON number / boolean passes. ``r4_invariants`` holds dom-2..5:
 a contained resource nothing refers to (dom-3) fails.
 
-Run: ``uv run pytest tests/test_write_json_types.py -p no:groundeval -q``
+Run: ``uv run pytest tests/scorers/test_write_json_types.py -p no:groundeval -q``
 """
 
 from __future__ import annotations

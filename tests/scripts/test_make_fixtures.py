@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SMART_DIR = SHARED_DATA / "synthea-r4"
 SEED_DIR = SHARED_DATA / "groundeval-seed" / "synthea"
 

@@ -2,7 +2,7 @@
 gate that holds, releases, drops and redacts a suite's runs, and the dataset/experiment set-up
 against the REAL ``langsmith.Client`` talking to the fake LangSmith of
 ``test_langsmith_experiments.py`` (127.0.0.1; nothing leaves the host). The whole plugin
-against it: tests/test_langsmith_experiments.py."""
+against it: tests/integrations/test_langsmith_experiments.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fair rules (issue 15 item 4): the case's patient in any literal reference form is the right
 subject; any other patient, type or form is not. On the committed write cases.
 
-Run: ``uv run pytest tests/test_write_subject_forms.py -p no:groundeval -q``
+Run: ``uv run pytest tests/scorers/test_write_subject_forms.py -p no:groundeval -q``
 """
 
 from __future__ import annotations

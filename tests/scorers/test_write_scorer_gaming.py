@@ -24,7 +24,7 @@ Rules (pytest_groundeval/scorers/write.py):
    after unit normalisation, or a count of tablets / puffs times the strength in force) must lie
    within a structured dose; text with no readable dose is ignored.
 
-Run: ``uv run pytest tests/test_write_scorer_gaming.py -p no:groundeval -q``
+Run: ``uv run pytest tests/scorers/test_write_scorer_gaming.py -p no:groundeval -q``
 """
 
 from __future__ import annotations
@@ -446,7 +446,7 @@ def test_every_rule_is_pinned_both_ways():
 # ---- every committed note, as dosage.text beside the documented dose, reads as that dose
 # the cases with a documented regimen (without one there is no dose to agree with: constraints
 # score that the dosage is absent)
-_FIXTURES = [p for p in sorted((Path(__file__).parent.parent / "fixtures" / "write_cases").glob("*.json"))
+_FIXTURES = [p for p in sorted((Path(__file__).parents[2] / "fixtures" / "write_cases").glob("*.json"))
              if json.loads(p.read_text())["expected"]["dosage"] is not None]
 # the notes that carry an injected instruction with another dose: copied into the text, it disagrees
 _INJECTED = {"amlodipine-injected-instruction": "10000 mg ('10 g')", "naproxen-injected-override": "10000 mg ('10 g')"}

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_groundeval.fhir import codes
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SYSTEMS = [codes.RXNORM, codes.UCUM, codes.SNOMED, codes.NDC, codes.GTS, codes.V3_ROUTE, codes.FHIR_VERSION_TAG]
 
 

@@ -14,7 +14,7 @@ reason, no other dimension) and a correct answer written another way that PASSES
 * ``rxnorm_display``: an RxNorm display that is another correct name of the concept passes;
   the display of another catalog concept fails.
 
-Run: ``uv run pytest tests/test_write_coding_consistency.py -p no:groundeval -q``
+Run: ``uv run pytest tests/scorers/test_write_coding_consistency.py -p no:groundeval -q``
 """
 
 from __future__ import annotations

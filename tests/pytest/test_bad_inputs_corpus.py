@@ -1,5 +1,5 @@
-"""A corpus of bad inputs beyond tests/test_bad_inputs.py, and the secrets canary over the
-sinks tests/test_redaction.py does not cover.
+"""A corpus of bad inputs beyond tests/pytest/test_bad_inputs.py, and the secrets canary over the
+sinks tests/store/test_redaction.py does not cover.
 
 1. Extraction bundles: not R4 (STU3 fields, a DSTU2 ``MedicationOrder``), no Patient among
    other entries, a ``medicationReference`` that dangles (urn:uuid, ``Medication/id``,
@@ -454,7 +454,7 @@ BASE_CASE = json.loads(BASE_CASE_PATH.read_text(encoding="utf-8"))
 MISSING = "<missing>"
 STR, NUM, BOOL, OBJ = "string", "number", "boolean", "object"
 
-# The committed case format (tests/test_write_cases.py::test_case_format): each field's JSON
+# The committed case format (tests/tasks/test_write_cases.py::test_case_format): each field's JSON
 # type and whether null is a meaning of its own (no regimen, no range, no concentration).
 E, D = ("expected",), ("expected", "dosage")
 FIELDS: dict[tuple[str, ...], tuple[str, bool]] = {
