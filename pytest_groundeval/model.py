@@ -708,6 +708,14 @@ def resolve_metric(specs: Iterable[MetricSpec], key: str) -> str | None:
     return alias or next((s.name for s in specs if s.name == key), None)
 
 
+def pass_hat(runs: int, passed: int, k: int) -> float | None:
+    """tau-bench's pass^k of one case (Yao et al. 2024, section 5): C(passed, k) / C(runs, k),
+    the chance that k of its runs drawn without replacement all passed (None: fewer than k)."""
+    from math import comb
+
+    return comb(passed, k) / comb(runs, k) if 1 <= k <= runs else None
+
+
 class RepeatCase(_Model):
     """One case under ``--repeat N`` (``repeats.py``)."""
 
@@ -717,6 +725,13 @@ class RepeatCase(_Model):
     pass_hat_k: bool  # every repeat passed
     pass_at_k: bool  # at least one did
     flaky: bool  # some passed, some did not
+
+    def value(self, name: str) -> float | None:
+        """A per-case figure by name: a field, or ``pass_hat_<k>`` (tau-bench's pass^k of this
+        case, C(passed, k) / C(runs, k); None with fewer than k runs)."""
+        if name.startswith("pass_hat_") and name[9:].isdigit():
+            return pass_hat(self.runs, self.passed, int(name[9:]))
+        return float(getattr(self, name))
 
 
 class RepeatRecord(_Model):

@@ -211,7 +211,7 @@ class Settings:
         given += [(text, "option") for text in opt("groundeval_thresholds")]
         for text, origin in given:
             try:
-                thresholds.append(parse_threshold(text, tasks, origin))
+                thresholds.append(parse_threshold(text, tasks, origin, repeat=opt("groundeval_repeat") or 1))
             except ValueError as e:
                 raise pytest.UsageError(f"groundeval: {e}") from None
         _check_values(opt)

@@ -98,7 +98,7 @@ class Reporter:
                            "model": self.settings.agent.model, "requested": self.requested(),
                            "options": self.options(),
                            # what each figure of each task is (a journal is compared without its task installed)
-                           "specs": {name: [s.model_dump(mode="json") for s in type(task).all_specs()]
+                           "specs": {name: [s.model_dump(mode="json") for s in type(task).all_specs(self.settings.repeat)]
                                      for name, task in self.tasks.items()}})
 
     def attribution(self, cases: list[CaseResult]) -> tuple[str, str | None]:

@@ -338,9 +338,10 @@ def _columns(spec: MetricSpec, cases: list[list[CaseResult]], specs: dict[str, M
             from pytest_groundeval.run.repeats import case_figures
 
             figures = case_figures(results)
-            if figures is None:
+            value = next(iter(figures.values())).value(spec.per_case) if figures is not None else None
+            if value is None:  # no repeats, or fewer results than a pass^k needs
                 return None
-            out[i] = [float(getattr(next(iter(figures.values())), spec.per_case)), 1.0]
+            out[i] = [value, 1.0]
         elif spec is PASS_SPEC:
             out[i] = [sum(_value_of(spec, r) for r in results) / len(results), 1.0]
         else:

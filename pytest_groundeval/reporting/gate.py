@@ -27,11 +27,12 @@ class Threshold:
         return f"{self.task}.{self.metric}"
 
 
-def _specs(task: Any) -> list[MetricSpec]:
-    """The metric specs of a task class (``Task.all_specs``) or of a record's task summary."""
+def _specs(task: Any, repeat: int = 1) -> list[MetricSpec]:
+    """The metric specs of a task class (``Task.all_specs``, for a run of ``repeat`` repeats)
+    or of a record's task summary."""
     if isinstance(task, TaskSummary):
         return list(task.specs.values())
-    return list(task.all_specs())
+    return list(task.all_specs(repeat))
 
 
 def threshold_example(tasks: Mapping[str, Any]) -> str:
@@ -43,7 +44,7 @@ def threshold_example(tasks: Mapping[str, Any]) -> str:
     return "TASK.METRIC=0.95"
 
 
-def parse_threshold(text: str, tasks: Mapping[str, Any], origin: str = "option") -> Threshold:
+def parse_threshold(text: str, tasks: Mapping[str, Any], origin: str = "option", repeat: int = 1) -> Threshold:
     """``TASK.METRIC=VALUE`` → Threshold; a ``ValueError`` with a usable message otherwise.
     ``tasks`` maps task names to Task classes or to a record's :class:`TaskSummary` objects
     (a record's own summary gates it without its task installed): their declared metrics."""
@@ -53,7 +54,7 @@ def parse_threshold(text: str, tasks: Mapping[str, Any], origin: str = "option")
         raise ValueError(f"threshold {text!r}: expected TASK.METRIC=VALUE, e.g. {threshold_example(tasks)}")
     if task not in tasks:
         raise ValueError(f"threshold {text!r}: unknown task {task!r}; known: {', '.join(sorted(tasks))}")
-    specs = _specs(tasks[task])
+    specs = _specs(tasks[task], repeat)
     key = resolve_metric(specs, metric)
     if key is None:
         own = specs if isinstance(tasks[task], TaskSummary) else list(tasks[task].specs)  # not the harness's

@@ -6,13 +6,19 @@ draws), the share of cases with pass^k and pass@k, and the share of flaky cases 
 some repeats and failed others), each with a Wilson interval. Threshold names: ``TASK.pass_rate``, ``TASK.pass_hat_k``,
 ``TASK.pass_at_k`` and ``TASK.flaky`` (declared lower-is-better: a threshold on it is a maximum).
 Each figure is declared (:data:`REPEAT_SPECS`), and the record carries the declarations.
+
+``pass_hat_1`` .. ``pass_hat_K`` are tau-bench's pass^k (Yao et al. 2024, "τ-bench", section
+5): for each k, the mean over cases of C(c, k) / C(n, k), a case with n results of which c
+passed, i.e. the chance that k results drawn from its n all pass; K is the fewest results any
+case has (every case has at least k). ``pass_hat_1`` is the mean pass rate; ``pass_hat_N``
+with every case at N results is ``pass_hat_k``, the share of cases that passed every repeat.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-from pytest_groundeval.model import CaseResult, MetricSpec, RepeatCase, RepeatRecord, metric
+from pytest_groundeval.model import CaseResult, MetricSpec, RepeatCase, RepeatRecord, metric, pass_hat
 from pytest_groundeval.scorers.aggregate import rate_ci
 from pytest_groundeval.scorers.base import bootstrap_ci
 
@@ -25,6 +31,18 @@ REPEAT_SPECS: tuple[MetricSpec, ...] = (
     metric("flaky", "rate", source="repeats", higher_is_better=False),
 )
 REPEAT_METRICS = tuple(s.name for s in REPEAT_SPECS if s.kind != "count")
+PASS_HAT = "pass_hat_"  # pass_hat_<k>: tau-bench's pass^k
+
+
+def pass_hat_specs(n: int) -> tuple[MetricSpec, ...]:
+    """``pass_hat_1`` .. ``pass_hat_<n>``: means over cases, one value per case (bootstrap)."""
+    return tuple(metric(f"{PASS_HAT}{k}", "mean", source="repeats") for k in range(1, n + 1))
+
+
+def repeat_specs(figures: dict[str, Any]) -> tuple[MetricSpec, ...]:
+    """The specs of a :func:`repeat_summary` (its pass^k up to the K it has)."""
+    k = sum(1 for key in figures if key.startswith(PASS_HAT) and key[len(PASS_HAT):].isdigit())
+    return REPEAT_SPECS + pass_hat_specs(k)
 
 
 def case_figures(results: Iterable[CaseResult]) -> dict[str, RepeatCase] | None:
@@ -60,6 +78,10 @@ def repeat_summary(results: Iterable[CaseResult], *, seed: int = 0) -> dict[str,
         flags = [1.0 if getattr(c, key) else 0.0 for c in per_case.values()]
         out[key] = round(sum(flags) / n, 6)
         out[f"{key}_ci95"] = rate_ci(flags)  # a share of cases: Wilson
+    for k in range(1, min(c.runs for c in per_case.values()) + 1):  # tau-bench's pass^k
+        values = [pass_hat(c.runs, c.passed, k) for c in per_case.values()]
+        out[f"{PASS_HAT}{k}"] = round(sum(values) / n, 6)
+        out[f"{PASS_HAT}{k}_ci95"] = bootstrap_ci(values, seed=seed)
     return out
 
 
@@ -77,4 +99,5 @@ def repeat_records(cases: Iterable[CaseResult]) -> dict[str, RepeatRecord] | Non
     return out or None
 
 
-__all__ = ["REPEAT_METRICS", "REPEAT_SPECS", "case_figures", "repeat_records", "repeat_summary"]
+__all__ = ["PASS_HAT", "REPEAT_METRICS", "REPEAT_SPECS", "case_figures", "pass_hat", "pass_hat_specs",
+           "repeat_records", "repeat_specs", "repeat_summary"]

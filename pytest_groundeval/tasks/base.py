@@ -146,7 +146,7 @@ class Task(ABC):
     def summary(self, results: list[CaseResult]) -> TaskSummary:
         """The record's summary of this task: ``summarize``'s figures, and under ``--repeat`` the
         repeat figures, each declared by its spec (the task's, grounded's, the repeats')."""
-        from pytest_groundeval.run.repeats import REPEAT_SPECS, repeat_summary
+        from pytest_groundeval.run.repeats import repeat_specs, repeat_summary
         from pytest_groundeval.scorers.aggregate import GROUNDED_SPEC
 
         figures = dict(self.summarize(results))
@@ -156,7 +156,7 @@ class Task(ABC):
         repeats = repeat_summary(results)  # --repeat N: pass rate, pass^k, pass@k, flaky share
         if repeats is not None:
             figures.update(repeats)
-            specs += REPEAT_SPECS
+            specs += repeat_specs(repeats)
         from pydantic import ValidationError
 
         try:
@@ -166,16 +166,17 @@ class Task(ABC):
             raise TypeError(f"task {self.name!r}: its summarize() and its specs disagree: {why}") from None
 
     @classmethod
-    def all_specs(cls) -> tuple[MetricSpec, ...]:
-        """Every spec a record of this task may carry: its own, grounded's, the repeats'."""
-        from pytest_groundeval.run.repeats import REPEAT_SPECS
+    def all_specs(cls, repeat: int = 1) -> tuple[MetricSpec, ...]:
+        """Every spec a record of this task may carry: its own, grounded's, the repeats' (with
+        pass^k up to ``repeat``, the run's ``--repeat``)."""
+        from pytest_groundeval.run.repeats import REPEAT_SPECS, pass_hat_specs
         from pytest_groundeval.scorers.aggregate import GROUNDED_SPEC
 
-        return tuple(cls.specs) + (GROUNDED_SPEC,) + tuple(REPEAT_SPECS)
+        return tuple(cls.specs) + (GROUNDED_SPEC,) + tuple(REPEAT_SPECS) + pass_hat_specs(repeat if repeat > 1 else 0)
 
     @classmethod
-    def resolve_metric(cls, key: str) -> str | None:
-        return resolve_metric(cls.all_specs(), key)
+    def resolve_metric(cls, key: str, repeat: int = 1) -> str | None:
+        return resolve_metric(cls.all_specs(repeat), key)
 
     # -- agents --
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:

@@ -373,6 +373,17 @@ def test_repeats_are_compared_on_per_case_pass_rates(project):
     assert row.base == 1.0 and row.new == pytest.approx(1 - failed / 90, abs=1e-6) and row.regression
     assert {(f.base_pass_rate, f.new_pass_rate) for f in t.pass_to_fail} == {(1.0, 0.5)}
     assert {f.reason for f in t.pass_to_fail} == {f"failed: {HALLUCINATED}"}
+    # tau-bench's pass^2 (declared per k under --repeat): a case with one of two repeats failing has 0
+    from pytest_groundeval.run.repeats import pass_hat_specs
+
+    hat = {**specs, **{s.name: s for s in pass_hat_specs(2)}}
+    numbered = [(cid, [r.model_copy(update={"repeat": k}) for k, r in enumerate(b_, 1)],
+                 [r.model_copy(update={"repeat": k}) for k, r in enumerate(n_, 1)]) for cid, b_, n_ in base]
+    t2 = compare_task("extraction", numbered, specs=(hat, hat), alpha=0.05, seed=0, n_resamples=500)
+    rows = {m.metric: m for m in t2.metrics}
+    assert rows["pass_hat_1"].new == pytest.approx(1 - failed / 90, abs=1e-6) and rows["pass_hat_1"].test == "bootstrap"
+    assert (rows["pass_hat_2"].base, rows["pass_hat_2"].new) == (1.0, pytest.approx(1 - failed / 45, abs=1e-6))
+    assert rows["pass_hat_2"].regression
     # half the repeats passing is a rate of 0.5, not a pass (per-case sums of 0 or 1 are no pass/fail)
     halves = compare_task("extraction", [(g.case_id, [g, b], [b, b]) for g, b in zip(good, bad)
                                          if b.outcome == "failed"], specs=(specs, specs), alpha=0.05, seed=0,

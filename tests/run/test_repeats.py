@@ -50,7 +50,12 @@ def test_repeat_3_with_a_flaky_agent_reports_the_flaky_share_and_pass_hat_3(eval
     assert s["pass_rate"] == pytest.approx((3 + 2 / 3) / 4, abs=1e-6)
     # the repeats declare their figures in the record: flaky lower-is-better, one value per case
     repeat_specs = {k: v for k, v in s["specs"].items() if v.get("source") == "repeats"}
-    assert set(repeat_specs) == {"repeats", "pass_rate", "pass_hat_k", "pass_at_k", "flaky"}
+    assert set(repeat_specs) == {"repeats", "pass_rate", "pass_hat_k", "pass_at_k", "flaky",
+                                 "pass_hat_1", "pass_hat_2", "pass_hat_3"}
+    # tau-bench's pass^k for k = 1..3: the flaky case (2 of 3) adds C(2,k)/C(3,k): 2/3, 1/3, 0
+    assert s["pass_hat_1"] == pytest.approx((3 + 2 / 3) / 4, abs=1e-6) == s["pass_rate"]
+    assert s["pass_hat_2"] == pytest.approx((3 + 1 / 3) / 4, abs=1e-6)
+    assert s["pass_hat_3"] == s["pass_hat_k"] == 0.75 and len(s["pass_hat_2_ci95"]) == 2
     assert repeat_specs["flaky"]["higher_is_better"] is False and repeat_specs["flaky"]["kind"] == "rate"
     assert repeat_specs["pass_rate"]["kind"] == "mean" and repeat_specs["repeats"]["kind"] == "count"
     per = rec["repeats"]["extraction"]
@@ -77,6 +82,38 @@ def test_thresholds_name_the_repeat_figures_and_flaky_is_a_maximum(evalproject):
     missed.stdout.fnmatch_lines(["*MISSED extraction.flaky = 0.250 > threshold 0.2*"])
     gate = read_record(evalproject, "missed.json")["gate"]
     assert not gate["passed"] and gate["thresholds"][0]["value"] == 0.25
+
+
+def test_a_threshold_on_pass_hat_k_exists_for_each_k_up_to_the_repeats(evalproject):
+    ok = _run(evalproject, "--run-record", "ok.json", "--threshold", "extraction.pass_hat_2=0.8")
+    assert ok.ret == pytest.ExitCode.OK
+    missed = _run(evalproject, "--run-record", "missed.json", "--threshold", "extraction.pass_hat_2=0.9")
+    missed.stdout.fnmatch_lines(["*MISSED extraction.pass_hat_2 = 0.833 < threshold 0.9*"])
+    beyond = _run(evalproject, "--threshold", "extraction.pass_hat_4=0.5")
+    assert beyond.ret == pytest.ExitCode.USAGE_ERROR
+    beyond.stderr.fnmatch_lines(["*unknown metric 'pass_hat_4' for extraction*"])
+
+
+def test_pass_hat_is_tau_bench_s_unbiased_estimator():
+    """pass^k of a case with n results, c passed: C(c, k) / C(n, k) (tau-bench, section 5),
+    against values worked by hand, and the mean over cases with the fewest results' K."""
+    from pytest_groundeval.model import CaseResult
+    from pytest_groundeval.run.repeats import pass_hat, repeat_summary
+
+    assert pass_hat(4, 2, 1) == 0.5 and pass_hat(4, 2, 2) == pytest.approx(1 / 6) and pass_hat(4, 2, 3) == 0.0
+    assert pass_hat(4, 4, 4) == 1.0 and pass_hat(4, 3, 2) == pytest.approx(3 / 6) and pass_hat(2, 2, 3) is None
+
+    def results(case, outcomes):
+        return [CaseResult(case_id=case, task="t", outcome=o, repeat=i + 1, content_hash="h",
+                           score={"passed": o == "passed", "metrics": {}, "reason": o})
+                for i, o in enumerate(outcomes)]
+
+    s = repeat_summary(results("a", ["passed", "failed", "passed", "failed"]) + results("b", ["passed"] * 3))
+    assert [key for key in s if key.startswith("pass_hat_") and not key.endswith("_ci95")] == \
+        ["pass_hat_k", "pass_hat_1", "pass_hat_2", "pass_hat_3"]  # K = 3: case b has 3 results
+    assert s["pass_hat_1"] == pytest.approx((0.5 + 1) / 2, abs=1e-6)
+    assert s["pass_hat_2"] == pytest.approx((1 / 6 + 1) / 2, abs=1e-6)
+    assert s["pass_hat_3"] == pytest.approx((0 + 1) / 2, abs=1e-6)
 
 
 def test_a_cut_short_repeated_run_resumes_to_every_repeat_once(evalproject):
