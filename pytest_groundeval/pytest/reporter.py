@@ -73,6 +73,7 @@ class Reporter:
         self.data: dict[tuple[str, str], bytes] = {}
         self.reruns: list[CaseResult] = []  # executions of a case after its first (reruns.py)
         self.journal: JournalWriter | None = None
+        self._journal_specs: set[str] = set()  # the tasks whose specs the journal holds
         self.record: RunRecord | None = None
         self.record_path: Path | None = None
         self.problems: list[str] = []
@@ -96,10 +97,7 @@ class Reporter:
     def header(self) -> dict[str, Any]:
         return redact_obj({"run_id": self.run_id, "started_at": self.started_at, "agent": self.settings.agent.name,
                            "model": self.settings.agent.model, "requested": self.requested(),
-                           "options": self.options(),
-                           # what each figure of each task is (a journal is compared without its task installed)
-                           "specs": {name: [s.model_dump(mode="json") for s in type(task).all_specs(self.settings.repeat)]
-                                     for name, task in self.tasks.items()}})
+                           "options": self.options()})
 
     def attribution(self, cases: list[CaseResult]) -> tuple[str, str | None]:
         """The agent as it names itself and the model it reports, from the cases it answered;
@@ -164,7 +162,7 @@ class Reporter:
             self._again(result, blob)
             return
         self._keep(result, blob)
-        self._journal(blob)
+        self._journal(blob, task=result.task)
 
     def _slim_previous(self) -> None:
         """The case's data off the previous report (every hook has read it by now): the
@@ -182,7 +180,7 @@ class Reporter:
         if orjson.loads(blob) == orjson.loads(zlib.decompress(self.data[result.result_key])):
             return
         self.reruns.append(result)
-        self._journal(blob, kind="rerun")
+        self._journal(blob, kind="rerun", task=result.task)
 
     def _keep(self, result: CaseResult, blob: bytes) -> None:
         self.results[result.result_key] = result
@@ -197,7 +195,7 @@ class Reporter:
             gc.freeze()
             self.froze = True
 
-    def _journal(self, blob: bytes, kind: str = "case") -> None:
+    def _journal(self, blob: bytes, kind: str = "case", task: str | None = None) -> None:
         if self.journal is None and not self.journal_failed:
             try:
                 self.journal = JournalWriter(self.path.with_suffix(".jsonl"), self.header())
@@ -207,6 +205,12 @@ class Reporter:
                                      f"{e.strerror or e} (the cases are kept for the record)")
         if self.journal is not None:
             try:
+                if task is not None and task not in self._journal_specs and task in self.tasks:
+                    # what each figure of the task is, before its first case (a journal is
+                    # compared without its task installed)
+                    self.journal.append_specs(task, [spec.model_dump(mode="json") for spec in
+                                                     type(self.tasks[task]).all_specs(self.settings.repeat)])
+                    self._journal_specs.add(task)
                 self.journal.append_json(blob, kind)
             except JournalWriteError as e:  # disk full mid-run: stop cleanly, the record keeps what finished
                 self.problems.append(f"{e}; the run was stopped (the cases that finished are kept for the record)")

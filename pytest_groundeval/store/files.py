@@ -47,7 +47,8 @@ class Journal(BaseModel):
     model: str | None = None  # what --model asked for
     requested: dict[str, str | None] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
-    # per task, what each figure is (None: a journal written before journals declared them)
+    # per task, what each figure is: its ``specs`` line, written before the task's first case
+    # (None: a journal written before journals declared them)
     specs: dict[str, list[MetricSpec]] | None = None
     cases: list[CaseResult] = Field(default_factory=list)
     reruns: list[CaseResult] = Field(default_factory=list)
@@ -116,6 +117,7 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
     header: dict[str, Any] | None = None
     cases: dict[tuple, CaseResult] = {}
     reruns: list[CaseResult] = []
+    specs: dict[str, list[Any]] = {}
     for n, line in enumerate(text.splitlines(), 1):
         try:
             obj = json.loads(line)
@@ -127,6 +129,8 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
         if kind == "header" and header is None:
             _check_version(obj.get("schema_version"), path, "a journal")
             header = obj
+        elif kind == "specs" and header is not None and isinstance(obj.get("task"), str):
+            specs[obj["task"]] = obj.get("specs")
         elif kind in ("case", "rerun"):
             if header is None:
                 break  # a journal's first line is its header
@@ -146,7 +150,7 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
                          "groundeval run wrote")
     try:
         return Journal.model_validate({**{k: v for k, v in header.items() if k in Journal.model_fields},
-                                       "cases": list(cases.values()), "reruns": reruns})
+                                       "specs": specs or None, "cases": list(cases.values()), "reruns": reruns})
     except ValidationError as e:
         raise _invalid(path, "its header", e) from None
 

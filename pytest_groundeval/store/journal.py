@@ -101,6 +101,12 @@ class JournalWriter:
         that)."""
         self._write_line(b'{"kind":"' + kind.encode() + b'",' + case[1:] + b"\n")
 
+    def append_specs(self, task: str, specs: list[dict[str, Any]]) -> None:
+        """What each figure of ``task`` is (its ``MetricSpec`` list), once, before its first
+        case: a journal is compared without its task installed, and declares only the tasks
+        it holds cases of. Raises :class:`JournalWriteError` like :meth:`append_json`."""
+        self._write({"kind": "specs", "task": task, "specs": specs})
+
     def _close_fd(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:

@@ -136,7 +136,8 @@ def test_a_complete_record_folds_its_journal_and_a_reused_path_starts_afresh(eva
     # the zero-medication case passes (nothing to omit), the next fails, -x stops the run
     _run(evalproject, "--agent=agents_under_test:Omitting", "-x").assert_outcomes(passed=1, failed=1)
     lines = [json.loads(x) for x in (evalproject.path / "record.jsonl").read_text().splitlines()]
-    assert [x["kind"] for x in lines] == ["header", "case", "case"]  # cut short: kept; only this run's
+    # cut short: kept; only this run's (and what each figure of its task is, before its first case)
+    assert [x["kind"] for x in lines] == ["header", "specs", "case", "case"]
     assert lines[0]["requested"]["agent"] == "agents_under_test:Omitting"
 
 

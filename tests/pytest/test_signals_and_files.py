@@ -263,7 +263,7 @@ def test_a_full_disk_under_the_journal_stops_the_run_and_the_record_keeps_what_f
         @staticmethod
         def write(fd, data):
             writes.append(len(data))
-            if len(writes) >= 4:  # the header, two cases, then the disk is full
+            if len(writes) >= 5:  # the header, the task's specs, two cases, then the disk is full
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             return os.write(fd, data)
 

@@ -209,15 +209,16 @@ def test_a_summary_holds_only_declared_figures():
         MetricSpec(name="f", kind="prf")
 
 
-def test_a_journal_compares_by_its_headers_specs_and_one_without_is_refused(toy, capsys):
-    """A journal has no summary: its header declares the specs (as the reporter writes it); a
-    journal whose header does not is refused, naming it and what to do."""
+def test_a_journal_compares_by_its_specs_lines_and_one_without_is_refused(toy, capsys):
+    """A journal has no summary: a ``specs`` line before a task's first case declares its
+    figures (as the reporter writes it); a journal without one is refused, naming it and what
+    to do."""
     new = RunRecord.model_validate_json(toy["new"].read_text())
     specs = [s.model_dump(mode="json") for s in new.summary["toy"].specs.values()]
     lines = [json.dumps({"kind": "case", **c.model_dump(mode="json")}) for c in new.cases]
     journal = toy["tmp"] / "new.jsonl"
-    journal.write_text("\n".join([json.dumps({"kind": "header", "schema_version": "2.0", "run_id": "n",
-                                              "specs": {"toy": specs}})] + lines) + "\n")
+    journal.write_text("\n".join([json.dumps({"kind": "header", "schema_version": "2.0", "run_id": "n"}),
+                                  json.dumps({"kind": "specs", "task": "toy", "specs": specs})] + lines) + "\n")
     _, data = _compare(capsys, toy["base"], journal)
     rows = _rows(data)
     assert rows["closeness"]["test"] == "bootstrap" and rows["harm"]["regression"]

@@ -64,6 +64,17 @@ def test_read_gives_a_typed_record_a_journal_and_a_shard(stored):
     assert shard.completeness.shard.index == shard.completeness.shard.count == 1
 
 
+def test_a_journal_declares_the_specs_of_the_tasks_it_holds_before_their_first_case(stored):
+    """A ``specs`` line per task the journal holds cases of (not every installed task), before
+    the first of them: what compare reads a journal's figures by."""
+    kinds = [(line.get("kind"), line.get("task")) for line in map(json.loads, (stored / "short.jsonl").read_text().splitlines())]
+    assert kinds[0] == ("header", None) and kinds[1] == ("specs", "extraction")
+    assert [k for k in kinds if k[0] == "specs"] == [("specs", "extraction")]
+    journal = read(stored / "short.jsonl")
+    assert set(journal.specs) == {"extraction"}
+    assert {s.name: s.kind for s in journal.specs["extraction"]}["micro_f1"] == "prf"
+
+
 def test_a_torn_last_journal_line_is_left_out(stored, tmp_path):
     text = (stored / "short.jsonl").read_text()
     torn = tmp_path / "torn.jsonl"
