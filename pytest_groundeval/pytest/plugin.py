@@ -270,8 +270,16 @@ def evaluate(request: pytest.FixtureRequest) -> Any:
             pytest.skip(result.reason or "skipped")
         if result.outcome != "passed":
             label = "ERROR" if result.outcome == "error" else "FAILED"
-            message = redact_text(escape_unencodable(f"{label} {case.task}:{case.case_id}: {result.reason}"))
-            pytest.fail(message, pytrace=False)
+            text = f"{label} {case.task}:{case.case_id}: {result.reason}"
+            error = result.error
+            if error is not None and error.kind == "agent" and error.traceback:
+                from pytest_groundeval.reporting.terminal import agent_frame
+
+                where = agent_frame(error.traceback)
+                text += f" (at {where})" if where else ""
+                if item is not None and item.config.option.tbstyle in ("long", "short", "native"):
+                    text += "\n" + error.traceback  # the agent's own traceback, as --tb asked
+            pytest.fail(redact_text(escape_unencodable(text)), pytrace=False)
         return result
 
     return run

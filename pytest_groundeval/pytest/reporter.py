@@ -396,15 +396,13 @@ class Reporter:
             return
         if self.record is None:
             return
-        from pytest_groundeval.reporting.terminal import terminal_lines
+        from pytest_groundeval.reporting.terminal import failure_lines, subset_line, terminal_lines
 
         tr = terminalreporter
         if self.own_failure_lines:
             tr.write_sep("=", "groundeval failures")
-            for c in self.record.cases:
-                if c.outcome in ("failed", "error"):
-                    label = "ERROR" if c.outcome == "error" else "FAILED"
-                    tr.write_line(f"{label} {c.task}:{c.case_id}: {c.reason}", red=True)
+            for line in failure_lines(self.record):
+                tr.write_line(line, red=True)
         tr.write_sep("=", "groundeval summary")
         for line in terminal_lines(self.record):
             tr.write_line(line)
@@ -413,10 +411,9 @@ class Reporter:
             for p in self.problems[:20]:
                 tr.write_line(f"  {p}", red=True)
         comp = self.record.completeness
-        if comp.subset:
-            shown = {k: v for k, v in comp.selection.items() if v and k != "numprocesses"}
-            tr.write_line(f"groundeval: a subset of the cases ({comp.recorded} of {comp.recorded + comp.deselected} "
-                          f"collected): {shown}", yellow=True)
+        subset = subset_line(self.record)
+        if subset is not None:
+            tr.write_line(subset, yellow=True)
         if comp.cut_short:
             tr.write_line(f"groundeval: the run was cut short: {comp.reason}", red=True)
         tr.write_line(f"run record: {self.record_path}")

@@ -10,7 +10,10 @@ record's own metric specs (``summary.<task>.specs``): no task needs to be instal
 
 from __future__ import annotations
 
+import re
+import sysconfig
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from pytest_groundeval.model import RunRecord
@@ -72,6 +75,107 @@ def completeness_line(record: RunRecord) -> str:
     return line + (f" ({'; '.join(notes)})" if notes else ", complete")
 
 
+# ---------------------------------------------------------------- failures, grouped
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)', re.M)
+
+
+def _foreign(path: str) -> bool:
+    """A frame of groundeval, the standard library or an installed package (not the user's)."""
+    p = Path(path)
+    if not p.is_absolute() or path.startswith("<"):
+        return True
+    here = Path(__file__).resolve().parents[1]
+    if here in p.parents:
+        return True
+    installed = {Path(v) for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(root in p.parents for root in installed) or "site-packages" in p.parts
+
+
+def agent_frame(traceback: str | None) -> str | None:
+    """Where a kept agent traceback says the agent failed: its own last frame (``FILE:LINE in
+    FUNC``), not groundeval's, the standard library's or an installed package's; else the last."""
+    frames = list(_FRAME.finditer(traceback or ""))
+    if not frames:
+        return None
+    own = [f for f in frames if not _foreign(f["file"])] or frames
+    last = own[-1]
+    return f"{last['file']}:{last['line']} in {last['func']}"
+
+
+def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
+    """The failed and errored cases, one line each; cases that failed for the very same reason
+    (an agent bug hitting every case, the cases not run after the consecutive-error stop) as
+    one line with their count and the first few ids. An agent error names the agent's own
+    file and line, from the kept traceback."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for c in record.cases:
+        if c.outcome in ("failed", "error"):
+            groups.setdefault((c.outcome, c.task, c.reason or ""), []).append(c)
+    lines = []
+    for (outcome, task, reason), cases in groups.items():
+        label = "ERROR" if outcome == "error" else "FAILED"
+        where = next((agent_frame(c.error.traceback) for c in cases
+                      if c.error is not None and c.error.kind == "agent" and c.error.traceback), None)
+        at = f" (at {where})" if where else ""
+        if len(cases) == 1:
+            lines.append(f"{label} {task}:{cases[0].case_id}: {reason}{at}")
+            continue
+        ids = ", ".join(c.case_id for c in cases[:examples]) + (f", and {len(cases) - examples} more"
+                                                                 if len(cases) > examples else "")
+        lines.append(f"{label} {len(cases)} {task} cases: {reason}{at} ({ids})")
+    return lines
+
+
+def subset_line(record: RunRecord) -> str | None:
+    """How the user chose a subset, in the words of the options that chose it."""
+    c = record.completeness
+    if not c.subset:
+        return None
+    sel = c.selection or {}
+    how = []
+    if sel.get("keyword"):
+        how.append(f"-k {sel['keyword']!r}")
+    if sel.get("markexpr"):
+        how.append(f"-m {sel['markexpr']!r}")
+    if sel.get("last_failed"):
+        how.append("--lf")
+    nodes = [a for a in sel.get("args") or [] if "::" in a]
+    if nodes:
+        how.append(f"{_plural(len(nodes), 'node id')}")
+    shard = getattr(c, "shard", None)
+    if shard is not None:
+        how.append(f"--groundeval-shard {shard.index}/{shard.count}")
+    if c.selected is None:
+        counts = f"{c.deselected} deselected"
+    else:
+        counts = f"{c.selected} of {c.selected + c.deselected} collected cases selected"
+    return f"groundeval: a subset of the cases ({counts})" + (f": {', '.join(how)}" if how else "")
+
+
+def gate_lines(record: RunRecord) -> list[str]:
+    """Each missed threshold, then one verdict (with why, when the run failed it otherwise)."""
+    gate = record.gate
+    if gate is None:
+        return []
+    lines = []
+    for t in gate.thresholds:
+        if not t.passed:
+            why = f" ({t.reason})" if t.reason else ""
+            task = record.summary.get(t.metric.partition(".")[0])
+            spec = task.specs.get(t.key) if task is not None else None
+            than = ">" if spec is not None and not spec.higher_is_better and t.value is not None else "<"
+            lines.append(f"groundeval gate: MISSED {t.metric} = {_fmt(t.value)} {than} threshold {t.threshold}{why}")
+    applied = [t for t in gate.thresholds if t.applied]
+    skipped = [t.metric for t in gate.thresholds if not t.applied]
+    met = sum(t.passed for t in applied)
+    verdict = "PASSED" if gate.passed else "FAILED"
+    if not gate.passed and gate.reason:
+        verdict += f": {gate.reason}"
+    lines.append(f"groundeval gate: {verdict} ({met}/{len(applied)} thresholds met)"
+                 + (f"; not applied (no case of their task ran): {', '.join(skipped)}" if skipped else ""))
+    return lines
+
+
 def terminal_lines(record: RunRecord) -> list[str]:
     lines = [f"agent: {record.agent}" + (f"  model: {record.model}" if record.model else "")]
     for task, summary in record.summary.items():
@@ -101,21 +205,5 @@ def terminal_lines(record: RunRecord) -> list[str]:
         first = warned[0]
         lines.append(f"groundeval: {len(warned)} case(s) with warnings (cases[].warnings in the record); "
                      f"first, {first.task}:{first.case_id}: {first.warnings[0]}")
-    gate = record.gate
-    if gate is not None:
-        for t in gate.thresholds:
-            if not t.passed:
-                why = f" ({t.reason})" if t.reason else ""
-                task = record.summary.get(t.metric.partition(".")[0])
-                spec = task.specs.get(t.key) if task is not None else None
-                than = ">" if spec is not None and not spec.higher_is_better and t.value is not None else "<"
-                lines.append(f"groundeval gate: MISSED {t.metric} = {_fmt(t.value)} {than} threshold {t.threshold}{why}")
-        if gate.reason:
-            lines.append(f"groundeval gate: {gate.reason}")
-        applied = [t for t in gate.thresholds if t.applied]
-        skipped = [t.metric for t in gate.thresholds if not t.applied]
-        met = sum(t.passed for t in applied)
-        lines.append("groundeval gate: " + ("PASSED" if gate.passed else "FAILED")
-                     + f" ({met}/{len(applied)} thresholds met)"
-                     + (f"; not applied (no case of their task ran): {', '.join(skipped)}" if skipped else ""))
+    lines += gate_lines(record)
     return lines

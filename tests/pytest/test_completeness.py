@@ -70,7 +70,7 @@ def test_a_chosen_subset_is_shown_and_may_pass_the_gate(evalproject):
     comp = read_record(evalproject)["completeness"]
     assert comp["subset"] and not comp["cut_short"] and comp["selection"]["keyword"] == "Felicitas"
     assert comp["selected"] == comp["recorded"] == 1 and comp["deselected"] == len(SMALL_SET) - 1
-    result.stdout.fnmatch_lines(["*groundeval: a subset of the cases (1 of 4 collected)*Felicitas*"])
+    result.stdout.fnmatch_lines(["*groundeval: a subset of the cases (1 of 4 collected cases selected): -k 'Felicitas'"])
 
 
 def test_a_full_run_is_complete(evalproject):

@@ -155,3 +155,77 @@ def test_the_html_report_path_is_printed_once(evalproject):
     result.stdout.fnmatch_lines(["completeness: *", "run record: *record.json", "HTML report: *report.html"])
     assert sum(line.startswith("HTML report:") for line in result.stdout.lines) == 1
     assert (evalproject.path / "report.html").is_file()
+
+
+# ---------------------------------------------------------------- what a user reads first (issue 21 item 8)
+BROKEN = '''
+class Broken:
+    name = "broken"
+
+    def run(self, prompt):
+        settings = {}
+        return str(settings["temperature"])  # the user's bug
+'''
+
+
+def _broken_line(p) -> int:
+    return next(n for n, line in enumerate((p.path / "broken_agent.py").read_text().splitlines(), 1)
+                if "the user's bug" in line)
+
+
+def test_identical_agent_errors_are_one_line_naming_the_agent_s_file_and_line(evalproject):
+    evalproject.makepyfile(broken_agent=BROKEN)
+    result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                                   "--agent=broken_agent:Broken")
+    where = f"broken_agent.py:{_broken_line(evalproject)} in run"
+    out = result.stdout.str()
+    lines = [ln for ln in result.outlines if ln.startswith(("ERROR ", "FAILED ")) and "test_evals.py::" not in ln]
+    assert len(lines) == 1, lines  # every case failed the same way: one line, with the count
+    assert lines[0].startswith(f"ERROR {len(SMALL_SET)} extraction cases: agent 'broken' failed after 1 attempt(s): "
+                               "KeyError: 'temperature' (at ") and where in lines[0], lines[0]
+    assert out.count("KeyError: 'temperature'") == 1
+
+
+def test_with_tb_long_an_agent_error_shows_the_agent_s_own_traceback(evalproject):
+    evalproject.makepyfile(broken_agent=BROKEN)
+    result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                                   "--agent=broken_agent:Broken", "--tb=long", "-x")
+    line = _broken_line(evalproject)
+    result.stdout.fnmatch_lines([f'*File "*broken_agent.py", line {line}, in run', "*KeyError: 'temperature'"])
+
+
+def test_a_subset_is_said_in_the_options_words_with_selected_of_collected(evalproject):
+    result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                                   "--agent=agents_under_test:Omitting", "-x", "-k", "not Felicitas")
+    result.stdout.fnmatch_lines([f"groundeval: a subset of the cases ({len(SMALL_SET) - 1} of {len(SMALL_SET)} "
+                                 "collected cases selected): -k 'not Felicitas'"])
+    assert "{" not in next(ln for ln in result.outlines if ln.startswith("groundeval: a subset"))
+
+
+def test_a_gate_failed_by_a_cut_short_run_gives_one_verdict():
+    from pytest_groundeval.model import GateRecord, ThresholdCheck
+    from pytest_groundeval.reporting.terminal import gate_lines
+
+    rec = record([passed(i) for i in range(2)], completeness=completeness(2, selected=4, cut_short=True,
+                                                                            reason="-x / --maxfail"))
+    rec.gate = GateRecord(passed=False, reason="the run was cut short: -x / --maxfail", thresholds=[
+        ThresholdCheck(metric="write.pass", key="pass", threshold=0.5, value=1.0, passed=True, applied=True)])
+    assert gate_lines(rec) == ["groundeval gate: FAILED: the run was cut short: -x / --maxfail (1/1 thresholds met)"]
+
+
+def test_the_agent_s_frame_is_its_own_not_groundeval_s_or_a_library_s():
+    import sysconfig
+
+    from pytest_groundeval.reporting import terminal
+    from pytest_groundeval.reporting.terminal import agent_frame
+
+    lib = Path(sysconfig.get_paths()["purelib"]) / "httpx" / "_client.py"
+    ours = Path(terminal.__file__).resolve().parents[1] / "run" / "runner.py"
+    tb = ("Traceback (most recent call last):\n"
+          f'  File "{ours}", line 119, in call_agent\n    return agent.run(case.prompt)\n'
+          '  File "/home/me/project/my_agent.py", line 42, in run\n    return self.client.post(url)\n'
+          f'  File "{lib}", line 1000, in post\n    raise HTTPError\n'
+          "httpx.HTTPError: boom\n")
+    assert agent_frame(tb) == "/home/me/project/my_agent.py:42 in run"
+    assert agent_frame(f'  File "{lib}", line 7, in post\n') == f"{lib}:7 in post"  # none of its own: the last
+    assert agent_frame("no frames here") is None and agent_frame(None) is None
