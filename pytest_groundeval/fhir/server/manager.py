@@ -207,6 +207,7 @@ class FhirServer:
         modules = ensure_installed(npm, self.announce)
         env = dict(os.environ)
         env["NODE_PATH"] = str(modules)
+        env["GROUNDEVAL_FHIR_SD_DIR"] = str(modules.parent / "sd")  # per-type definitions, split once
         env["GROUNDEVAL_FHIR_CONFIG"] = json.dumps({"token": self._token, "bindings": _bindings(),
                                                     "write_cap": self.write_cap, "max_log": self.max_log})
         env.pop("GROUNDEVAL_FHIR_PORT", None)

@@ -33,9 +33,67 @@ const MAX_LOG = Number.isInteger(config.max_log) ? config.max_log : 500;
 const MAX_BODY = 16 * 1024 * 1024;
 const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
-// Search parameters only: Medplum's searches need them; its structure definitions (1 s to
-// index) are used for validation, which this server leaves to groundeval's scorers.
+// Medplum's searches need the search parameters and the structure definitions of the types
+// they read (a token search on an Identifier, say). Reading profiles-resources.json is half a
+// second, so it is split once per install into one file per resource type (SD_DIR), and each
+// type is indexed the first time a request names it.
+const fs = require('node:fs');
+const path = require('node:path');
+const SD_DIR = process.env.GROUNDEVAL_FHIR_SD_DIR || '';
+core.indexStructureDefinitionBundle(definitions.readJson('fhir/r4/profiles-types.json'));
 core.indexSearchParameterBundle(definitions.readJson('fhir/r4/search-parameters.json'));
+const indexed = new Set();
+let known = null; // resource type -> its StructureDefinition, when there is no split to read
+
+function splitDefinitions() {
+  const all = definitions.readJson('fhir/r4/profiles-resources.json');
+  const byType = new Map();
+  for (const e of all.entry || []) {
+    const r = e.resource;
+    if (r && r.resourceType === 'StructureDefinition' && (r.kind === 'resource' || r.kind === 'logical')) {
+      byType.set(r.type, r);
+    }
+  }
+  if (!SD_DIR) return byType;
+  const tmp = `${SD_DIR}.tmp-${process.pid}`;
+  fs.mkdirSync(tmp, { recursive: true });
+  for (const [type, sd] of byType) fs.writeFileSync(path.join(tmp, `${type}.json`), JSON.stringify(sd));
+  fs.writeFileSync(path.join(tmp, 'index.json'), JSON.stringify([...byType.keys()]));
+  try {
+    fs.renameSync(tmp, SD_DIR);
+  } catch {
+    fs.rmSync(tmp, { recursive: true, force: true }); // another server split it first
+  }
+  return byType;
+}
+
+if (!SD_DIR || !fs.existsSync(path.join(SD_DIR, 'index.json'))) known = splitDefinitions();
+const TYPES = new Set(known ? known.keys() : JSON.parse(fs.readFileSync(path.join(SD_DIR, 'index.json'), 'utf8')));
+
+function ensureType(type) {
+  if (typeof type !== 'string' || indexed.has(type) || !TYPES.has(type)) return;
+  indexed.add(type);
+  const sd = known ? known.get(type) : JSON.parse(fs.readFileSync(path.join(SD_DIR, `${type}.json`), 'utf8'));
+  core.indexStructureDefinitionBundle([sd]);
+}
+['Resource', 'DomainResource', 'Bundle', 'OperationOutcome', 'Patient'].forEach(ensureType);
+
+// every resource type a request names: its path, its body (a bundle's entries), chained or
+// included types in its query
+function ensureTypesOf(segments, body, search) {
+  ensureType(segments[0]);
+  const visit = (r) => {
+    if (r && typeof r === 'object' && typeof r.resourceType === 'string') ensureType(r.resourceType);
+  };
+  visit(body);
+  if (body && Array.isArray(body.entry)) {
+    for (const e of body.entry) {
+      visit(e && e.resource);
+      if (e && e.request && typeof e.request.url === 'string') ensureType(e.request.url.split(/[/?]/)[0]);
+    }
+  }
+  for (const m of String(search || '').matchAll(/[A-Z][A-Za-z]+/g)) ensureType(m[0]);
+}
 
 const router = new FhirRouter();
 const cases = new Map(); // id -> {repo, log, cut, writes, cap}
@@ -61,9 +119,13 @@ class CaseRepository extends MemoryRepository {
   stamp(out) {
     this.ticks += 1;
     const when = new Date(this.clock + this.ticks * 1000).toISOString();
+    const version = this.generateId();
     const stored = this.resources.get(out.resourceType)?.get(out.id);
     for (const r of [stored, out, ...(this.history.get(out.resourceType)?.get(out.id)?.slice(-1) ?? [])]) {
-      if (r && r.meta) r.meta.lastUpdated = when;
+      if (r && r.meta) {
+        r.meta.lastUpdated = when;
+        r.meta.versionId = version;
+      }
     }
     return out;
   }
@@ -194,6 +256,13 @@ async function fhir(c, method, rest, search, text, headers) {
     }
   }
   const segments = rest.split('/').filter(Boolean);
+  let query = search || '';
+  try {
+    query = decodeURIComponent(query);
+  } catch {
+    // a malformed escape: the router answers it
+  }
+  ensureTypesOf(segments, body, query);
   const writes = writesOf(method, segments, body);
   if (writes.length) {
     if (c.writes + writes.length > c.cap) {
@@ -298,6 +367,7 @@ async function control(req, res, segments, text) {
     const c = { repo: new CaseRepository(newId, spec.clock), log: [], cut: 0, writes: 0,
       cap: Number.isInteger(spec.write_cap) ? spec.write_cap : DEFAULT_CAP };
     if (spec.bundle) {
+      ensureTypesOf([], spec.bundle, '');
       const [result, outcomeOrBundle] = await router.handleRequest(
         { method: 'POST', url: '/', pathname: '', query: {}, params: {}, body: seedBundle(spec.bundle) }, c.repo)
         .then((r) => [r[0], r[1]]);
