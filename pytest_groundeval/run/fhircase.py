@@ -74,13 +74,12 @@ def close_case(opened: Opened, case: Case) -> tuple[Case, Any, ErrorInfo | None]
 
     handle = opened.handle
     try:
-        got = opened.server.activity(handle)
+        got = opened.server.activity(handle, close=True)  # the log and the state; the repository dropped
     except (ServerDied, CaseRefused) as e:
+        opened.server.close_case(handle)
         activity = FhirActivity(base_url=handle.base_url)
         return _with(case, activity), activity, ErrorInfo(kind="server", message=(
             f"{e}; it is started again for the next case"))
-    finally:
-        opened.server.close_case(handle)
     activity = FhirActivity(
         base_url=handle.base_url,
         requests=[FhirExchange.model_validate(r) for r in got.get("requests", [])],

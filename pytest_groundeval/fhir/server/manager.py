@@ -26,8 +26,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -173,6 +171,7 @@ class FhirServer:
     _stderr: Any = field(default=None, init=False, repr=False)
     generation: int = field(default=0, init=False)  # how many times it was started
     _registered: bool = field(default=False, init=False, repr=False)
+    _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
 
     # -- the process --
     @property
@@ -303,24 +302,42 @@ class FhirServer:
 
     # -- HTTP --
     def _control(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        if self._port is None:
+        """One control call on this thread's kept-alive connection (a new one when the server
+        closed it, or a restart changed the port)."""
+        import http.client
+
+        port = self._port
+        if port is None:
             raise ServerDied("the FHIR server is not running")
         data = None if body is None else json.dumps(body).encode("utf-8")
-        req = urllib.request.Request(f"http://127.0.0.1:{self._port}/_control/{path}", data=data, method=method,
-                                     headers={"x-groundeval-control": self._token,
-                                              "content-type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - loopback
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as e:
+        headers = {"x-groundeval-control": self._token, "content-type": "application/json"}
+        for attempt in (1, 2):
+            conn = getattr(self._local, "conn", None)
+            if conn is None or getattr(self._local, "port", None) != port:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                self._local.conn, self._local.port = conn, port
             try:
-                detail = json.loads(e.read()).get("error")
-            except (ValueError, AttributeError, OSError):
-                detail = None
-            raise CaseRefused(f"the FHIR server refused {method} {path}: {detail or e}") from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise ServerDied(f"the FHIR server did not answer {method} {path}: "
-                             f"{type(getattr(e, 'reason', e)).__name__}: {getattr(e, 'reason', e)}") from None
+                conn.request(method, f"/_control/{path}", body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (http.client.HTTPException, OSError) as e:
+                conn.close()
+                self._local.conn = None
+                if attempt == 1 and isinstance(e, (http.client.RemoteDisconnected, ConnectionResetError,
+                                                   BrokenPipeError)) and self.running():
+                    continue  # a kept-alive connection the server had closed: once more, on a new one
+                raise ServerDied(f"the FHIR server did not answer {method} {path}: {type(e).__name__}: {e}") from None
+            if resp.status >= 400:
+                try:
+                    detail = json.loads(raw).get("error")
+                except (ValueError, AttributeError):
+                    detail = None
+                raise CaseRefused(f"the FHIR server refused {method} {path}: {detail or resp.status}")
+            try:
+                return json.loads(raw)
+            except ValueError as e:
+                raise ServerDied(f"the FHIR server answered {method} {path} with something not JSON: {e}") from None
+        raise AssertionError("unreachable")
 
     # -- one case --
     def open_case(self, bundle: Any, *, key: str | None = None, clock: str | None = None,
@@ -336,13 +353,14 @@ class FhirServer:
         return ServerCase(id=got["id"], base_url=f"http://127.0.0.1:{self._port}{got['base_path']}",
                           before=got["state"], generation=self.generation)
 
-    def activity(self, case: ServerCase) -> dict[str, Any]:
-        """``{requests, requests_cut, writes, state}`` of a case; ServerDied when the server that
-        held it is gone (died, or started again since)."""
+    def activity(self, case: ServerCase, *, close: bool = False) -> dict[str, Any]:
+        """``{requests, requests_cut, writes, state}`` of a case (``close``: and its repository
+        dropped, in the same call); ServerDied when the server that held it is gone (died, or
+        started again since)."""
         if case.generation != self.generation or not self.running():
             raise ServerDied(self._death())
         try:
-            return self._control("GET", f"cases/{case.id}/activity")
+            return self._control("POST" if close else "GET", f"cases/{case.id}/" + ("close" if close else "activity"))
         except ServerDied:
             raise ServerDied(self._death()) from None
 

@@ -14,6 +14,7 @@
 // Control (harness only, token required):
 //   POST   /_control/cases            {bundle, write_cap?} -> {id, base_path, seeded, state}
 //   GET    /_control/cases/<id>/activity                   -> {requests, requests_cut, state}
+//   POST   /_control/cases/<id>/close                      -> the same, and the repository dropped
 //   DELETE /_control/cases/<id>                             -> {dropped: true}
 //   GET    /_control/health                                 -> {ok: true, cases: N}
 // FHIR (the agent):  /case/<id>/fhir/R4/<interaction>   (a case reaches only its own repository)
@@ -388,7 +389,8 @@ async function control(req, res, segments, text) {
   }
   const c = cases.get(id);
   if (!c) return send(res, 404, { error: `no case ${id}` }, 'application/json');
-  if (req.method === 'GET' && sub === 'activity') {
+  if ((req.method === 'GET' && sub === 'activity') || (req.method === 'POST' && sub === 'close')) {
+    if (sub === 'close') cases.delete(id); // the activity, and the repository dropped
     return send(res, 200, { requests: c.log, requests_cut: c.cut, writes: c.writes, state: dump(c.repo) },
       'application/json');
   }
