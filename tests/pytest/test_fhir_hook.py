@@ -79,6 +79,13 @@ class OrderToy(Task):
     def summarize(self, results):
         return summarize_rates(results, self.metrics)
 
+    agent_system_prompt = "You order lab tests on the case's FHIR server with your FHIR tools."
+
+    def agent_tools(self, inputs):
+        from pytest_groundeval.fhir.client import fhir_tools
+
+        return fhir_tools(inputs["fhir_base_url"])
+
     def baseline(self, inputs):
         got = FhirClient(inputs["fhir_base_url"]).create(order(inputs["patient_id"]))
         return AgentOutput(text=json.dumps(got))
@@ -309,3 +316,72 @@ def test_xdist_and_concurrency_equal_serial(toyproject, how):
                        [(r["method"], r["path"], r["status"]) for r in c["fhir"]["requests"]]) for c in cases)
 
     assert view(serial) == view(other)
+
+
+# The built-in LangGraph agent (--agent=langgraph) with its chat model swapped for a scripted
+# one: search the patient's orders, create the HbA1c order, answer. With NO_MODEL set any
+# model call fails, so a --model-cache strict run must answer every call from the cache.
+SCRIPTED_CONFTEST = '''
+import json, os, re, uuid
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
+from ordertoy import order
+
+
+def _call(name, args):
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "call-" + uuid.uuid4().hex[:8]}],
+                     usage_metadata={"input_tokens": 40, "output_tokens": 10, "total_tokens": 50})
+
+
+class Scripted(BaseChatModel):
+    @property
+    def _llm_type(self):
+        return "scripted-fhir"
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if os.environ.get("NO_MODEL"):
+            raise RuntimeError("the model was called")
+        prompt = next(m.content for m in messages if m.type == "human")
+        pid = re.search(r"Patient/([0-9a-f-]+)", prompt).group(1)
+        done = [m for m in messages if m.type == "tool"]
+        if not done:
+            msg = _call("fhir_search", {"resource_type": "ServiceRequest", "params": {"patient": pid}})
+        elif len(done) == 1:
+            msg = _call("fhir_create", {"resource": order(pid)})
+        else:
+            made = json.loads(done[-1].content)
+            msg = AIMessage(content="ordered " + made["id"],
+                            usage_metadata={"input_tokens": 60, "output_tokens": 5, "total_tokens": 65})
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+LangGraphAgent._init_model = staticmethod(lambda *args, **kwargs: Scripted())
+'''
+
+
+def test_the_langgraph_agent_acts_through_the_fhir_tools_and_a_strict_cache_replays_it(toyproject, monkeypatch):
+    (toyproject.path / "conftest.py").write_text(SCRIPTED_CONFTEST)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-used")  # the model is scripted (and never called on replay)
+    args = ("--agent=langgraph", "--model-cache-dir", "cache")
+    _run(toyproject, *args, "--model-cache", "readwrite").assert_outcomes(passed=3)
+    first = read_record(toyproject)["cases"]
+    for case in first:
+        assert [t["tool"] for t in case["transcript"]] == ["fhir_search", "fhir_create"]  # the harness saw them
+        assert [(r["method"], r["status"]) for r in case["fhir"]["requests"]] == [("GET", 200), ("POST", 201)]
+        assert case["raw_output"] == "ordered " + case["fhir"]["changes"][0]["id"]
+    monkeypatch.setenv("NO_MODEL", "1")
+    replay = _run(toyproject, *args, "--model-cache", "strict")
+    replay.assert_outcomes(passed=3)
+    again = read_record(toyproject)["cases"]
+    replay.stdout.fnmatch_lines(["tokens: 0 in, 0 out*"])  # every model call answered by the cache
+
+    def view(cases):
+        return [(c["case_id"], c["raw_output"], json.dumps(c["fhir"]["changes"], sort_keys=True),
+                 [(r["method"], r["path"], r["status"]) for r in c["fhir"]["requests"]]) for c in cases]
+
+    assert view(again) == view(first)  # the server re-seeded: the replayed calls wrote the same state
