@@ -289,3 +289,22 @@ def test_nothing_is_left_listening_after_the_harness_is_killed(how):
         if harness.poll() is None:
             harness.kill()
             harness.wait()
+
+
+@needs_node
+def test_a_paged_search_links_its_next_page(server):
+    """Medplum's in-memory search honours _count/_offset but links no next page."""
+    case = server.open_case(bundle(A), key="paging")
+    client = FhirClient(case.base_url)
+    total = client.search("Condition", {})["total"]
+    assert total > 2
+    seen, params = [], {"_count": 2}
+    while True:
+        page = client.search("Condition", params)
+        seen += [e["resource"]["id"] for e in page.get("entry", [])]
+        nxt = [link["url"] for link in page["link"] if link["relation"] == "next"]
+        if not nxt:
+            break
+        params = dict(p.split("=") for p in nxt[0].split("?", 1)[1].split("&"))
+    assert len(seen) == len(set(seen)) == total
+    server.close_case(case)

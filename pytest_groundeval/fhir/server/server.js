@@ -287,7 +287,23 @@ async function fhir(c, method, rest, search, text, headers) {
   const result = await router.handleRequest(req, c.repo);
   const status = core.getStatus(result[0]);
   if (core.isOk(result[0]) && writes.length) c.writes += writes.length;
-  return [status, result.length > 1 ? result[1] : result[0], body, null];
+  const out = result.length > 1 ? result[1] : result[0];
+  if (method === 'GET' && out && out.resourceType === 'Bundle' && out.type === 'searchset') pageLinks(out, rest, search);
+  return [status, out, body, null];
+}
+
+// Medplum's in-memory search pages (_count, _offset) but links no next page: a client would
+// not know more matched. The wrapper adds the self and next links (relative to the case's base).
+function pageLinks(bundle, rest, search) {
+  const params = new URLSearchParams(search);
+  const offset = Number.parseInt(params.get('_offset') || '0', 10) || 0;
+  const shown = (bundle.entry || []).length;
+  const link = [{ relation: 'self', url: `${rest}${search || ''}` }];
+  if (typeof bundle.total === 'number' && offset + shown < bundle.total && shown > 0) {
+    params.set('_offset', String(offset + shown));
+    link.push({ relation: 'next', url: `${rest}?${params.toString()}` });
+  }
+  bundle.link = link;
 }
 
 function capability() {
