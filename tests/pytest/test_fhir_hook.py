@@ -385,3 +385,25 @@ def test_the_langgraph_agent_acts_through_the_fhir_tools_and_a_strict_cache_repl
                  [(r["method"], r["path"], r["status"]) for r in c["fhir"]["requests"]]) for c in cases]
 
     assert view(again) == view(first)  # the server re-seeded: the replayed calls wrote the same state
+
+
+def test_the_html_report_shows_a_cases_requests_refusals_and_state_diff(toyproject):
+    from test_html_report import CHROMIUM, browse, key
+
+    if CHROMIUM is None:
+        pytest.skip("headless Chromium not found (`chromium` on PATH): install it with `apt-get install -y chromium`")
+    _run(toyproject, "--agent=toy_agents:Greedy", "--groundeval-html", "report.html").assert_outcomes(failed=3)
+    rec = read_record(toyproject)
+    case = rec["cases"][0]
+    from urllib.parse import urlencode
+
+    dom = browse(toyproject.path / "report.html", urlencode({"open": key(case)}))
+    block = dom.one("div", class_="fhir")
+    requests = block.all("li", class_="fhir-request")
+    assert [r.attrs["data-status"] for r in requests] == ["201", "201", "201", "429"]
+    (refused,) = block.all("li", class_="refused")
+    assert "refused: write cap: 3 writes allowed per case" in refused.text()
+    changes = block.all("div", class_="fhir-change")
+    assert [c.attrs["data-kind"] for c in changes] == ["created"] * 3
+    assert all('"resourceType": "ServiceRequest"' in c.one("pre", class_="fhir-after").text() for c in changes)
+    assert case["fhir"]["base_url"] in block.text()
