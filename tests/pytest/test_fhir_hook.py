@@ -407,3 +407,18 @@ def test_the_html_report_shows_a_cases_requests_refusals_and_state_diff(toyproje
     assert [c.attrs["data-kind"] for c in changes] == ["created"] * 3
     assert all('"resourceType": "ServiceRequest"' in c.one("pre", class_="fhir-after").text() for c in changes)
     assert case["fhir"]["base_url"] in block.text()
+
+
+def test_resume_runs_the_server_error_again_and_keeps_the_rest(toyproject):
+    _run(toyproject, "--agent=toy_agents:KillsOnce").assert_outcomes(passed=2, failed=1)
+    shutil.copy(toyproject.path / "record.json", toyproject.path / "first.json")
+    first = {c["case_id"]: c for c in read_record(toyproject, "first.json")["cases"]}
+    (killed,) = [k for k, c in first.items() if c["outcome"] == "error"]
+    result = toyproject.runpytest_subprocess("-p", "no:cacheprovider", "--agent=toy_agents:KillsOnce",
+                                             "--resume", "first.json", "--run-record", "resumed.json")
+    # only the server error runs again (kind server is retryable); this process's KillsOnce kills
+    # its own server in that case, so it is a server error once more
+    result.assert_outcomes(passed=2, failed=1)
+    resumed = {c["case_id"]: c for c in read_record(toyproject, "resumed.json")["cases"]}
+    assert resumed[killed]["error"]["kind"] == "server" and not resumed[killed].get("resumed_from")
+    assert all(resumed[k]["resumed_from"] for k in first if k != killed)
