@@ -251,3 +251,50 @@ def test_the_readme_cases_file_example_is_a_real_case(tmp_path):
     case = task.load(ref)
     assert ref.case_id == "ibuprofen-two-tablets" and case.truth["expected"]["rxnorm_code"] == "310965"
     assert json.loads(block) == [json.loads((FIXTURES / "write_cases" / "ibuprofen-two-tablets.json").read_text())]
+
+
+FHIR_SERVER_FROM_THE_WHEEL = '''
+import json, pathlib
+from pytest_groundeval.fhir.server import manager
+from pytest_groundeval.fhir.client import FhirClient
+lines = []
+server = manager.FhirServer(announce=lines.append)
+try:
+    case = server.open_case({"resourceType": "Bundle", "type": "collection",
+                             "entry": [{"resource": {"resourceType": "Patient", "id": "p1"}}]}, key="wheel")
+    client = FhirClient(case.base_url)
+    made = client.create({"resourceType": "Observation", "status": "final", "code": {"text": "bp"},
+                          "subject": {"reference": "Patient/p1"}})
+    refused = client.create({"resourceType": "Observation", "status": "done", "code": {"text": "bp"}})
+    got = server.activity(case, close=True)
+finally:
+    server.stop()
+print(json.dumps({"server_js": str(manager.SERVER_JS), "lock": manager.PACKAGE_LOCK.exists(),
+                  "patient": client is not None and sorted(got["state"]), "made": made.get("id") is not None,
+                  "refused": refused.get("status"), "lines": lines, "running": server.running()}))
+'''
+
+
+def test_the_fhir_server_runs_from_the_installed_wheel(project, tmp_path):
+    """server.js, package.json and package-lock.json ship in the wheel; the Node dependencies go
+    to a per-user cache folder (here a fresh one: npm ci against the shipped lockfile), never
+    into site-packages."""
+    from pytest_groundeval.fhir.server.manager import ServerUnavailable, check_node
+
+    try:
+        check_node()
+    except ServerUnavailable as e:
+        pytest.skip(e.reason)
+    cache = tmp_path / "cache"
+    proc = _ok(_run([str(project.bin / "python"), "-c", FHIR_SERVER_FROM_THE_WHEEL], project.path,
+                    env={"GROUNDEVAL_FHIR_SERVER_CACHE": str(cache)}, timeout=900))
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "site-packages/pytest_groundeval/fhir/server/server.js" in got["server_js"] and got["lock"]
+    assert len(got["patient"]) == 2 and "Patient/p1" in got["patient"]  # seeded, and the one write it took
+    assert got["made"] and got["refused"] == 422 and got["running"] is False
+    (line,) = got["lines"]
+    assert line.startswith("groundeval: installing the FHIR server's Node dependencies (npm ci, once) into ")
+    assert str(cache) in line
+    site = Path(got["server_js"]).parent
+    assert not (site / "node_modules").exists()  # nothing installed into site-packages
+    assert list(cache.glob("*/node_modules/@medplum/fhir-router/package.json"))

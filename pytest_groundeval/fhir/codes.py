@@ -56,6 +56,36 @@ MEDICATION_REQUEST_STATUSES = (
     "active", "on-hold", "cancelled", "completed", "entered-in-error", "stopped", "draft", "unknown",
 )
 
+#: MedicationRequest.intent (R4, required binding medicationrequest-intent).
+MEDICATION_REQUEST_INTENTS = (
+    "proposal", "plan", "order", "original-order", "reflex-order", "filler-order", "instance-order", "option",
+)
+
+#: ServiceRequest.status (R4, required binding request-status).
+SERVICE_REQUEST_STATUSES = (
+    "draft", "active", "on-hold", "revoked", "completed", "entered-in-error", "unknown",
+)
+
+#: ServiceRequest.intent (R4, required binding request-intent).
+SERVICE_REQUEST_INTENTS = (
+    "proposal", "plan", "directive", "order", "original-order", "reflex-order", "filler-order", "instance-order",
+    "option",
+)
+
+#: Observation.status (R4, required binding observation-status).
+OBSERVATION_STATUSES = (
+    "registered", "preliminary", "final", "amended", "corrected", "cancelled", "entered-in-error", "unknown",
+)
+
+#: The required status/intent bindings the FHIR server (fhir/server) checks on every write of
+#: the resource types the suites write: resource type -> element -> allowed codes.
+WRITE_BINDINGS = {
+    "ServiceRequest": {"status": SERVICE_REQUEST_STATUSES, "intent": SERVICE_REQUEST_INTENTS},
+    "Observation": {"status": OBSERVATION_STATUSES},
+    "MedicationRequest": {"status": MEDICATION_REQUEST_STATUSES, "intent": MEDICATION_REQUEST_INTENTS},
+    "MedicationStatement": {"status": MEDICATION_STATEMENT_STATUSES},
+}
+
 #: The MedicationRequest statuses of a current order.
 REQUEST_ACTIVE = ("active",)
 #: The MedicationRequest statuses of an ended order (taken once, no longer).
@@ -64,14 +94,19 @@ REQUEST_ENDED = ("stopped", "completed")
 __all__ = [
     "FHIR_VERSION_TAG",
     "GTS",
+    "MEDICATION_REQUEST_INTENTS",
     "MEDICATION_REQUEST_STATUSES",
     "MEDICATION_STATEMENT_STATUSES",
     "NDC",
+    "OBSERVATION_STATUSES",
     "REQUEST_ACTIVE",
     "REQUEST_ENDED",
     "RXNORM",
     "RXNORM_ALIASES",
+    "SERVICE_REQUEST_INTENTS",
+    "SERVICE_REQUEST_STATUSES",
     "SNOMED",
     "UCUM",
+    "WRITE_BINDINGS",
     "V3_ROUTE",
 ]

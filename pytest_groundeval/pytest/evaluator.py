@@ -114,6 +114,7 @@ class Evaluator:
         self.traced = False  # LangSmith is on: built-in agents wrap their SDK clients for it
         self.observers: CallObservers = UNOBSERVED  # what watches each agent call (observe())
         self._output = output if output is not None else WorkerOutput()  # this process's session (workeroutput.py)
+        self.fhir: Any = None  # the FHIR server handle, when a task uses it (plugin._fhir_server; keys.FHIR_SERVER)
 
     def observe(self, *, tracer: Any = None, ledger: Any = None) -> None:
         """Hand the calls their observers: LangSmith's case traces, the crash ledger."""
@@ -261,7 +262,7 @@ class Evaluator:
     def _call(self, key: tuple[str, str]) -> Called:
         ref = self._by_key[key]
         return self._calling(ref, lambda: call_case(self.tasks[ref.task], ref, self.get_agent(), self.settings.policy,
-                                                    self.budget, self.observers))
+                                                    self.budget, self.observers, server=self.fhir))
 
     def _calling(self, ref: CaseRef, call: Any) -> Called:
         """An agent call, in the crash ledger of an xdist worker (crashes.py): which call was in
@@ -288,7 +289,7 @@ class Evaluator:
             called = self.prefetcher.take(ref.key)
         else:
             called = self._calling(ref, lambda: call_case(task, ref, agent, self.settings.policy, self.budget,
-                                                              self.observers))
+                                                              self.observers, server=self.fhir))
         result = finish_case(task, called, scorer, require_grounded=self.settings.require_grounded)
         self._watch_errors(result)
         return result
@@ -320,5 +321,7 @@ class Evaluator:
             self.prefetcher.stop()
             if self.prefetcher.instant:
                 self.concurrency = 1  # the agent answered instantly: calls ran inline
+        if self.fhir is not None:  # no call runs any more: nothing is left listening
+            self.fhir.stop()
         # read by the controller's reporter (pytest_testnodedown, or this process's own output)
         publish(session.config, concurrency=self.concurrency, stop_reason=self.stop_reason)

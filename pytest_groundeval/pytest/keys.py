@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pytest_groundeval.pytest.reruns import Reruns
     from pytest_groundeval.pytest.shard import Sharder
     from pytest_groundeval.pytest.workeroutput import WorkerOutput
+    from pytest_groundeval.fhir.server.manager import FhirServer
 
 EVALUATOR = pytest.StashKey["Evaluator"]()  # every process that runs items (and the controller)
 REPORTER = pytest.StashKey["Reporter"]()  # the controller (or the only process) only
@@ -27,3 +28,4 @@ LANGSMITH_WORKER = pytest.StashKey["LangSmithWorker"]()  # LangSmith on, where i
 LANGSMITH_CONTROLLER = pytest.StashKey["LangSmithController"]()  # LangSmith on, the controller
 RERUNS = pytest.StashKey["Reruns"]()  # every process groundeval is set up in
 WORKER_OUTPUT = pytest.StashKey["WorkerOutput"]()  # what this process reports of its session (workeroutput.py)
+FHIR_SERVER = pytest.StashKey["FhirServer"]()  # a process whose tasks use the FHIR server (started on first use)

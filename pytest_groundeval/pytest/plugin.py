@@ -129,6 +129,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     evaluator = Evaluator(settings, tasks, stored, current(config))
     evaluator.traced = langsmith_key(os.environ) is not None  # LangSmith on: built-in agents nest their calls
     config.stash[EVALUATOR] = evaluator
+    _fhir_server(config, evaluator, tasks, settings.is_worker)  # a task with fhir_server = True: its server handle
     register_sharder(config, settings.shard)  # --groundeval-shard K/N, else nothing
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error)
@@ -172,6 +173,29 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     reruns = config.stash[RERUNS] = Reruns(config)
     config.pluginmanager.register(reruns, "groundeval-reruns")  # reruns cannot replace a result
     return evaluator
+
+
+def _fhir_server(config: pytest.Config, evaluator: "Evaluator", tasks: Any, worker: bool) -> None:
+    """The FHIR server handle of this process (``fhir/server/manager.py``), when a task uses it:
+    the process starts on the first such case, and is stopped at session end (``atexit`` and
+    the server's own exit on a closed stdin are the safety nets)."""
+    from pytest_groundeval.run.fhircase import uses_server
+
+    if not any(uses_server(task) for task in tasks.values()):
+        return
+    from pytest_groundeval.fhir.server.manager import FhirServer, announce_to_stderr
+    from pytest_groundeval.pytest.keys import FHIR_SERVER
+
+    def announce(line: str) -> None:
+        reporter = None if worker else config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            announce_to_stderr(line)
+
+    server = FhirServer(announce=announce)
+    config.stash[FHIR_SERVER] = evaluator.fhir = server
+    config.add_cleanup(server.stop)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -344,12 +344,32 @@ def case_view(case: Mapping[str, Any], base: Mapping[str, Any] | None) -> dict[s
         "agent_reported": case.get("agent_reported") if isinstance(case.get("agent_reported"), list) else None,
         "attempt_log": [[a.get("attempt"), a.get("error_class") or "", a.get("error") or "",
                          seconds(a.get("duration_s"))] for a in case.get("attempt_log") or [] if isinstance(a, dict)],
+        "fhir": _fhir_view(case.get("fhir")),
         "warnings": [str(w) for w in case.get("warnings") or []]
         + [f"truncated (groundeval's output bounds): {t}" for t in case.get("truncated") or []],
     }
     if base is not None:
         view["base_outcome"] = base.get("outcome")
     return view
+
+
+def _fhir_view(fhir: Any) -> dict[str, Any] | None:
+    """A server-state case's FHIR activity (``CaseResult.fhir``): its requests (each with its
+    status and, when the server refused it, why) and the state diff, for the row's detail."""
+    if not isinstance(fhir, dict):
+        return None
+    requests = [r for r in fhir.get("requests") or [] if isinstance(r, dict)]
+    changes = [c for c in fhir.get("changes") or [] if isinstance(c, dict)]
+    return {
+        "base_url": str(fhir.get("base_url") or ""),
+        "requests": [[r.get("seq"), str(r.get("method") or ""), str(r.get("path") or ""), r.get("status"),
+                      str(r.get("refused") or ""), _pretty(r.get("request")) if r.get("request") is not None else "",
+                      _pretty(r.get("response")) if r.get("response") is not None else ""] for r in requests],
+        "requests_cut": fhir.get("requests_cut") or 0,
+        "changes": [[str(c.get("kind") or ""), f"{c.get('resource_type')}/{c.get('id')}",
+                     _pretty(c.get("before")) if c.get("before") is not None else "",
+                     _pretty(c.get("after")) if c.get("after") is not None else ""] for c in changes],
+    }
 
 
 # ---------------------------------------------------------------- server-side parts
@@ -841,6 +861,35 @@ JS = r"""
     return ol;
   }
 
+  function fhirBlock(f) {
+    var box = el("div", "fhir");
+    add(box, heading("FHIR server requests (" + f.requests.length +
+                     (f.requests_cut ? ", " + f.requests_cut + " more not kept" : "") + ")"));
+    add(box, el("p", "facts", "base " + f.base_url));
+    var ol = el("ol", "fhir-requests");
+    f.requests.forEach(function (r) {
+      var li = el("li", "fhir-request" + (r[4] ? " refused" : ""));
+      li.setAttribute("data-status", String(r[3]));
+      add(li, el("b", "", r[1] + " " + r[2]), " → ", el("span", "status", String(r[3])));
+      if (r[4]) { add(li, el("div", "warn", "refused: " + r[4])); }
+      if (r[5]) { add(li, fold("request", pre(r[5], "fhir-body"))); }
+      if (r[6]) { add(li, fold("response", pre(r[6], "fhir-body"))); }
+      add(ol, li);
+    });
+    add(box, ol);
+    add(box, heading("FHIR state diff (" + f.changes.length + ")"));
+    if (!f.changes.length) { add(box, el("p", "facts", "nothing created, changed or deleted")); }
+    f.changes.forEach(function (ch) {
+      var d = el("div", "fhir-change");
+      d.setAttribute("data-kind", ch[0]);
+      add(d, el("b", "", ch[0] + " " + ch[1]));
+      if (ch[2]) { add(d, fold("before", pre(ch[2], "fhir-before"))); }
+      if (ch[3]) { add(d, pre(ch[3], "fhir-after")); }
+      add(box, d);
+    });
+    return box;
+  }
+
   function detailFor(c) {
     var box = el("div", "detail-body");
     var r = el("p", "reason");
@@ -879,6 +928,7 @@ JS = r"""
       add(box, fold("transcript the agent reported (" + c.agent_reported.length + " steps; not evidence)",
                     transcriptBlock(c.agent_reported)));
     }
+    if (c.fhir) { add(box, fhirBlock(c.fhir)); }
     if (c.structured) { add(box, fold("structured output", pre(c.structured, "structured"))); }
     if (c.raw_output) { add(box, fold("raw output", pre(c.raw_output, "raw-output"))); }
     if (c.usage) { add(box, fold("usage", pre(c.usage, "usage"))); }

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_groundeval.run.calls import PermanentAgentError, current_repeat
+from pytest_groundeval.run.fhircase import masked
 from pytest_groundeval.store.redact import redact_json
 
 MODES = ("off", "read", "write", "readwrite", "strict")
@@ -61,7 +62,8 @@ class ModelCache:
 
     def components(self, *, agent: str, model: str | None, params: dict[str, Any] | None,
                    messages: Any, tools: Any = None) -> dict[str, str]:
-        raw = {"agent": agent, "model": model, "params": scrub(params or {}), "messages": messages,
+        # a FHIR server case's base URL (its port) is keyed as {fhir_base_url} (run/fhircase.py)
+        raw = {"agent": agent, "model": model, "params": scrub(params or {}), "messages": masked(messages),
                "tools": scrub(tools)}
         components = {name: _digest(raw[name]) for name in COMPONENTS}
         repeat = current_repeat()

@@ -32,6 +32,7 @@ from pytest_groundeval.model import (
     Usage,
 )
 from pytest_groundeval.tasks.base import Task
+from pytest_groundeval.run import fhircase
 from pytest_groundeval.run.toolcalls import ToolLog, observe
 from pytest_groundeval.run.usage import Budget, cost_usd, costs_nothing
 
@@ -113,7 +114,7 @@ def call_agent(agent: Any, task: Task, case: Case, observers: CallObservers = UN
     strategy, system prompt and tools); any other agent gets ``run(prompt)``. With
     ``--repeat``, the repeat is known to the model-call cache while the agent runs."""
     observers.agent_thread(case.ref)  # an xdist worker notes which thread calls the agent (ledger.py)
-    with repeat_of(case.ref.repeat):
+    with repeat_of(case.ref.repeat), fhircase.fhir_base_of(case.inputs.get("fhir_base_url")):
         if hasattr(agent, "run_case"):
             return AgentOutput.coerce(agent.run_case(task, case.prompt, case.inputs))
         return AgentOutput.coerce(agent.run(case.prompt))
@@ -149,14 +150,22 @@ def load_case(task: Task, ref: CaseRef) -> tuple[Case | None, ErrorInfo | None]:
 
 
 def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = None,
-              budget: Budget | None = None, observers: CallObservers = UNOBSERVED) -> Called:
-    """Load the case and call the agent (with timeout/retries when a policy is given)."""
+              budget: Budget | None = None, observers: CallObservers = UNOBSERVED, *, server: Any = None) -> Called:
+    """Load the case and call the agent (with timeout/retries when a policy is given).
+    ``server``: the process's FHIR server (``fhir/server/manager.py``), for a task with
+    ``fhir_server = True`` (the hook: ``run/fhircase.py``)."""
     called = Called(ref=ref)
     case, called.error = load_case(task, ref)
     if case is None:
         return called
     called.case = case
     called.fields.update(content_hash=case.content_hash, ground_truth=case.truth)
+    opened = None
+    if fhircase.uses_server(task):
+        case, opened, called.error = fhircase.open_case(server, task, case)
+        called.case = case
+        if called.error is not None:
+            return called
     ticket = None
     if budget is not None:  # room for this call reserved, or it does not start (usage.Budget)
         ticket, why = budget.reserve()
@@ -170,7 +179,27 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
     finally:
         if budget is not None:
             budget.settle(ticket, called.fields.get("cost_usd"), _uncounted(called, agent, budget))
+        if opened is not None:
+            _close_fhir(called, opened)
     return called
+
+
+def _close_fhir(called: Called, opened: Any) -> None:
+    """The case's FHIR activity on the result and on the case; a server that died during the
+    case makes it a ``server`` error. Request and response bodies within groundeval's bounds."""
+    called.case, activity, error = fhircase.close_case(opened, called.case)  # type: ignore[arg-type]
+    cuts: list[str] = []
+    for i, exchange in enumerate(activity.requests):
+        for key in ("request", "response"):
+            kept, found = bound(getattr(exchange, key), MAX_STEP, f"fhir.requests[{i}].{key}")
+            if found:
+                setattr(exchange, key, kept)
+                cuts += found
+    if cuts:
+        called.fields["truncated"] = list(called.fields.get("truncated") or []) + cuts
+    called.fields["fhir"] = activity
+    if error is not None:
+        called.error = error
 
 
 def _uncounted(called: Called, agent: Any, budget: Budget) -> str | None:
@@ -496,9 +525,10 @@ def finish_case(task: Task, called: Called, scorer: Any = None, *, require_groun
 
 
 def run_case(task: Task, ref: CaseRef, agent: Any, scorer: Any = None, policy: CallPolicy | None = None,
-             budget: Budget | None = None, *, require_grounded: bool = False) -> CaseResult:
+             budget: Budget | None = None, *, require_grounded: bool = False, server: Any = None) -> CaseResult:
     """Run one case end to end."""
-    return finish_case(task, call_case(task, ref, agent, policy, budget), scorer, require_grounded=require_grounded)
+    return finish_case(task, call_case(task, ref, agent, policy, budget, server=server), scorer,
+                       require_grounded=require_grounded)
 
 
 def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None) -> CaseResult:
@@ -536,6 +566,8 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
                                      "duration_s"})
     fields.update(ground_truth=case.truth, rescored_from=run_id)
+    if fhircase.uses_server(task):  # the stored FHIR activity on the case, for the scorer (no server)
+        case = fhircase.rescored_case(case, old.fhir)
     observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
     fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded,
                              observed=observed, offered=old.tools_offered,

@@ -301,9 +301,62 @@ def langchain_record_tools(bundle: Any) -> list:
 
 
 
+def langchain_fhir_tools(client: Any) -> list:
+    """One case's FHIR REST tools over ``client`` (a ``pytest_groundeval.fhir.client.FhirClient``
+    bound to that case's base URL) as LangChain StructuredTools: ``fhir_search``,
+    ``fhir_read``, ``fhir_create``, ``fhir_update``, ``fhir_transaction``. Each returns the
+    server's JSON or an error value ``{"error": ...}`` (never raises into the agent loop)."""
+    from langchain_core.tools import StructuredTool
+
+    def guarded(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def tool(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - errors are values
+                return {"error": f"{type(exc).__name__}: {exc}"}
+        return tool
+
+    def fhir_search(resource_type: str, params: Optional[Dict[str, Any]] = None) -> Any:
+        return client.search(resource_type, params)
+
+    def fhir_read(resource_type: str, id: str) -> Any:  # noqa: A002 - FHIR's name
+        return client.read(resource_type, id)
+
+    def fhir_create(resource: Union[Dict[str, Any], str], if_none_exist: Optional[str] = None) -> Any:
+        return client.create(resource, if_none_exist)
+
+    def fhir_update(resource: Union[Dict[str, Any], str]) -> Any:
+        return client.update(resource)
+
+    def fhir_transaction(bundle: Union[Dict[str, Any], str]) -> Any:
+        return client.transaction(bundle)
+
+    docs = {
+        "fhir_search": """Search this case's FHIR R4 server: resource_type (e.g. 'Observation') and
+            params, the search parameters as an object, e.g. {"patient": "Patient/<id>",
+            "code": "http://loinc.org|4548-4", "_sort": "-date", "_count": 50} (a list value
+            repeats a parameter). Returns a searchset Bundle or {"error": ...}.""",
+        "fhir_read": """Read one resource of this case's FHIR R4 server by type and id, e.g.
+            ('Patient', '<id>'). Returns the resource or {"error": ...}.""",
+        "fhir_create": """Create a resource on this case's FHIR R4 server (POST). resource: the
+            FHIR R4 resource JSON. if_none_exist (optional): a search query such as
+            'identifier=http://x|1' for a conditional create (nothing new when one matches).
+            Returns the stored resource (with its id) or {"error": ...}.""",
+        "fhir_update": """Update (PUT) a resource on this case's FHIR R4 server: the whole resource
+            JSON with its id. Returns the stored resource or {"error": ...}.""",
+        "fhir_transaction": """Send a FHIR R4 Bundle of type 'transaction' (or 'batch') to this
+            case's server. Returns the transaction-response Bundle or {"error": ...}.""",
+    }
+    return [StructuredTool.from_function(func=guarded(fn), name=fn.__name__,
+                                         description=inspect.cleandoc(docs[fn.__name__]),
+                                         handle_validation_error=_bad_tool_arguments)
+            for fn in (fhir_search, fhir_read, fhir_create, fhir_update, fhir_transaction)]
+
 
 __all__ = [
     "fhir_toolkit",
+    "langchain_fhir_tools",
     "langchain_bundle_tools",
     "langchain_record_tools",
     "langchain_tools",

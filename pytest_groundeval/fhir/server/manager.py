@@ -1,0 +1,394 @@
+"""The Python handle of groundeval's FHIR server (``server.js``: Medplum's FHIR router over one
+in-memory repository per case, on 127.0.0.1). Eval-free: standard library only.
+
+:class:`FhirServer` starts the Node process on first use, checks its health, starts it again
+when it died, and stops it (``stop``; ``atexit`` and the process's own group as the safety
+net; the server also exits by itself when its stdin closes, so a killed harness leaves
+nothing listening). Its Node dependencies are installed once per lockfile into a per-user
+cache directory with ``npm ci`` (never into site-packages), so the installed wheel works too.
+
+One case: :meth:`FhirServer.open_case` (a fresh repository seeded with the case's bundle: its
+base URL and the state before) → the agent → :meth:`FhirServer.activity` (the request log and
+the state after) → :meth:`FhirServer.close_case`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+SERVER_JS = HERE / "server.js"
+PACKAGE_JSON = HERE / "package.json"
+PACKAGE_LOCK = HERE / "package-lock.json"
+NODE_MIN = (20, 19)  # @medplum/fhir-router 4.5.2: node ^20.19.0 || >=22.12.0
+START_LIMIT_S = 60.0  # a safety limit on the server's start, not a speed expectation
+NPM_LIMIT_S = 600.0
+DEFAULT_WRITE_CAP = 50
+INSTALL_HINT = "install Node.js >= 20.19 with npm (e.g. `apt-get install nodejs npm`, or from nodejs.org)"
+
+
+class ServerUnavailable(RuntimeError):
+    """The FHIR server cannot run here (no Node, an old Node, npm failing): ``permanent``, so
+    every case of the session gets the same reason without trying again; or it failed to start
+    this once (``permanent`` False)."""
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
+class ServerDied(RuntimeError):
+    """The server stopped answering during a case (it is started again for the next one)."""
+
+
+@dataclass(frozen=True)
+class ServerCase:
+    """One case's repository on the server."""
+
+    id: str
+    base_url: str  # the FHIR base the agent gets: http://127.0.0.1:PORT/case/<id>/fhir/R4
+    before: dict[str, Any]  # the state after seeding: {"Type/id": resource}
+    generation: int  # which start of the server holds it (a restart loses every repository)
+
+
+def cache_root() -> Path:
+    """Where the server's Node dependencies are installed (per user; never site-packages)."""
+    explicit = os.environ.get("GROUNDEVAL_FHIR_SERVER_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "groundeval" / "fhir-server"
+
+
+def lock_digest() -> str:
+    return hashlib.sha256(PACKAGE_LOCK.read_bytes() + PACKAGE_JSON.read_bytes()).hexdigest()[:16]
+
+
+def node_version(node: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", out.strip())
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def check_node(node: str | None = None) -> tuple[str, str]:
+    """``(node, npm)`` paths when a usable Node.js and npm are on PATH, else ServerUnavailable."""
+    found = node or shutil.which("node")
+    if found is None:
+        raise ServerUnavailable(f"the FHIR server needs Node.js, and there is no `node` on PATH: {INSTALL_HINT}",
+                                permanent=True)
+    version = node_version(found)
+    if version is None or version[:2] < NODE_MIN:
+        shown = "v" + ".".join(map(str, version)) if version else "a version it did not tell"
+        raise ServerUnavailable(f"the FHIR server needs Node.js >= {NODE_MIN[0]}.{NODE_MIN[1]}, and `{found}` is "
+                                f"{shown}: {INSTALL_HINT}", permanent=True)
+    npm = shutil.which("npm", path=os.pathsep.join([str(Path(found).parent), os.environ.get("PATH", "")]))
+    if npm is None:
+        raise ServerUnavailable(f"the FHIR server's dependencies are installed with npm, and there is no `npm` "
+                                f"on PATH: {INSTALL_HINT}", permanent=True)
+    return found, npm
+
+
+def ensure_installed(npm: str, announce: Callable[[str], None] | None = None, root: Path | None = None) -> Path:
+    """The ``node_modules`` folder for the committed lockfile, installed on first use with
+    ``npm ci`` (under a file lock: xdist workers install it once between them)."""
+    import fcntl
+
+    root = root or cache_root()
+    target = root / lock_digest()
+    done = target / ".installed"
+    if done.exists():
+        return target / "node_modules"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():  # another process installed it while this one waited
+            return target / "node_modules"
+        if announce is not None:
+            announce(f"groundeval: installing the FHIR server's Node dependencies (npm ci, once) into {target}")
+        work = Path(tempfile.mkdtemp(prefix=".install-", dir=root))
+        try:
+            shutil.copy2(PACKAGE_JSON, work / "package.json")
+            shutil.copy2(PACKAGE_LOCK, work / "package-lock.json")
+            try:
+                proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--omit=dev"],
+                                      cwd=work, capture_output=True, text=True, timeout=NPM_LIMIT_S, check=False)
+            except (OSError, subprocess.SubprocessError) as e:
+                raise ServerUnavailable(f"npm ci of the FHIR server's dependencies could not run: {e}",
+                                        permanent=True) from None
+            if proc.returncode != 0:
+                last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-3:]
+                raise ServerUnavailable("npm ci of the FHIR server's dependencies failed (offline, or the registry "
+                                        f"unreachable?): {' / '.join(last) or f'exit {proc.returncode}'}",
+                                        permanent=True)
+            (work / ".installed").write_text("ok\n")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(work, target)
+        finally:
+            if work.exists():
+                shutil.rmtree(work, ignore_errors=True)
+    return target / "node_modules"
+
+
+def _bindings() -> dict[str, dict[str, list[str]]]:
+    from pytest_groundeval.fhir.codes import WRITE_BINDINGS
+
+    return {rtype: {element: list(codes) for element, codes in rules.items()}
+            for rtype, rules in WRITE_BINDINGS.items()}
+
+
+@dataclass
+class FhirServer:
+    """One server process for this Python process (an xdist worker, or the only process)."""
+
+    write_cap: int = DEFAULT_WRITE_CAP
+    max_log: int = 500
+    announce: Callable[[str], None] | None = None
+    node: str | None = None
+    _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _port: int | None = field(default=None, init=False)
+    _token: str = field(default_factory=lambda: secrets.token_hex(16), init=False, repr=False)
+    _unavailable: ServerUnavailable | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _stderr: Any = field(default=None, init=False, repr=False)
+    generation: int = field(default=0, init=False)  # how many times it was started
+    _registered: bool = field(default=False, init=False, repr=False)
+    _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
+
+    # -- the process --
+    @property
+    def port(self) -> int | None:
+        return self._port
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def ensure(self) -> None:
+        """Running and healthy after this, or ServerUnavailable (the same one every time when
+        Node or npm is the reason)."""
+        with self._lock:
+            if self._unavailable is not None:
+                raise self._unavailable
+            if self.running() and self._healthy():
+                return
+            self._stop_locked()
+            try:
+                self._start_locked()
+            except ServerUnavailable as e:
+                if e.permanent:
+                    self._unavailable = e
+                raise
+
+    def _start_locked(self) -> None:
+        node, npm = check_node(self.node)
+        modules = ensure_installed(npm, self.announce)
+        env = dict(os.environ)
+        env["NODE_PATH"] = str(modules)
+        env["GROUNDEVAL_FHIR_SD_DIR"] = str(modules.parent / "sd")  # per-type definitions, split once
+        env["GROUNDEVAL_FHIR_CONFIG"] = json.dumps({"token": self._token, "bindings": _bindings(),
+                                                    "write_cap": self.write_cap, "max_log": self.max_log})
+        env.pop("GROUNDEVAL_FHIR_PORT", None)
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen([node, str(SERVER_JS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=self._stderr, env=env, start_new_session=True)
+        except OSError as e:
+            raise ServerUnavailable(f"the FHIR server could not be started: {e}", permanent=False) from None
+        if not self._registered:
+            atexit.register(self.stop)
+            self._registered = True
+        line = self._first_line()
+        try:
+            self._port = int(json.loads(line)["port"])
+        except (ValueError, KeyError, TypeError):
+            why = self._stderr_tail() or line.strip() or "no output"
+            self._stop_locked()
+            raise ServerUnavailable(f"the FHIR server did not start: {why}", permanent=False) from None
+        self.generation += 1
+
+    def _first_line(self) -> str:
+        """The server's ready line (``{"port": N}``), or '' when it exits or hangs first."""
+        assert self._proc is not None and self._proc.stdout is not None
+        got: list[str] = []
+        ready = threading.Event()
+
+        def read() -> None:
+            got.append(self._proc.stdout.readline().decode("utf-8", "replace"))  # type: ignore[union-attr]
+            ready.set()
+
+        threading.Thread(target=read, daemon=True, name="groundeval-fhir-ready").start()
+        ready.wait(START_LIMIT_S)
+        return got[0] if got else ""
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.seek(0)
+            lines = [x for x in self._stderr.read().decode("utf-8", "replace").splitlines() if x.strip()]
+        except (OSError, ValueError):
+            return ""
+        return " / ".join(lines[-3:])
+
+    def _healthy(self) -> bool:
+        try:
+            return bool(self._control("GET", "health").get("ok"))
+        except ServerDied:
+            return False
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        proc, self._proc, self._port = self._proc, None, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()  # the server exits when its stdin closes
+        except OSError:
+            pass
+        try:
+            proc.terminate()
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        except OSError:
+            pass
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for stream in (proc.stdout,):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if self._stderr is not None:
+            try:
+                self._stderr.close()
+            except OSError:
+                pass
+            self._stderr = None
+
+    # -- HTTP --
+    def _control(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        """One control call on this thread's kept-alive connection (a new one when the server
+        closed it, or a restart changed the port)."""
+        import http.client
+
+        port = self._port
+        if port is None:
+            raise ServerDied("the FHIR server is not running")
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"x-groundeval-control": self._token, "content-type": "application/json"}
+        for attempt in (1, 2):
+            conn = getattr(self._local, "conn", None)
+            if conn is None or getattr(self._local, "port", None) != port:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                self._local.conn, self._local.port = conn, port
+            try:
+                conn.request(method, f"/_control/{path}", body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (http.client.HTTPException, OSError) as e:
+                conn.close()
+                self._local.conn = None
+                if attempt == 1 and isinstance(e, (http.client.RemoteDisconnected, ConnectionResetError,
+                                                   BrokenPipeError)) and self.running():
+                    continue  # a kept-alive connection the server had closed: once more, on a new one
+                raise ServerDied(f"the FHIR server did not answer {method} {path}: {type(e).__name__}: {e}") from None
+            if resp.status >= 400:
+                try:
+                    detail = json.loads(raw).get("error")
+                except (ValueError, AttributeError):
+                    detail = None
+                raise CaseRefused(f"the FHIR server refused {method} {path}: {detail or resp.status}")
+            try:
+                return json.loads(raw)
+            except ValueError as e:
+                raise ServerDied(f"the FHIR server answered {method} {path} with something not JSON: {e}") from None
+        raise AssertionError("unreachable")
+
+    # -- one case --
+    def open_case(self, bundle: Any, *, key: str | None = None, clock: str | None = None,
+                  write_cap: int | None = None) -> ServerCase:
+        """A fresh repository seeded with ``bundle`` (a FHIR Bundle dict, or None for an empty
+        one). ``key`` makes the case's URL and the ids the server assigns the same run after
+        run; ``clock`` (ISO instant) is when its ``meta.lastUpdated`` starts."""
+        self.ensure()
+        spec: dict[str, Any] = {"bundle": bundle, "key": key, "clock": clock}
+        if write_cap is not None:
+            spec["write_cap"] = write_cap
+        got = self._control("POST", "cases", spec)
+        return ServerCase(id=got["id"], base_url=f"http://127.0.0.1:{self._port}{got['base_path']}",
+                          before=got["state"], generation=self.generation)
+
+    def activity(self, case: ServerCase, *, close: bool = False) -> dict[str, Any]:
+        """``{requests, requests_cut, writes, state}`` of a case (``close``: and its repository
+        dropped, in the same call); ServerDied when the server that held it is gone (died, or
+        started again since)."""
+        if case.generation != self.generation or not self.running():
+            raise ServerDied(self._death())
+        try:
+            return self._control("POST" if close else "GET", f"cases/{case.id}/" + ("close" if close else "activity"))
+        except ServerDied:
+            raise ServerDied(self._death()) from None
+
+    def close_case(self, case: ServerCase) -> None:
+        if case.generation != self.generation or not self.running():
+            return
+        try:
+            self._control("DELETE", f"cases/{case.id}")
+        except (ServerDied, CaseRefused):
+            pass
+
+    def _death(self) -> str:
+        proc = self._proc
+        code = None
+        if proc is not None:  # it did not answer: a killed process may not have been reaped yet
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+        how = (f"exited with status {code}" if code is not None and code >= 0
+               else f"was killed by signal {-code}" if code is not None else "stopped answering")
+        tail = self._stderr_tail()
+        return f"the FHIR server {how} during this case" + (f" ({tail})" if tail else "")
+
+
+class CaseRefused(RuntimeError):
+    """The server answered a control call with an error (e.g. a bundle it could not seed)."""
+
+
+def announce_to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
