@@ -103,14 +103,16 @@ def agent_frame(traceback: str | None) -> str | None:
 
 
 def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
-    """The failed and errored cases, one line each; cases that failed for the very same reason
-    (an agent bug hitting every case, the cases not run after the consecutive-error stop) as
-    one line with their count and the first few ids. An agent error names the agent's own
-    file and line, from the kept traceback."""
+    """The failed and errored cases, one line each (a failure's whole reason); cases that
+    errored the very same way (an agent bug hitting every case, the cases not run after the
+    consecutive-error stop) as one line with their count and the first few ids. An agent
+    error names the agent's own file and line, from the kept traceback."""
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for c in record.cases:
-        if c.outcome in ("failed", "error"):
+        if c.outcome == "error":
             groups.setdefault((c.outcome, c.task, c.reason or ""), []).append(c)
+        elif c.outcome == "failed":
+            groups[(c.outcome, c.task, c.case_id)] = [c]  # a failure: its own line, always
     lines = []
     for (outcome, task, reason), cases in groups.items():
         label = "ERROR" if outcome == "error" else "FAILED"
@@ -118,7 +120,7 @@ def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
                       if c.error is not None and c.error.kind == "agent" and c.error.traceback), None)
         at = f" (at {where})" if where else ""
         if len(cases) == 1:
-            lines.append(f"{label} {task}:{cases[0].case_id}: {reason}{at}")
+            lines.append(f"{label} {task}:{cases[0].case_id}: {cases[0].reason or ''}{at}")
             continue
         ids = ", ".join(c.case_id for c in cases[:examples]) + (f", and {len(cases) - examples} more"
                                                                  if len(cases) > examples else "")
