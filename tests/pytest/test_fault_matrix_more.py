@@ -57,8 +57,8 @@ def _journal(path: Path) -> tuple[dict, list[dict]]:
         except json.JSONDecodeError:
             continue
     assert lines and lines[0]["kind"] == "header", lines[:1]
-    assert all(x["kind"] == "case" for x in lines[1:])
-    return lines[0], lines[1:]
+    assert all(x["kind"] in ("case", "specs") for x in lines[1:])  # specs: a task's, before its first case
+    return lines[0], [x for x in lines[1:] if x["kind"] == "case"]
 
 
 def _finished_in(journal: Path) -> int:
