@@ -15,7 +15,8 @@ sentence that starts with a cue binds each run of cues to the drugs after it ("K
 amlodipine and stop aspirin"); one that starts with a drug binds each run of drugs to the
 cues after it ("Aspirin: please stop it"). A line ending in ``:`` with cues and no drug is a
 heading: its cues apply to the following lines that name a drug and give no cue of their own,
-until a blank line or the next heading. A drug's *stances* are every cue bound to it
+until a blank line or the next heading. A sentence with cues, no drug and a pronoun ("it",
+"them", "these") gives its cues to the previous sentence's drugs. A drug's *stances* are every cue bound to it
 anywhere in the letter: ``continue``, ``stop`` or ``check`` (talk to the clinician).
 
 The checks (each a dimension with one check per drug and a reason):
@@ -73,7 +74,7 @@ CUES: tuple[tuple[str, str], ...] = (
               r"(?:doctor |nurse |clinician |team )?know|tell (?:us|your)|bring (?:it|them|the)|review"),
 )
 _CUE_RE = re.compile("|".join(f"(?P<c{i}>\\b{p}\\b)" for i, (_, p) in enumerate(CUES)), re.I)
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n")
+_PRONOUN = re.compile(r"\b(?:it|them|this|these|those)\b", re.I)
 
 
 # ---------------------------------------------------------------- reading grade
@@ -266,9 +267,10 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     mentions: list[Mention] = []
     invented: set[str] = set()
     heading: list[str] | None = None
+    last: list[Mention] = []  # the previous sentence's mentions (a pronoun's drugs)
     for line in text.splitlines() or [text]:
         if not line.strip():
-            heading = None
+            heading, last = None, []
             continue
         line_cues_only = line.rstrip().endswith(":")
         for si, sentence in enumerate(s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()):
@@ -279,6 +281,10 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
                 if line_cues_only and cues:
                     heading = cues
+                elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
+                    for m in last:
+                        m.stances.extend(cues)
+                last = []
                 continue
             runs: list[tuple[str, list[Any]]] = []
             for _, kind, value in events:
@@ -315,6 +321,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     for d in ds:
                         mentions.append(Mention(d.code, si, part, list(stances), part_strengths or list(strengths),
                                                 tuple(sentence_codes)))
+            last = mentions[-sum(len(ds) for found, _ in pairs for ds, _ in found):]
     return Reading(mentions, sorted(invented))
 
 
