@@ -176,3 +176,33 @@ def test_judge_calls_replay_from_the_cache(project, server):
     assert all(c["cached"] and c["verdict"] for case in record["cases"] for i in case["score"]["jury"]["items"]
                for c in i["calls"])
     assert record["summary"]["letter"]["judge_cache_hits"] == 3 * len(JUDGED_ITEMS)
+
+
+def _scores(path):
+    record = json.loads(path.read_text())
+    return {c["case_id"]: (c["outcome"], c["score"]) for c in record["cases"]}, record["summary"]["letter"]
+
+
+def test_xdist_equals_serial(project, server):
+    args = ("--judge-model", "honest", "--judge-model", "biased", "--judge-model", "honest",
+            "--judge-base-url", server.url)
+    assert _run(project, *args).ret == 0
+    serial = _scores(project.path / "record.json")
+    assert _run(project, *args, "-n", "2").ret == 0
+    assert _scores(project.path / "record.json") == serial
+
+
+def test_rescore_judges_the_stored_letters(project, server):
+    assert _run(project).ret == 0  # no jury: judged items unscored
+    shutil.copy(project.path / "record.json", project.path / "first.json")
+    before = len(server.log)
+    result = project.runpytest("--letter-cases", "cases/reconciliation", "-m", "letter", "-k", "Arla_Lang",
+                               "--rescore", "first.json", "--run-record", "again.json", "-p", "no:cacheprovider",
+                               "--judge-model", "honest", "--judge-base-url", server.url)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    record = json.loads((project.path / "again.json").read_text())
+    assert len(server.log) - before == 3 * len(JUDGED_ITEMS)  # the stored letters, judged
+    first = json.loads((project.path / "first.json").read_text())
+    assert [c["raw_output"] for c in record["cases"]] == [c["raw_output"] for c in first["cases"]]
+    assert all(c["rescored_from"] and c["score"]["jury"]["items"][0]["verdict"] == "met" for c in record["cases"])
+    assert record["summary"]["letter"]["unscored_rate"] == 0.0
