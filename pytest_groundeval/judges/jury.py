@@ -39,6 +39,7 @@ from pytest_groundeval.model import CaseResult, JudgeCall, JudgedItem, JuryRecor
 from pytest_groundeval.scorers.base import bootstrap_ci, mean
 
 VERDICTS = ("met", "not_met")
+MAX_RATIONALE = 1000  # characters of a judge's rationale kept in the record
 
 SYSTEM = """You grade one criterion of a rubric for a text written for a patient. Read the \
 facts and the text, decide whether the text meets the criterion exactly as stated, and reply \
@@ -199,7 +200,8 @@ class Jury:
             if cost is None and not cached:
                 uncounted = f"judge {judge.label!r} has no price in the price table, so its cost is unknown"
             verdict, rationale, error = parse_verdict(text)
-            return (JudgeCall(judge=judge.label, verdict=verdict, rationale=rationale, error=error, cached=cached),
+            return (JudgeCall(judge=judge.label, verdict=verdict, rationale=rationale[:MAX_RATIONALE] if rationale
+                              else rationale, error=error, cached=cached),
                     usage, cost)
         finally:
             if self.budget is not None:
@@ -235,6 +237,15 @@ class Jury:
         return JuryRecord(judges=self.labels, items=out, score=jury_score(out), calls=calls, cache_hits=hits,
                           usage=Usage.model_validate(tokens) if counted else None,
                           cost_usd=round(cost, 8) if cost is not None else None)
+
+
+def shown(record: JuryRecord) -> dict[str, Any]:
+    """The jury's work as a reader takes it in (the HTML report shows a score's details):
+    per item, the verdict (or why unscored) and each judge's verdict with its rationale."""
+    return {i.id: {"verdict": i.verdict or f"unscored: {i.unscored}",
+                   "judges": {c.judge: (c.verdict or "no verdict") + ": " + (c.rationale or c.error or "")
+                              for c in i.calls}}
+            for i in record.items}
 
 
 # ---------------------------------------------------------------- per case and summary

@@ -401,11 +401,13 @@ def score_letter(text: str, truth: dict[str, Any], jury: Any = None) -> Score:
     metrics["reading_grade"] = reading_grade(text)
     metrics["words"] = float(len(_WORDS.findall(text)))
     failed = [f"{k}: {d.reason}" for k, d in dims.items() if not d.passed]
+    details: dict[str, Any] = {}
     if jury is not None:
-        from pytest_groundeval.judges.jury import jury_metrics
+        from pytest_groundeval.judges.jury import jury_metrics, shown
 
         metrics.update(jury_metrics(jury))
-    return Score(passed=passed, metrics=metrics, dimensions=dims, jury=jury,
+        details["judged"] = shown(jury)  # what the report shows: each judge's verdict and rationale
+    return Score(passed=passed, metrics=metrics, dimensions=dims, jury=jury, details=details,
                  reason="; ".join(failed) or "every checkable item passed")
 
 
@@ -426,7 +428,7 @@ def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
         summary[f"{k}_ci95"] = rate_ci(values, seed=seed)
     grades = [r.score.metrics["reading_grade"] for r in run
               if r.score is not None and "reading_grade" in r.score.metrics]
-    summary["reading_grade"] = round(mean(grades), 3) if grades else None
+    summary["reading_grade"] = round(mean(grades), 6) if grades else None
     summary["reading_grade_n"] = len(grades)
     return summary
 
