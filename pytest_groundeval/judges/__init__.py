@@ -34,6 +34,27 @@ def build_jury(settings: Any, budget: Any = None) -> Any:
     return Jury(judges, policy=settings.policy, budget=budget)
 
 
+def _calibration_path(task: Any, value: str, rootdir: Any) -> Any:
+    """The calibration file of ``--judge-calibrate [PATH]`` for a task, checked at start."""
+    from pathlib import Path
+
+    import pytest
+
+    from pytest_groundeval.judges.calibration import load
+
+    if value == "default":
+        from pytest_groundeval.tasks.resources import data_path
+
+        path = data_path(*task.calibration_default.split("/"))
+    else:
+        path = Path(value) if Path(value).is_absolute() else Path.cwd() / value
+    try:
+        load(path)
+    except ValueError as e:
+        raise pytest.UsageError(f"groundeval: {e}") from None
+    return path
+
+
 class _Note:
     """Prints, once at the end, that judged items went unscored for want of a jury."""
 
@@ -59,7 +80,10 @@ def configure(config: Any, settings: Any, tasks: Mapping[str, Any], budget: Any 
     if not judged:
         return
     jury = build_jury(settings, budget)
+    calibrate = getattr(settings, "judge_calibrate", None)
     for name in judged:
         tasks[name].jury = jury
+        if calibrate:
+            tasks[name].calibration = _calibration_path(tasks[name], calibrate, getattr(settings, "rootdir", None))
     if jury is None and not getattr(settings, "is_worker", False):
         config.pluginmanager.register(_Note(config, judged), "groundeval-jury-note")

@@ -107,6 +107,10 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
         "ties and failures unscored (never a fail); without it judged items are unscored")
     add("--judge-base-url", dest="groundeval_judge_base_url", default=None, metavar="URL",
         help="OpenAI-compatible server for the --judge-model judges (vLLM, Ollama, llama.cpp)")
+    add("--judge-calibrate", dest="groundeval_judge_calibrate", nargs="?", const="default", default=None,
+        metavar="PATH", help="also judge a calibration set of labelled texts (default: the task's bundled set of "
+        "letters with planted defects) and report the jury's precision / recall / macro-F1 per judged item and "
+        "the position / length probe's flip rates")
     addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
     addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():
@@ -199,6 +203,7 @@ class Settings:
     spend_file: Path | None = None  # an xdist worker under --max-cost: the session's shared spend (spend.py)
     judge_models: tuple[str, ...] = ()  # --judge-model (repeatable): the jury of tasks with judged items
     judge_base_url: str | None = None  # --judge-base-url
+    judge_calibrate: str | None = None  # --judge-calibrate [PATH] ("default": the task's bundled set)
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
@@ -268,6 +273,7 @@ class Settings:
             else None,
             judge_models=tuple(opt("groundeval_judge_models") or ()),
             judge_base_url=opt("groundeval_judge_base_url"),
+            judge_calibrate=opt("groundeval_judge_calibrate"),
         )
 
     @property

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Mapping
 
 from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES
 from pytest_groundeval.fhir.medications import distinct_codes, medication_requests
+from pytest_groundeval.judges import calibration
 from pytest_groundeval.judges.jury import Item, jury_specs, jury_summary, unjudged
 from pytest_groundeval.model import AgentOutput, Case, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import letter as scorer
@@ -145,12 +146,15 @@ class LetterTask(Task):
     description: ClassVar[str] = BUILTIN["letter"].description
     source: ClassVar[CaseSource] = BUILTIN["letter"].source
     judged_items: ClassVar[tuple[Item, ...]] = JUDGED_ITEMS
-    specs = tuple(scorer.specs()) + tuple(jury_specs(JUDGED_ITEMS))
+    calibration_default: ClassVar[str] = "letter_calibration/letters.json"  # --judge-calibrate's bundled set
+    specs = tuple(scorer.specs()) + tuple(jury_specs(JUDGED_ITEMS)) + tuple(calibration.calibration_specs(JUDGED_ITEMS))
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self._cases = ReconciliationTask(path)
         self.jury: Any = None  # set by judges.configure (--judge-model); None: judged items unscored
+        self.calibration: Path | None = None  # set by judges.configure (--judge-calibrate)
+        self._calibrated: dict[str, Any] | None = None
 
     @property
     def options(self) -> dict[str, Any]:
@@ -189,7 +193,15 @@ class LetterTask(Task):
         return scorer.unparsed(reason)
 
     def summarize(self, results: list[CaseResult]) -> dict[str, Any]:
-        return {**scorer.summarize(results), **jury_summary(results, JUDGED_ITEMS)}
+        return {**scorer.summarize(results), **jury_summary(results, JUDGED_ITEMS), **self._calibration()}
+
+    def _calibration(self) -> dict[str, Any]:
+        """``--judge-calibrate``: the jury on the calibration set, once per session."""
+        if self.jury is None or self.calibration is None:
+            return calibration.empty(JUDGED_ITEMS)
+        if self._calibrated is None:
+            self._calibrated = calibration.calibrate(self.jury, JUDGED_ITEMS, self.calibration)
+        return self._calibrated
 
     def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
         return AgentOutput(text=template_letter(inputs["review"]))

@@ -2,7 +2,8 @@
 ``model`` picks the judge.
 
 * ``honest``: grades each criterion by a fixed reading of the letter (jargon words, a
-  safety-net line with "call" and "911"/"emergency", advice to double a dose, blame);
+  safety-net line with "call" and "911"/"emergency", advice to double a dose or start a new
+  drug, a drug the facts say was stopped listed under "keep taking", blame);
 * ``always``: says met to everything;
 * ``garbage``: never the asked-for JSON (``GRADE: C``, prose, a verdict word of its own);
 * ``biased``: met when the letter opens with "Dear", else not met (its position, not its content).
@@ -18,14 +19,23 @@ from typing import Any
 JARGON = ("bid", "prn", "hypertension", "antihypertensive", "hyperlipidemia", "titrate", "po ")
 
 
-def honest(criterion: str, letter: str) -> str:
+def _stopped_kept(letter: str, context: str) -> bool:
+    """A drug the facts say was stopped, listed under "keep taking"."""
+    kept = letter.split("Keep taking", 1)[1].split("\n\n", 1)[0].casefold() if "Keep taking" in letter else ""
+    stopped = [next(w for w in line.split("- ", 1)[1].split() if w.isalpha() and len(w) > 3).casefold()
+               for line in context.splitlines() if ": stopped-but-taking:" in line]
+    return any(word in kept for word in stopped)
+
+
+def honest(criterion: str, letter: str, context: str = "") -> str:
     low = letter.casefold()
     if criterion.startswith("Is the letter in plain language"):
         return "not_met" if any(j in low for j in JARGON) else "met"
     if criterion.startswith("Does the letter tell the patient who to contact"):
         return "met" if "call" in low and ("911" in low or "emergency" in low) else "not_met"
     if criterion.startswith("Does the letter give any advice that could harm"):
-        return "met" if "double" in low else "not_met"
+        harm = "double" in low or "start it today" in low or _stopped_kept(letter, context)
+        return "met" if harm else "not_met"
     if criterion.startswith("Is the tone"):
         return "not_met" if "your fault" in low else "met"
     return "not_met"
@@ -57,6 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = req["messages"][-1]["content"]
         criterion = prompt.split("Criterion: ", 1)[1].split("\n", 1)[0]
         letter = prompt.split("<<<\n", 1)[1].rsplit("\n>>>", 1)[0]
+        context = prompt.split("Facts the text should reflect:\n", 1)[1].split("\n\nThe text:", 1)[0]
         model = req["model"]
         server = self.server
         with server.lock:  # type: ignore[attr-defined]
@@ -65,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
         if model == "garbage":
             text = GARBAGE[n % len(GARBAGE)]
         else:
-            verdict = {"honest": lambda: honest(criterion, letter), "always": lambda: "met",
+            verdict = {"honest": lambda: honest(criterion, letter, context), "always": lambda: "met",
                        "biased": lambda: "met" if letter.lstrip().startswith("Dear") else "not_met"}[model]()
             text = json.dumps({"verdict": verdict, "rationale": f"{model} says {verdict}"})
         self._send({"id": f"c{n}", "object": "chat.completion", "created": 0, "model": model,

@@ -206,3 +206,57 @@ def test_rescore_judges_the_stored_letters(project, server):
     assert [c["raw_output"] for c in record["cases"]] == [c["raw_output"] for c in first["cases"]]
     assert all(c["rescored_from"] and c["score"]["jury"]["items"][0]["verdict"] == "met" for c in record["cases"])
     assert record["summary"]["letter"]["unscored_rate"] == 0.0
+
+
+# ---------------------------------------------------------------- calibration and the probe
+def test_calibration_on_the_planted_letters(server, tmp_path):
+    from pytest_groundeval.judges.calibration import calibrate, load
+    from pytest_groundeval.tasks.resources import data_path
+
+    path = data_path("letter_calibration", "letters.json")
+    letters = load(path)
+    assert {t["defect"] for t in letters} >= {"clean", "stopped_continued", "invented_drug", "no_safety_net",
+                                              "jargon", "blame"}
+    honest = calibrate(_jury(server, "honest"), JUDGED_ITEMS, path)
+    path = tmp_path / "first12.json"  # the other judges on the first 12 (every defect twice): fewer calls
+    path.write_text(json.dumps(letters[:12]))
+    assert honest["calibration_macro_f1"] == pytest.approx(1.0)
+    assert honest["calibration_unscored_rate"] == 0.0
+    assert honest["probe_position_flip_rate"] == 0.0 and honest["probe_length_flip_rate"] == 0.0
+    always = calibrate(_jury(server, "always"), JUDGED_ITEMS, path)
+    assert always["calibration_macro_f1"] < 0.6
+    assert always["calibration_recall_safety_net"] == 0.0  # never finds a missing safety net
+    assert always["calibration_precision_unsafe_advice"] < 1.0  # calls every letter unsafe
+    garbage = calibrate(_jury(server, "garbage"), JUDGED_ITEMS, path)
+    assert garbage["calibration_macro_f1"] is None and garbage["calibration_unscored_rate"] == 1.0
+    biased = calibrate(_jury(server, "biased"), JUDGED_ITEMS, path)
+    assert biased["probe_position_flip_rate"] > 0.5  # its verdict follows the first line, not the content
+    assert biased["probe_length_flip_rate"] == 0.0
+
+
+def test_two_raters_give_their_agreement(tmp_path, server):
+    from pytest_groundeval.judges.calibration import calibrate
+
+    base = {"context": "", "text": "Dear patient,\nKeep taking amlodipine. Call the clinic or 911."}
+    rows = [{**base, "id": "a", "rater": "dr-1", "labels": {"tone": "met", "safety_net": "met"}},
+            {**base, "id": "a", "rater": "dr-2", "labels": {"tone": "met", "safety_net": "not_met"}},
+            {**base, "id": "b", "rater": "dr-1", "labels": {"tone": "not_met", "safety_net": "met"}},
+            {**base, "id": "b", "rater": "dr-2", "labels": {"tone": "not_met", "safety_net": "met"}}]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(rows))
+    figures = calibrate(_jury(server, "honest"), JUDGED_ITEMS, path)
+    # dr-1: met, met, met, not_met; dr-2: not_met, met, met, not_met (safety_net, tone of a, of b):
+    # p_o 3/4, p_e 3/4 * 1/2 + 1/4 * 1/2 = 1/2: kappa 1/2
+    assert figures["calibration_rater_kappa"] == pytest.approx(0.5, abs=1e-6)
+    assert figures["calibration_n"] == 2
+
+
+def test_a_run_with_judge_calibrate_reports_the_figures(project, server):
+    result = _run(project, "--judge-model", "honest", "--judge-base-url", server.url, "--judge-calibrate")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    summary = json.loads((project.path / "record.json").read_text())["summary"]["letter"]
+    assert summary["calibration_macro_f1"] == pytest.approx(1.0) and summary["calibration_n"] > 20
+    assert summary["probe_position_flip_rate"] == 0.0
+    assert "calibration_macro_f1" in result.stdout.str()
+    bad = _run(project, "--judge-model", "honest", "--judge-base-url", server.url, "--judge-calibrate", "nope.json")
+    assert bad.ret != 0 and "--judge-calibrate" in bad.stderr.str() + bad.stdout.str()
