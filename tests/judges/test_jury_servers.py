@@ -260,3 +260,17 @@ def test_a_run_with_judge_calibrate_reports_the_figures(project, server):
     assert "calibration_macro_f1" in result.stdout.str()
     bad = _run(project, "--judge-model", "honest", "--judge-base-url", server.url, "--judge-calibrate", "nope.json")
     assert bad.ret != 0 and "--judge-calibrate" in bad.stderr.str() + bad.stdout.str()
+
+
+def test_budget_refusals_are_unscored_never_failed(server):
+    """Judge calls share --max-cost's budget: an unpriced judge's first answer cannot be counted,
+    so the budget stops and the later calls are refused: those items are unscored, not failed."""
+    from pytest_groundeval.run.usage import Budget
+
+    jury = _jury(server, "honest")
+    jury.budget = Budget(1.0)
+    record = jury.judge(GOOD, JUDGED_ITEMS, "")
+    first, *rest = record.items
+    assert first.verdict == "met"
+    assert all(i.verdict is None and i.calls[0].error.startswith("not called: --max-cost") for i in rest)
+    assert record.calls == 1 and record.score == 1.0  # the one scored item alone
