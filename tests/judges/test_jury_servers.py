@@ -101,7 +101,7 @@ def test_summary_figures_from_the_records(server):
 
     jury = _jury(server, "honest", "always", "garbage")
     results = _results([jury.judge(letter, JUDGED_ITEMS, "") for letter in LETTERS])
-    figures = LetterTask.summarize(LetterTask.__new__(LetterTask), results)
+    figures = LetterTask(FIXTURES / "reconciliation").summarize(results)
     units = len(LETTERS) * len(JUDGED_ITEMS)
     ties = sum(1 for letter in LETTERS for v in HONEST[letter] if v != "met")  # honest vs always
     assert figures["unscored_rate"] == pytest.approx(ties / units)
