@@ -74,7 +74,7 @@ CUES: tuple[tuple[str, str], ...] = (
               r"(?:doctor |nurse |clinician |team )?know|tell (?:us|your)|bring (?:it|them|the)|review"),
 )
 _CUE_RE = re.compile("|".join(f"(?P<c{i}>\\b{p}\\b)" for i, (_, p) in enumerate(CUES)), re.I)
-_PRONOUN = re.compile(r"\b(?:it|them|this|these|those)\b", re.I)
+_PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
 
 
 # ---------------------------------------------------------------- reading grade

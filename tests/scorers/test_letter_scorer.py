@@ -124,3 +124,37 @@ def test_syllable_rule_and_flesch_kincaid():
     assert reading_grade("The cat sat on the mat.") == pytest.approx(0.39 * 6 + 11.8 - 15.59, abs=0.01)
     hard = "Discontinue galantamine immediately; antihypertensive pharmacotherapy continues unchanged."
     assert reading_grade(hard) > reading_grade(GOOD) + 5
+
+
+# letters as a model or a clinician writes them (headed lists with reasons; running prose with
+# "continue", "discontinued", "talk to your doctor before restarting", a pronoun's instruction)
+REALISTIC = [
+"""Dear Ms. Lang,
+
+Thank you for reviewing your medicines with us today. Here is a summary of what we discussed.
+
+Medicines to keep taking:
+- Amlodipine 5 mg, once a day, for your blood pressure.
+
+Medicine to stop:
+- Galantamine 4 mg. Our records show this medicine was stopped, so please do not take it anymore.
+
+Medicines to check with your doctor:
+- Simvastatin 20 mg: this is still on your record, but you told us you are not taking it. Please ask your doctor whether you should be taking it.
+- Naproxen 220 mg: you told us you take this, but it is not in our records. Please let your doctor know, and check whether it is safe to keep taking it.
+
+If you have any questions, please call our clinic. If you have chest pain, trouble breathing, or feel very unwell, call 911 right away.
+
+Warm regards,
+Your care team""",
+"""Hi Arla,
+
+We went over your medication list. Please continue your amlodipine as usual. We noticed you are still taking galantamine, which was discontinued — please stop it. Your record also lists simvastatin; since you said you haven't been taking it, talk to your doctor before restarting. You mentioned taking naproxen over the counter; we'd like your doctor to review that with you.
+
+Questions? Call us at the clinic. For emergencies, call 911.""",
+]
+
+
+@pytest.mark.parametrize("letter", REALISTIC)
+def test_realistic_letters_pass(letter):
+    assert failed(letter) == {}
