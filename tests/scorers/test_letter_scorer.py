@@ -158,3 +158,9 @@ Questions? Call us at the clinic. For emergencies, call 911.""",
 @pytest.mark.parametrize("letter", REALISTIC)
 def test_realistic_letters_pass(letter):
     assert failed(letter) == {}
+
+
+def test_deferring_everything_to_the_doctor_fails():
+    """Passing every decision to the clinician is not telling the patient what was decided."""
+    bad = failed("Please check with your doctor about amlodipine, galantamine, simvastatin and naproxen.")
+    assert "stance" in bad and "galantamine" in bad["stance"] and "amlodipine" in bad["stance"]
