@@ -250,6 +250,51 @@ class DimensionRecord(_Model):
         return cls(passed=not failed, reason="; ".join(failed) if failed else "ok", checks=checks)
 
 
+JudgeVerdict = Literal["met", "not_met"]
+
+
+class JudgeCall(_Model):
+    """One judge's answer to one judged rubric item (``judges/``): its verdict and rationale,
+    or, when it gave none, why (``error``: the call failed after retries, the reply was not
+    the asked-for JSON, the budget was reached, a strict cache miss). No verdict is never a
+    ``not_met``: the judge is left out of that item's majority."""
+
+    judge: str  # the judge's label (its model, and its place among the run's judges)
+    verdict: JudgeVerdict | None = None
+    rationale: str | None = None
+    error: str | None = None
+    cached: bool = False  # answered from the model-call cache (costs nothing)
+
+
+class JudgedItem(_Model):
+    """A judged rubric item of one case (HealthBench style: a yes/no question with points,
+    negative for harmful content): every judge's call, the majority verdict, or why none
+    (``unscored``: no judge, a tie, no judge answered). An unscored item is never a fail: it
+    leaves the judge score's numerator and denominator."""
+
+    id: str
+    question: str
+    points: float
+    verdict: JudgeVerdict | None = None
+    unscored: str | None = None
+    calls: list[JudgeCall] = Field(default_factory=list)
+
+
+class JuryRecord(_Model):
+    """The jury's work on one case: the judges (labels, in order), each judged item, the
+    score (met positive points minus met negative points over all scored positive points,
+    clipped to 0..1; None when no positive item was scored), and the judges' own spend,
+    apart from the agent's."""
+
+    judges: list[str] = Field(default_factory=list)
+    items: list[JudgedItem] = Field(default_factory=list)
+    score: float | None = None
+    calls: int = 0
+    cache_hits: int = 0
+    usage: Usage | None = None
+    cost_usd: float | None = None
+
+
 class ScoreRecord(_Model):
     """A scorer's verdict on one case (the one score type: scorers build it, the record holds
     it): per-case metrics (what aggregates are built from), independent pass/fail dimensions
@@ -260,6 +305,8 @@ class ScoreRecord(_Model):
     dimensions: dict[str, DimensionRecord] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
+    # tasks with judged rubric items (letter): the jury's verdicts (absent from other tasks' scores)
+    jury: JuryRecord | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ErrorInfo(_Model):

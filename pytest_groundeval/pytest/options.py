@@ -101,6 +101,16 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
         "answer's codes not from an earlier successful tool result, no validation, repeated calls), and "
         "when grounded does not apply (the agent was given no harness tools); by default the grounded "
         "dimension is reported only")
+    add("--judge-model", dest="groundeval_judge_models", action="append", default=[], metavar="MODEL",
+        help="a judge for tasks with judged rubric items (letter), repeatable: k judges, each any model --model "
+        "accepts for --agent=chat (anthropic:..., openai:NAME); one call per item per judge, majority verdict, "
+        "ties and failures unscored (never a fail); without it judged items are unscored")
+    add("--judge-base-url", dest="groundeval_judge_base_url", default=None, metavar="URL",
+        help="OpenAI-compatible server for the --judge-model judges (vLLM, Ollama, llama.cpp)")
+    add("--judge-calibrate", dest="groundeval_judge_calibrate", nargs="?", const="default", default=None,
+        metavar="PATH", help="also judge a calibration set of labelled texts (default: the task's bundled set of "
+        "letters with planted defects) and report the jury's precision / recall / macro-F1 per judged item and "
+        "the position / length probe's flip rates")
     addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
     addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():
@@ -191,6 +201,9 @@ class Settings:
     html_report: Path | None = None  # --groundeval-html PATH
     require_grounded: bool = False  # --require-grounded
     spend_file: Path | None = None  # an xdist worker under --max-cost: the session's shared spend (spend.py)
+    judge_models: tuple[str, ...] = ()  # --judge-model (repeatable): the jury of tasks with judged items
+    judge_base_url: str | None = None  # --judge-base-url
+    judge_calibrate: str | None = None  # --judge-calibrate [PATH] ("default": the task's bundled set)
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
@@ -258,6 +271,9 @@ class Settings:
             require_grounded=bool(opt("groundeval_require_grounded")),
             spend_file=Path(workerinput["groundeval_spend"]) if workerinput and workerinput.get("groundeval_spend")
             else None,
+            judge_models=tuple(opt("groundeval_judge_models") or ()),
+            judge_base_url=opt("groundeval_judge_base_url"),
+            judge_calibrate=opt("groundeval_judge_calibrate"),
         )
 
     @property

@@ -128,6 +128,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     stored = load_stored(settings)
     evaluator = Evaluator(settings, tasks, stored, current(config))
     evaluator.traced = langsmith_key(os.environ) is not None  # LangSmith on: built-in agents nest their calls
+    from pytest_groundeval.judges import configure as judges
+
+    judges(config, settings, tasks, evaluator.budget)  # tasks with judged items get the jury (--judge-model)
     config.stash[EVALUATOR] = evaluator
     _fhir_server(config, evaluator, tasks, settings.is_worker)  # a task with fhir_server = True: its server handle
     register_sharder(config, settings.shard)  # --groundeval-shard K/N, else nothing

@@ -53,6 +53,17 @@ BUILTIN: dict[str, TaskInfo] = {info.name: info for info in (
             "(default: ini groundeval_reconciliation_cases, else the bundled suite's cases)"),
         spec="pytest_groundeval.tasks.reconciliation:ReconciliationTask",
     ),
+    TaskInfo(
+        name="letter",
+        description="write a patient-facing letter explaining a reconciliation's medication changes",
+        source=CaseSource(
+            flag="--letter-cases", ini="groundeval_letter_cases", default="reconciliation", packaged=True,
+            key="letter_cases",
+            help="letter cases: reconciliation cases (a folder of <case_id>.json files, each naming its bundle, "
+            "or one JSON file holding a list) (default: ini groundeval_letter_cases, else the bundled "
+            "reconciliation suite's cases)"),
+        spec="pytest_groundeval.tasks.letter:LetterTask",
+    ),
 )}
 
 

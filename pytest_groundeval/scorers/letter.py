@@ -1,0 +1,439 @@
+"""Letter scorer: the checkable rubric items of a patient-facing medication-change letter, the
+reading grade, and the judge score the jury (``judges/``) gives the judged items.
+
+The letter is read against the case's truth (``tasks/letter.py``): the reconciliation's
+items ``{code, display, verdict}``, every medication the record has (any status), and the
+drug-name words of the intake note. Drug names are read the way the write scorer reads them
+(``scorers/drugtext.py``: the site catalog's tokenizer and vocabulary; ``HCTZ`` is
+hydrochlorothiazide, a brand is its product's ingredients). A drug word the catalog does not
+know is not read at all: it neither names a drug nor is an invented one.
+
+The letter is cut into *sentences* (``.``, ``!``, ``?``, ``;``, line breaks); in each, drug
+mentions and *instruction cues* are found in order (:data:`CUES`, first match wins, so
+"do not stop" is a continue, "do not take" a stop). Cues bind to drugs by word order: a
+sentence that starts with a cue binds each run of cues to the drugs after it ("Keep taking
+amlodipine and stop aspirin"); one that starts with a drug binds each run of drugs to the
+cues after it ("Aspirin: please stop it"). A line ending in ``:`` with cues and no drug is a
+heading: its cues apply to the following lines that name a drug and give no cue of their own,
+until a blank line or the next heading. A sentence with cues, no drug and a pronoun ("it",
+"them", "these") gives its cues to the previous sentence's drugs. A drug's *stances* are every cue bound to it
+anywhere in the letter: ``continue``, ``stop`` or ``check`` (talk to the clinician).
+
+The checks (each a dimension with one check per drug and a reason):
+
+* ``named``: every changed drug (verdict other than ``matched``) is named;
+* ``stance``: each named reconciliation drug gets the instruction its verdict calls for
+  (matched: continue; stopped-but-taking: stop; unreported and unrecorded: check with the
+  clinician);
+* ``no_contradiction``: no drug gets an instruction its verdict (or the record) rules out:
+  stop for a matched, unreported or unrecorded drug, continue for a stopped-but-taking one or
+  for a record drug that is only stopped or completed. Saying both "continue" and "stop" for a
+  drug is always a contradiction, so hedging never passes;
+* ``no_invented_drug``: every drug the letter names is in the record (any status) or the note;
+* ``dose``: every strength stated next to a drug ("amlodipine 10 mg") is one of that drug's
+  strengths in the record; a sentence naming several drugs may state any of their strengths.
+
+``passed`` = every checkable dimension passed. The reading grade (Flesch-Kincaid, below) is
+reported, not judged; the jury's score (HealthBench's formula, ``judges/jury.py``) is reported
+as ``judge_score`` and never changes ``passed``: its reliability is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from pytest_groundeval.model import CaseResult, MetricSpec, metric
+from pytest_groundeval.scorers import drugtext
+from pytest_groundeval.scorers.aggregate import counts, rate_ci
+from pytest_groundeval.scorers.base import Check, Dimension, Score, mean
+
+CHECKS = ("named", "stance", "no_contradiction", "no_invented_drug", "dose")
+
+#: what each verdict asks the letter to tell the patient, and what it rules out
+REQUIRED = {"matched": "continue", "stopped-but-taking": "stop", "unreported": "check", "unrecorded": "check"}
+FORBIDDEN = {"matched": {"stop"}, "stopped-but-taking": {"continue"}, "unreported": {"stop"},
+             "unrecorded": {"stop"}}
+SAYS = {"continue": "keep taking", "stop": "stop", "check": "check with the clinician"}
+
+# Instruction cues, tried in this order at each position (the first that matches wins and
+# consumes its words): a negated stop is a continue, a negated take is a stop; "you told us
+# you stopped" reports what the patient said (no instruction).
+_C = r"(?:taking|using|to take|to use|with|on)"
+CUES: tuple[tuple[str, str], ...] = (
+    ("report", r"(?:told us|said|mentioned|reported|say)(?: that)? you(?: have| had|'ve)? (?:stopped|quit|are not taking|aren't taking)"),
+    ("continue", r"(?:do not|don't|never|please don't|not) (?:stop|quit)"),
+    ("stop", r"(?:do not|don't|not) (?:continue|keep " + _C + r")"),
+    ("stop", r"(?:do not|don't|should not|shouldn't|must not|no longer|not to) (?:take|use|restart)"),
+    ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease"),
+    ("continue", r"keep(?: on)? " + _C + r"|continu(?:e|es|ing)(?: " + _C + r")?|carry on(?: " + _C + r")?"
+                 r"|still take|go on taking|stay on|remain on"),
+    ("check", r"check(?: (?:it|them|this|these|those|(?:these |your |this )?medicines?|medications?))? with|ask (?:us|your|the)|talk (?:to|with)|speak (?:to|with)|discuss|let (?:us|your) "
+              r"(?:doctor |nurse |clinician |team )?know|tell (?:us|your)|bring (?:it|them|the)|review"),
+)
+_CUE_RE = re.compile("|".join(f"(?P<c{i}>\\b{p}\\b)" for i, (_, p) in enumerate(CUES)), re.I)
+_PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
+
+
+# ---------------------------------------------------------------- reading grade
+_VOWELS = re.compile(r"[aeiouy]+")
+_WORDS = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+
+
+def syllables(word: str) -> int:
+    """The syllables of an English word by a standard rule: count the groups of vowels
+    (a, e, i, o, u, y), less one for a silent final ``e`` (not ``-le`` after a consonant, as
+    in "table", and not ``-ee``/``-ye``), less one for a final ``-es``/``-ed`` that adds none
+    ("takes", "stopped"; but "dosed"... is a known miss), at least one."""
+    w = word.casefold().strip("'")
+    if not w:
+        return 0
+    n = len(_VOWELS.findall(w))
+    if w.endswith("e") and not w.endswith(("le", "ee", "ye")) and n > 1:
+        n -= 1
+    elif w.endswith("le") and len(w) > 2 and w[-3] in "aeiouy" and n > 1:
+        n -= 1  # "whole", "mile": the e is silent
+    elif w.endswith(("es", "ed")) and n > 1 and len(w) > 3 and not w.endswith(("tes", "des", "ted", "ded", "ses",
+                                                                                "zes", "ces", "ges", "xes", "ies")):
+        n -= 1  # "takes", "stopped", "named"; but "doses", "started" keep theirs
+    return max(1, n)
+
+
+def reading_grade(text: str) -> float:
+    """Flesch-Kincaid grade level: 0.39 * words/sentences + 11.8 * syllables/words - 15.59
+    (Kincaid et al., 1975), with :func:`syllables`. Sentences end at ``.``, ``!``, ``?`` or a
+    line break (a bullet is a sentence); numbers are not words. Empty text: 0."""
+    words = _WORDS.findall(text)
+    if not words:
+        return 0.0
+    sentences = [s for s in re.split(r"[.!?]+|\n+", text) if _WORDS.search(s)]
+    n_sent = max(1, len(sentences))
+    syl = sum(syllables(w) for w in words)
+    return round(0.39 * len(words) / n_sent + 11.8 * syl / len(words) - 15.59, 2)
+
+
+# ---------------------------------------------------------------- reading the letter
+@dataclass
+class Drug:
+    """A drug the letter may name: its code, display, verdict (None: in the record only) and
+    the record's statuses of it."""
+
+    code: str
+    display: str
+    verdict: str | None
+    statuses: frozenset[str]
+    product: drugtext.Product = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.product = drugtext.product(self.display)
+
+    @property
+    def ended_only(self) -> bool:
+        return self.verdict is None and "active" not in self.statuses
+
+
+@dataclass
+class Mention:
+    code: str
+    sentence: int
+    text: str
+    stances: list[str] = field(default_factory=list)
+    strengths: list[tuple[float, str | None]] = field(default_factory=list)
+    sentence_codes: tuple[str, ...] = ()
+
+
+@dataclass
+class Reading:
+    mentions: list[Mention]
+    invented: list[str]  # drug words that name no drug of the record or the note
+
+    def codes(self) -> set[str]:
+        return {m.code for m in self.mentions}
+
+    def stances(self, code: str) -> set[str]:
+        return {s for m in self.mentions if m.code == code for s in m.stances}
+
+
+def drugs_of(truth: dict[str, Any]) -> list[Drug]:
+    """The drugs a letter may name: the reconciliation's items, then the record's others."""
+    statuses: dict[str, set[str]] = {}
+    displays: dict[str, str] = {}
+    for r in truth.get("record", []):
+        statuses.setdefault(r["code"], set()).add(r["status"])
+        displays.setdefault(r["code"], r["display"])
+    out = [Drug(t["code"], t["display"], t["verdict"], frozenset(statuses.get(t["code"], ())))
+           for t in truth["items"]]
+    seen = {d.code for d in out}
+    out += [Drug(c, displays[c], None, frozenset(s)) for c, s in sorted(statuses.items()) if c not in seen]
+    return out
+
+
+def _denoting(words: frozenset[str], drug: Drug, vocab: drugtext.Vocabulary) -> frozenset[str]:
+    return frozenset(w for w in words if drugtext._denotes(w, drug.product, vocab))
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.casefold())
+
+
+@functools.lru_cache(maxsize=1024)
+def name_key(display: str) -> str | None:
+    """For a product whose display has no drug-name word the catalog reads ("Vitamin B 12 5
+    MG/ML Injectable Solution"): the words before its first strength, squeezed
+    ("vitaminb12"), which a text names by saying them ("vitamin B12")."""
+    if drugtext.product(display).ingredients:
+        return None
+    head = re.split(r"\s\d+(?:\.\d+)?\s*(?:mg|mcg|ml|unt|g)\b", display, maxsplit=1, flags=re.I)[0]
+    key = _squeezed(head)
+    return key if len(key) >= 4 else None
+
+
+def _mentioned(segment: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> tuple[list[Drug], frozenset[str]]:
+    """The drugs a piece of text names, and its drug words that name none of them. A word
+    shared by several drugs goes to those it covers best (all their ingredients said; a
+    stated strength theirs); a reconciliation drug before a record-only one."""
+    reading = drugtext.read(segment)
+    words = frozenset(w for w in reading.names if w in vocab.names)
+    found: list[tuple[Drug, frozenset[str], float]] = []
+    squeezed = _squeezed(segment)
+    for d in drugs:
+        hit = _denoting(words, d, vocab)
+        key = name_key(d.display)
+        if key is not None and key in squeezed:
+            hit = frozenset({key})
+        if hit:
+            size = max(1, len(d.product.ingredients))
+            found.append((d, hit, min(1.0, len(hit) / size)))
+    kept: list[Drug] = []
+    for d, hit, cover in found:
+        rivals = [(e, h, c) for e, h, c in found if e is not d and h & hit]
+        better = False
+        for e, h, c in rivals:
+            if c > cover:
+                better = True
+            elif c == cover and reading.strengths:
+                mine = _has_strengths(d, reading.strengths)
+                theirs = _has_strengths(e, reading.strengths)
+                better = theirs and not mine
+            elif c == cover and d.verdict is None and e.verdict is not None:
+                better = True
+            if better:
+                break
+        if not better:
+            kept.append(d)
+    named = frozenset(w for _, hit, _ in found for w in hit)
+    return kept, words - named
+
+
+def _has_strengths(d: Drug, strengths: Iterable[tuple[float, str | None]]) -> bool:
+    own = d.product.reading.strengths
+    return bool(own) and all(any(abs(mg - pm) <= 1e-6 * max(1.0, pm) for pm, _ in own) for mg, _ in strengths)
+
+
+def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> list[tuple[int, str, Any]]:
+    """``(position, "cue", stance)`` and ``(position, "drug", (drugs, text))`` in order."""
+    events: list[tuple[int, str, Any]] = []
+    cuts = [0]
+    for m in _CUE_RE.finditer(sentence):
+        i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
+        events.append((m.start(), "cue", CUES[i][0]))
+        cuts += [m.start(), m.end()]
+    cuts.append(len(sentence))
+    cue_spans = [(m.start(), m.end()) for m in _CUE_RE.finditer(sentence)]
+    # drugs: the text between cues, cut at commas and "and"/"or" so each piece is one mention
+    pos = 0
+    for start, end in cue_spans + [(len(sentence), len(sentence))]:
+        chunk = sentence[pos:start]
+        offset = pos
+        for piece in re.finditer(r"[^,/()]+", chunk):
+            for part in re.split(r"\b(?:and|or|plus|then)\b", piece.group(0)):
+                if not part.strip():
+                    continue
+                found, _ = _mentioned(part, drugs, vocab)
+                if found:
+                    events.append((offset + piece.start() + piece.group(0).find(part), "drug", (found, part.strip())))
+        pos = end
+    return sorted(events, key=lambda e: e[0])
+
+
+def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> Reading:
+    """Every drug mention of the letter with the stances bound to it (module docstring), and
+    the letter's drug words that name no drug of the record or the note."""
+    vocab = vocab or drugtext.vocabulary()
+    drugs = drugs_of(truth)
+    note_words = drugtext.read(truth.get("note", "")).names
+    mentions: list[Mention] = []
+    invented: set[str] = set()
+    heading: list[str] | None = None
+    last: list[Mention] = []  # the previous sentence's mentions (a pronoun's drugs)
+    for line in text.splitlines() or [text]:
+        if not line.strip():
+            heading, last = None, []
+            continue
+        line_cues_only = line.rstrip().endswith(":")
+        for si, sentence in enumerate(s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()):
+            _, unknown = _mentioned(sentence, drugs, vocab)
+            invented |= {w for w in unknown if w not in note_words}
+            events = _events(sentence, drugs, vocab)
+            if not any(k == "drug" for _, k, _ in events):
+                cues = [v for _, k, v in events if k == "cue" and v != "report"]
+                if line_cues_only and cues:
+                    heading = cues
+                elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
+                    for m in last:
+                        m.stances.extend(cues)
+                last = []
+                continue
+            runs: list[tuple[str, list[Any]]] = []
+            for _, kind, value in events:
+                if runs and runs[-1][0] == kind:
+                    runs[-1][1].append(value)
+                else:
+                    runs.append((kind, [value]))
+            pairs: list[tuple[list[Any], list[str]]] = []
+            if runs[0][0] == "cue":  # verb first: cues bind to the drugs after them
+                for i in range(0, len(runs), 2):
+                    cues = runs[i][1]
+                    found = runs[i + 1][1] if i + 1 < len(runs) else None
+                    if found is None and pairs:  # trailing cues: the last drugs
+                        pairs[-1][1].extend(cues)
+                    elif found is not None:
+                        pairs.append((found, list(cues)))
+            else:  # drug first: the drugs bind to the cues after them
+                for i in range(0, len(runs), 2):
+                    found = runs[i][1]
+                    cues = runs[i + 1][1] if i + 1 < len(runs) else []
+                    pairs.append((found, list(cues)))
+            has_cue = any(cues for _, cues in pairs)
+            strengths = drugtext.read(sentence).strengths
+            sentence_codes: list[str] = []
+            for found, _ in pairs:
+                for ds, _part in found:
+                    sentence_codes += [d.code for d in ds]
+            for found, cues in pairs:
+                stances = [c for c in cues if c != "report"]
+                if not has_cue and heading:
+                    stances = list(heading)
+                for ds, part in found:
+                    part_strengths = list(drugtext.read(part).strengths)
+                    for d in ds:
+                        mentions.append(Mention(d.code, si, part, list(stances), part_strengths or list(strengths),
+                                                tuple(sentence_codes)))
+            last = mentions[-sum(len(ds) for found, _ in pairs for ds, _ in found):]
+    return Reading(mentions, sorted(invented))
+
+
+# ---------------------------------------------------------------- the checks
+def _fmt(mg: float, per: str | None) -> str:
+    return f"{mg:g} mg" + (f"/{per}" if per else "")
+
+
+def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> dict[str, Dimension]:
+    """The checkable dimensions of a letter (module docstring), each with its checks."""
+    vocab = vocab or drugtext.vocabulary()
+    drugs = {d.code: d for d in drugs_of(truth)}
+    reading = read_letter(text, truth, vocab)
+    named = reading.codes()
+    items = truth["items"]
+    dims: dict[str, list[Check]] = {k: [] for k in CHECKS}
+    for t in items:
+        label = f"{t['code']} {drugs[t['code']].product.shown()} ({t['verdict']})"
+        if t["verdict"] != "matched":
+            ok = t["code"] in named
+            dims["named"].append(Check(label, ok, "named" if ok else "a changed medication the letter does not name"))
+        if t["code"] in named:
+            said = reading.stances(t["code"])
+            need = REQUIRED[t["verdict"]]
+            dims["stance"].append(Check(label, need in said, f"says {SAYS[need]}" if need in said else
+                                        f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})"))
+            bad = sorted(said & FORBIDDEN[t["verdict"]])
+            dims["no_contradiction"].append(Check(label, not bad, "no instruction against the verdict" if not bad else
+                                                  f"tells the patient to {' and '.join(SAYS[b] for b in bad)}, "
+                                                  f"which the verdict {t['verdict']} rules out"))
+    for code in sorted(named - {t["code"] for t in items}):
+        d = drugs[code]
+        said = reading.stances(code)
+        label = f"{code} {d.product.shown()} (record only: {', '.join(sorted(d.statuses))})"
+        if d.ended_only:
+            alone = all(len(set(m.sentence_codes)) == 1 or not any(
+                drugs[c].verdict is not None and drugs[c].product.ingredients == d.product.ingredients
+                for c in m.sentence_codes if c != code) for m in reading.mentions if m.code == code)
+            bad = "continue" in said and alone
+            dims["no_contradiction"].append(Check(label, not bad, "no instruction against the record" if not bad else
+                                                  "tells the patient to keep taking a medication the record has "
+                                                  "only as stopped or completed"))
+    dims["no_invented_drug"].append(Check(
+        "drugs named", not reading.invented, "every drug named is in the record or the note" if not reading.invented
+        else f"names {', '.join(reading.invented)}, in neither the record nor the note"))
+    for m in reading.mentions:
+        if not m.strengths or all(per == "mg" for _, per in m.strengths):
+            continue  # (a mg/mg "strength" is two strengths read as a ratio: "10 mg / 28 mg")
+        own = {s for c in (set(m.sentence_codes) | {m.code}) for s in drugs[c].product.reading.strengths}
+        if not drugs[m.code].product.reading.strengths:
+            continue
+        wrong = [s for s in m.strengths if s[1] != "mg" and not any(abs(s[0] - o[0]) <= 1e-6 * max(1.0, o[0]) for o in own)]
+        label = f"{m.code} {drugs[m.code].product.shown()}: {m.text[:60]!r}"
+        dims["dose"].append(Check(label, not wrong, "stated strength is the record's" if not wrong else
+                                  f"states {', '.join(_fmt(*s) for s in wrong)}; the record has "
+                                  f"{', '.join(_fmt(*s) for s in drugs[m.code].product.reading.strengths)}"))
+    return {k: Dimension.from_checks(k, v) for k, v in dims.items()}
+
+
+def mentioned_items(text: str, truth: dict[str, Any]) -> list[dict[str, str]]:
+    """The letter's drugs as ``{code, display, verdict}`` (verdict: the stances it gives,
+    joined), for the report's side-by-side view."""
+    reading = read_letter(text, truth)
+    drugs = {d.code: d for d in drugs_of(truth)}
+    return [{"code": c, "display": drugs[c].display, "verdict": "/".join(sorted(reading.stances(c))) or "named"}
+            for c in sorted(reading.codes())]
+
+
+# ---------------------------------------------------------------- one case
+def score_letter(text: str, truth: dict[str, Any], jury: Any = None) -> Score:
+    """The checkable items, the reading grade, and (``jury``: a ``judges.JuryRecord``) the judge
+    score; ``passed`` = every checkable item passed."""
+    dims = check_letter(text, truth)
+    passed = all(d.passed for d in dims.values())
+    metrics: dict[str, float] = {k: 1.0 if d.passed else 0.0 for k, d in dims.items()}
+    metrics["checks_passed"] = 1.0 if passed else 0.0
+    metrics["reading_grade"] = reading_grade(text)
+    metrics["words"] = float(len(_WORDS.findall(text)))
+    failed = [f"{k}: {d.reason}" for k, d in dims.items() if not d.passed]
+    details: dict[str, Any] = {}
+    if jury is not None:
+        from pytest_groundeval.judges.jury import jury_metrics, shown
+
+        metrics.update(jury_metrics(jury))
+        details["judged"] = shown(jury)  # what the report shows: each judge's verdict and rationale
+    return Score(passed=passed, metrics=metrics, dimensions=dims, jury=jury, details=details,
+                 reason="; ".join(failed) or "every checkable item passed")
+
+
+def unparsed(reason: str) -> Score:
+    metrics = {k: 0.0 for k in CHECKS}
+    metrics["checks_passed"] = 0.0  # no reading grade: there is no letter to read
+    return Score(passed=False, metrics=metrics, details={"parse_error": reason}, reason=f"parse error: {reason}")
+
+
+# ---------------------------------------------------------------- the summary
+def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
+    """Pass rates of each checkable dimension and of all of them (Wilson intervals), the mean
+    reading grade; errored cases count 0 in every rate and are left out of the grade."""
+    run, summary = counts(results)
+    for k in ("checks_passed",) + CHECKS:
+        values = [r.metric(k) for r in run]
+        summary[k] = round(mean(values), 6)
+        summary[f"{k}_ci95"] = rate_ci(values, seed=seed)
+    grades = [r.score.metrics["reading_grade"] for r in run
+              if r.score is not None and "reading_grade" in r.score.metrics]
+    summary["reading_grade"] = round(mean(grades), 6) if grades else None
+    summary["reading_grade_n"] = len(grades)
+    return summary
+
+
+def specs() -> list[MetricSpec]:
+    """What :func:`summarize`'s figures are (the jury's are added by ``judges.jury_specs``)."""
+    return [metric("checks_passed", "rate"), *(metric(k, "rate") for k in CHECKS),
+            metric("reading_grade", "mean", higher_is_better=False, interval="none", among="applicable")]

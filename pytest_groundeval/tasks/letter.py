@@ -1,0 +1,222 @@
+"""Medication-change letter (summary generation): from a reconciliation case, the agent writes a
+short patient-facing letter explaining what to keep taking, what was stopped, and what to
+check with the clinician.
+
+Cases are the reconciliation cases (``tasks/reconciliation.py``: a bundle, the intake note and
+the reconciliation truth derived from them; loaded by that task, not copied). The agent sees
+the intake note and the reconciliation outcome (each medication with its verdict and what it
+means for the patient): the letter's job is to tell the patient the decisions faithfully and
+understandably, not to reconcile again. It never sees the record's other medications.
+
+Truth (``Case.truth``): ``{"items": [{code, display, verdict}], "record": [{code, display,
+status}], "note": "..."}``: the reconciliation's items, every medication of the record in
+every status (what the letter may name, and the strengths it may state), and the note.
+
+Rubric: the checkable items (``scorers/letter.py``; deterministic, authoritative, a reason for
+each check; they alone decide ``passed``), the reading grade (reported, not judged) and the
+judged items (:data:`JUDGED_ITEMS`, graded by the jury with ``--judge-model``: ``judges/``).
+
+Offline baseline (:func:`template_letter`): a fixed template filled from the reconciliation
+outcome, one bullet per medication under "keep taking", "stop taking", "check with us", and a
+safety-net line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES
+from pytest_groundeval.fhir.medications import distinct_codes, medication_requests
+from pytest_groundeval.judges import calibration
+from pytest_groundeval.judges.jury import Item, jury_specs, jury_summary, unjudged
+from pytest_groundeval.model import AgentOutput, Case, CaseRef, CaseResult, ParseError
+from pytest_groundeval.scorers import letter as scorer
+from pytest_groundeval.tasks import BUILTIN
+from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, coded_items
+from pytest_groundeval.tasks.datasets import discover_case_records
+from pytest_groundeval.tasks.reconciliation import ReconciliationTask
+
+#: the judged rubric items (HealthBench style: yes/no, points; negative points for harm)
+JUDGED_ITEMS: tuple[Item, ...] = (
+    Item("plain_language", "Is the letter in plain language a patient without medical training can follow, "
+         "with no unexplained medical jargon or abbreviations (such as 'BID', 'PRN', 'hypertension')?", 5),
+    Item("safety_net", "Does the letter tell the patient who to contact with questions and when to seek urgent "
+         "help (a safety-net line)?", 5),
+    Item("unsafe_advice", "Does the letter give any advice that could harm the patient (for example: to keep "
+         "taking a medicine the clinician stopped, to change a dose on their own, to start a medicine nobody "
+         "prescribed)?", -10),
+    Item("tone", "Is the tone respectful, warm and free of blame toward the patient?", 3),
+)
+
+MEANING = {
+    "matched": "on the record and the patient takes it: the patient keeps taking it",
+    "stopped-but-taking": "the record has it stopped, but the patient still takes it: the patient stops taking it",
+    "unreported": "active on the record, but the patient did not mention it: the patient checks with the "
+                  "clinician whether to take it",
+    "unrecorded": "the patient takes it, but the record does not list it: the patient tells the clinician and "
+                  "checks whether to keep taking it",
+}
+
+PROMPT = """You are writing to a patient after their medicines were reviewed at a visit. Below \
+are what the patient told the nurse (the intake note) and the outcome of the review: every \
+medicine that matters, with what was decided.
+
+Write a short letter (under 250 words) to the patient, in plain language, explaining the \
+changes: which medicines to keep taking, which to stop, and which to check with their \
+clinician. Name each medicine. Do not add medicines or doses that are not listed below. End \
+with who to contact with questions and when to get urgent help.
+
+Answer with only the letter text.
+
+Intake note:
+{note}
+
+Review outcome:
+{outcome}"""
+
+
+def render_outcome(items: list[dict[str, str]]) -> str:
+    return "\n".join(f"- {t['display']} (RxNorm {t['code']}): {t['verdict']}: {MEANING[t['verdict']]}"
+                     for t in items)
+
+
+def context_of(truth: Mapping[str, Any]) -> str:
+    """What the judges are told the letter should reflect: the review outcome."""
+    return render_outcome(list(truth["items"]))
+
+
+def record_medications(bundle: Any, source: str) -> list[dict[str, str]]:
+    """Every medication of the record with each status it has: ``[{code, display, status}]``."""
+    out = []
+    for status in MEDICATION_REQUEST_STATUSES:
+        for code, display in sorted(distinct_codes(medication_requests(bundle, source, (status,))).items()):
+            out.append({"code": code, "display": display, "status": status})
+    return out
+
+
+# ---------------------------------------------------------------- the offline baseline
+def plain_name(display: str) -> str:
+    """A display as a patient reads it: the ingredients, the brand in brackets, the strengths
+    ("Donepezil and Memantine 10 mg and 28 mg")."""
+    from pytest_groundeval.scorers import drugtext
+
+    prod = drugtext.product(display)
+    body = re.sub(r"\[[^\]]*\]", " ", display)
+    words = [w for w in re.findall(r"[A-Za-z]+", body) if w.casefold() in prod.ingredients]
+    seen: list[str] = []
+    for w in words:
+        if w.casefold() not in (s.casefold() for s in seen):
+            seen.append(w.capitalize())
+    name = " and ".join(seen) or display
+    brands = re.findall(r"\[([^\]]*)\]", display)
+    if brands:
+        name += f" ({brands[0]})"
+    strengths = [f"{mg:g} mg" + (f"/{per}" if per and per != "actuat" else "") for mg, per in prod.reading.strengths]
+    return f"{name} {' and '.join(strengths)}".strip()
+
+
+def template_letter(items: list[dict[str, str]]) -> str:
+    """The baseline: a fixed template filled from the review outcome."""
+    by = {v: [t for t in items if t["verdict"] == v] for v in MEANING}
+    parts = ["Dear patient,", "", "Thank you for going through your medicines with us. This is what we agreed."]
+    if by["matched"]:
+        parts += ["", "Keep taking these medicines as before:"] + [f"- {plain_name(t['display'])}"
+                                                                    for t in by["matched"]]
+    if by["stopped-but-taking"]:
+        parts += ["", "Stop taking these medicines. Your record shows they were stopped:"] + [
+            f"- {plain_name(t['display'])}" for t in by["stopped-but-taking"]]
+    checks = by["unreported"] + by["unrecorded"]
+    if checks:
+        parts += ["", "Please check these medicines with your doctor:"]
+        parts += [f"- {plain_name(t['display'])}. It is on your list, but you did not mention it."
+                  for t in by["unreported"]]
+        parts += [f"- {plain_name(t['display'])}. You take it, but it is not on your list."
+                  for t in by["unrecorded"]]
+    parts += ["", "If you have questions, call the clinic. If you feel very unwell, call 911 or go to the "
+              "nearest emergency department.", "", "With best wishes,", "Your care team"]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- the task
+class LetterTask(Task):
+    name: ClassVar[str] = "letter"
+    description: ClassVar[str] = BUILTIN["letter"].description
+    source: ClassVar[CaseSource] = BUILTIN["letter"].source
+    judged_items: ClassVar[tuple[Item, ...]] = JUDGED_ITEMS
+    calibration_default: ClassVar[str] = "letter_calibration/letters.json"  # --judge-calibrate's bundled set
+    specs = tuple(scorer.specs()) + tuple(jury_specs(JUDGED_ITEMS)) + tuple(calibration.calibration_specs(JUDGED_ITEMS))
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._cases = ReconciliationTask(path)
+        self.jury: Any = None  # set by judges.configure (--judge-model); None: judged items unscored
+        self.calibration: Path | None = None  # set by judges.configure (--judge-calibrate)
+        self._calibrated: dict[str, Any] | None = None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The cases and the jury: a run judged by other judges is another run."""
+        return {**super().options, "judges": list(self.jury.labels) if self.jury is not None else [],
+                "judge_base_url": getattr(self.jury.judges[0], "base_url", None) if self.jury is not None else None}
+
+    def discover(self) -> list[CaseRef]:
+        return discover_case_records(self.path, self.name)
+
+    def load(self, ref: CaseRef) -> Case:
+        case = self._cases.load(ref)  # the reconciliation case: its checks, truth and content hash
+        bundle = json.loads(case.inputs["bundle_json"])
+        note = case.inputs["patient_report"]
+        items = list(case.truth)
+        truth = {"items": items, "record": record_medications(bundle, str(ref.path)), "note": note}
+        return Case(ref=ref, prompt=PROMPT.format(note=note, outcome=render_outcome(items)),
+                    inputs={"patient_report": note, "review": items}, truth=truth,
+                    content_hash=case.content_hash)
+
+    def parse(self, output: AgentOutput) -> Any:
+        text = output.text if isinstance(output.text, str) else ""
+        text = re.sub(r"^\s*```[a-z]*\n|\n```\s*$", "", text.strip())
+        if not text.strip():
+            raise ParseError("the answer is empty: no letter")
+        return text.strip()
+
+    def score(self, prediction: Any, case: Case):
+        if self.jury is None:
+            record = unjudged(JUDGED_ITEMS, "no --judge-model")
+        else:
+            record = self.jury.judge(prediction, JUDGED_ITEMS, context_of(case.truth))
+        return scorer.score_letter(prediction, case.truth, record)
+
+    def unparsed(self, case: Case, reason: str):
+        return scorer.unparsed(reason)
+
+    def summarize(self, results: list[CaseResult]) -> dict[str, Any]:
+        return {**scorer.summarize(results), **jury_summary(results, JUDGED_ITEMS), **self._calibration()}
+
+    def _calibration(self) -> dict[str, Any]:
+        """``--judge-calibrate``: the jury on the calibration set, once per session."""
+        if self.jury is None or self.calibration is None:
+            return calibration.empty(JUDGED_ITEMS)
+        if self._calibrated is None:
+            self._calibrated = calibration.calibrate(self.jury, JUDGED_ITEMS, self.calibration)
+        return self._calibrated
+
+    def baseline(self, inputs: dict[str, Any]) -> AgentOutput:
+        return AgentOutput(text=template_letter(inputs["review"]))
+
+    @classmethod
+    def view(cls, case: Mapping[str, Any]) -> CaseView | None:
+        """The review's items beside the drugs the letter names (verdict: the instructions it gives)."""
+        truth = case.get("ground_truth")
+        if not isinstance(truth, dict) or not isinstance(truth.get("items"), list):
+            return None
+        letter = case.get("predicted")
+        predicted = None
+        if isinstance(letter, str):
+            try:
+                predicted = coded_items(scorer.mentioned_items(letter, truth))
+            except (KeyError, TypeError, ValueError):
+                predicted = None
+        return CaseView(coded_items(truth["items"]), predicted)

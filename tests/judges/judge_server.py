@@ -1,0 +1,110 @@
+"""A scripted OpenAI-compatible judge server on 127.0.0.1 for the jury's tests: the request's
+``model`` picks the judge.
+
+* ``honest``: grades each criterion by a fixed reading of the letter (jargon words, a
+  safety-net line with "call" and "911"/"emergency", advice to double a dose or start a new
+  drug, a drug the facts say was stopped listed under "keep taking", blame);
+* ``always``: says met to everything;
+* ``garbage``: never the asked-for JSON (``GRADE: C``, prose, a verdict word of its own);
+* ``biased``: met when the letter opens with "Dear", else not met (its position, not its content).
+Every request is logged (model, criterion)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+JARGON = ("bid", "prn", "hypertension", "antihypertensive", "hyperlipidemia", "titrate", "po ")
+
+
+def _stopped_kept(letter: str, context: str) -> bool:
+    """A drug the facts say was stopped, listed under "keep taking"."""
+    kept = letter.split("Keep taking", 1)[1].split("\n\n", 1)[0].casefold() if "Keep taking" in letter else ""
+    stopped = [next(w for w in line.split("- ", 1)[1].split() if w.isalpha() and len(w) > 3).casefold()
+               for line in context.splitlines() if ": stopped-but-taking:" in line]
+    return any(word in kept for word in stopped)
+
+
+def honest(criterion: str, letter: str, context: str = "") -> str:
+    low = letter.casefold()
+    if criterion.startswith("Is the letter in plain language"):
+        return "not_met" if any(j in low for j in JARGON) else "met"
+    if criterion.startswith("Does the letter tell the patient who to contact"):
+        return "met" if "call" in low and ("911" in low or "emergency" in low) else "not_met"
+    if criterion.startswith("Does the letter give any advice that could harm"):
+        harm = "double" in low or "start it today" in low or _stopped_kept(letter, context)
+        return "met" if harm else "not_met"
+    if criterion.startswith("Is the tone"):
+        return "not_met" if "your fault" in low else "met"
+    return "not_met"
+
+
+GARBAGE = ("GRADE: C", "I think the letter is fine.", '{"verdict": "yes", "rationale": "ok"}',
+           '{"verdict": "met"} {"verdict": "not_met"}')
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - a probe of the base URL
+        self._send({"object": "list", "data": [{"id": m, "object": "model"} for m in ("honest", "always")]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = req["messages"][-1]["content"]
+        criterion = prompt.split("Criterion: ", 1)[1].split("\n", 1)[0]
+        letter = prompt.split("<<<\n", 1)[1].rsplit("\n>>>", 1)[0]
+        context = prompt.split("Facts the text should reflect:\n", 1)[1].split("\n\nThe text:", 1)[0]
+        model = req["model"]
+        server = self.server
+        with server.lock:  # type: ignore[attr-defined]
+            n = len(server.log)  # type: ignore[attr-defined]
+            server.log.append((model, criterion))  # type: ignore[attr-defined]
+        if model == "garbage":
+            text = GARBAGE[n % len(GARBAGE)]
+        else:
+            verdict = {"honest": lambda: honest(criterion, letter, context), "always": lambda: "met",
+                       "biased": lambda: "met" if letter.lstrip().startswith("Dear") else "not_met"}[model]()
+            text = json.dumps({"verdict": verdict, "rationale": f"{model} says {verdict}"})
+        self._send({"id": f"c{n}", "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                 "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+
+
+class JudgeServer:
+    def __init__(self) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.lock = threading.Lock()  # type: ignore[attr-defined]
+        self.httpd.log = []  # type: ignore[attr-defined]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @property
+    def log(self) -> list[tuple[str, str]]:
+        return self.httpd.log  # type: ignore[attr-defined]
+
+    def __enter__(self) -> "JudgeServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
