@@ -75,6 +75,10 @@ def build_agent(spec: AgentSpec, rootdir: Path | None = None, *, traced: bool = 
         from pytest_groundeval.agents.langgraph_mcp import LangGraphMCPAgent
 
         return LangGraphMCPAgent.from_spec(spec)
+    if spec.name == "claude-agent":
+        from pytest_groundeval.agents.claude_agent import ClaudeAgentSDKAgent
+
+        return ClaudeAgentSDKAgent.from_spec(spec)
     if spec.is_command:  # mcp:COMMAND ARGS
         from pytest_groundeval.agents.command import CommandAgent
 

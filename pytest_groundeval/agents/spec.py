@@ -25,7 +25,7 @@ class AgentSpec:
     @property
     def is_live(self) -> bool:
         """Calls a model over the network (default concurrency 8 rather than 1)."""
-        return self.name in ("claude", "langgraph", "chat", "langgraph-mcp") or self.is_command
+        return self.name in ("claude", "langgraph", "chat", "langgraph-mcp", "claude-agent") or self.is_command
 
 
     @property
@@ -37,6 +37,8 @@ class AgentSpec:
     def required_key(self) -> str | None:
         if self.name == "claude":
             return "ANTHROPIC_API_KEY"
+        if self.name == "claude-agent":
+            return None if self.base_url else "ANTHROPIC_API_KEY"  # an Anthropic-compatible local server
         if self.name in ("langgraph", "chat", "langgraph-mcp"):
             model = self.model or ""
             if self.base_url or model.startswith("openai:"):
@@ -61,17 +63,17 @@ class AgentSpec:
                 return f"--agent={self.name}: expected module:Class"
         elif self.name not in BUILT_IN:
             return (f"--agent={self.name}: unknown agent; use baseline, claude, langgraph, chat, langgraph-mcp, "
-                    "mcp:COMMAND or module:Class")
-        if self.model and self.name not in ("claude", "langgraph", "chat", "langgraph-mcp"):
+                    "claude-agent, mcp:COMMAND or module:Class")
+        if self.model and self.name not in ("claude", "langgraph", "chat", "langgraph-mcp", "claude-agent"):
             return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class or mcp:COMMAND "
                     "agent chooses its own and may report it: AgentOutput.model, the usage file's model); drop --model")
-        if self.base_url and self.name not in ("langgraph", "chat", "langgraph-mcp"):
-            return (f"--model-base-url is for --agent=langgraph, langgraph-mcp or chat; "
+        if self.base_url and self.name not in ("langgraph", "chat", "langgraph-mcp", "claude-agent"):
+            return (f"--model-base-url is for --agent=langgraph, langgraph-mcp, chat or claude-agent; "
                     f"--agent={self.name} would ignore it")
         return None
 
 
-BUILT_IN = ("baseline", "claude", "langgraph", "chat", "langgraph-mcp")
+BUILT_IN = ("baseline", "claude", "langgraph", "chat", "langgraph-mcp", "claude-agent")
 
 
 def model_cache(spec: AgentSpec) -> Any:
