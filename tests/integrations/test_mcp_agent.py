@@ -232,3 +232,28 @@ def test_the_30_line_client_passes_the_extraction_suite(pytester, monkeypatch):
     assert rec["summary"]["extraction"]["n_passed"] == rec["summary"]["extraction"]["n_cases"] == 45
     assert rec["summary"]["extraction"]["grounded"] == 1.0
     assert all(c["transcript"][0]["tool"] == "list_medication_requests" for c in rec["cases"])
+
+
+def test_under_langsmith_each_mcp_call_is_a_tool_run_nested_under_its_case(pytester, monkeypatch):
+    from test_langsmith_experiments import FakeLangSmith, _children, _env, _roots
+
+    server = FakeLangSmith()
+    try:
+        _env(monkeypatch, server.url)
+        data = pytester.mkdir("data")
+        for stem in EXTRACTION_IDS:
+            shutil.copy(FIXTURES / "synthea" / f"{stem}.json", data / f"{stem}.json")
+        result = pytester.runpytest_subprocess(
+            str(ROOT / "evals"), "-m", "extraction", f"--agent=mcp:{sys.executable} {EXTRACTION_CLIENT}",
+            "--data-dir", str(data), "--run-record", str(pytester.path / "record.json"), "-p", "no:cacheprovider",
+            "-p", "no:randomly", "--rootdir", str(pytester.path))
+        result.assert_outcomes(passed=2)
+        runs, _ = server.decoded()
+        roots = _roots(runs)
+        assert len(roots) == 2
+        for root in roots.values():
+            tools = [k for k in _children(runs, root) if k["run_type"] == "tool"]
+            assert [k["name"] for k in tools] == ["list_medication_requests"], [k["name"] for k in tools]
+            assert all(k["dotted_order"].startswith(root["dotted_order"] + ".") for k in tools)
+    finally:
+        server.close()

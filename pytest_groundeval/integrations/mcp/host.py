@@ -30,6 +30,7 @@ session of their own, out of reach of the agent's process group.
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import json
 import os
@@ -91,6 +92,9 @@ class CaseHost:
     def __init__(self, task: Any, inputs: dict[str, Any]) -> None:
         from pytest_groundeval.run.toolcalls import harness_tools
 
+        # the attempt's context (its LangSmith trace): each call runs in a copy of it, so a traced
+        # case's tool runs nest under the case as the LangGraph agent's do
+        self._context = contextvars.copy_context()
         self.task_name = str(getattr(task, "name", type(task).__name__))
         self.tools = {t.name: t for t in harness_tools(task, inputs)}
         self.schemas = [tool_schema(t) for t in self.tools.values()]
@@ -159,7 +163,8 @@ class CaseHost:
                              name="groundeval-mcp-call").start()
 
     def _answer(self, conn: socket.socket, out: threading.Lock, message: dict[str, Any]) -> None:
-        reply = {"id": message.get("id"), **self.call(message.get("name"), message.get("arguments"))}
+        answer = self._context.copy().run(self.call, message.get("name"), message.get("arguments"))
+        reply = {"id": message.get("id"), **answer}
         try:
             with out:
                 send(conn, reply)
