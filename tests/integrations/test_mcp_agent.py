@@ -185,10 +185,12 @@ def test_a_client_can_reach_nothing_beyond_its_case(pytester, monkeypatch, plans
         assert all(t["status"] == "error" for t in c["transcript"] if t["tool"] == "read_resource")
 
 
-def test_a_hanging_agent_is_killed_at_the_deadline_with_its_children_and_server(pytester, monkeypatch, plans, tmp_path):
+@pytest.mark.parametrize("concurrency", ["1", "8"])  # 1: the call runs on the main thread, under SIGALRM
+def test_a_hanging_agent_is_killed_at_the_deadline_with_its_children_and_server(pytester, monkeypatch, plans, tmp_path,
+                                                                               concurrency):
     monkeypatch.setenv("MCP_PIDS_DIR", str(tmp_path))
     result, rec = _evals(pytester, monkeypatch, plans, "hang", "--agent-timeout", "15", "--agent-retries", "0",
-                         selection=[REFS])
+                         "--concurrency", concurrency, selection=[REFS])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     [case] = rec["cases"]
     assert case["outcome"] == "error" and case["error"]["kind"] == "timeout", case["error"]
