@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REFS, ROOT, STOPPED_ACTIVE
+from test_fhir_hook import toyproject  # noqa: F401  (the toy fhir_server task, issue 18)
 
 pytest.importorskip("mcp")
 
@@ -259,3 +260,42 @@ def test_under_langsmith_each_mcp_call_is_a_tool_run_nested_under_its_case(pytes
             assert all(k["dotted_order"].startswith(root["dotted_order"] + ".") for k in tools)
     finally:
         server.close()
+
+
+FHIR_CLIENT = '''
+import asyncio, json, os, re, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from ordertoy import order
+
+
+async def main():
+    prompt = sys.stdin.read()
+    pid = re.search(r"Patient/([0-9a-f-]+)", prompt).group(1)
+    server = json.load(open(os.environ["GROUNDEVAL_MCP_CONFIG"]))["mcpServers"]["groundeval"]
+    params = StdioServerParameters(command=server["command"], args=server["args"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.call_tool("fhir_search", {"resource_type": "ServiceRequest", "params": {"patient": pid}})
+        made = await session.call_tool("fhir_create", {"resource": order(pid)})
+    print("ordered " + json.loads(made.content[0].text)["id"])
+
+
+asyncio.run(main())
+'''
+
+
+def test_a_fhir_server_tasks_tools_are_served_over_mcp(toyproject):
+    """Issue 18's ``fhir_server`` tasks: their FHIR tools (built on the case's base URL) run in the
+    harness beside the case's server; the MCP client's calls are in the transcript and its writes
+    in the server's log and state diff."""
+    (toyproject.path / "fhir_client.py").write_text(FHIR_CLIENT)
+    result = toyproject.runpytest_subprocess("-p", "no:cacheprovider", "--run-record", "record.json",
+                                             f"--agent=mcp:{sys.executable} fhir_client.py", "--require-grounded")
+    result.assert_outcomes(passed=3)
+    rec = json.loads((toyproject.path / "record.json").read_text())
+    for case in rec["cases"]:
+        assert [t["tool"] for t in case["transcript"]] == ["fhir_search", "fhir_create"]  # the harness saw them
+        assert [(r["method"], r["status"]) for r in case["fhir"]["requests"]] == [("GET", 200), ("POST", 201)]
+        assert case["raw_output"].strip() == "ordered " + case["fhir"]["changes"][0]["id"]
+    assert len({c["fhir"]["base_url"] for c in rec["cases"]}) == 3  # one repository, one MCP server per case
