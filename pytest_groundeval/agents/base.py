@@ -71,6 +71,18 @@ def build_agent(spec: AgentSpec, rootdir: Path | None = None, *, traced: bool = 
         from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
 
         return LangGraphAgent.from_spec(spec)
+    if spec.name == "langgraph-mcp":
+        from pytest_groundeval.agents.langgraph_mcp import LangGraphMCPAgent
+
+        return LangGraphMCPAgent.from_spec(spec)
+    if spec.name == "claude-agent":
+        from pytest_groundeval.agents.claude_agent import ClaudeAgentSDKAgent
+
+        return ClaudeAgentSDKAgent.from_spec(spec)
+    if spec.is_command:  # mcp:COMMAND ARGS
+        from pytest_groundeval.agents.command import CommandAgent
+
+        return CommandAgent(spec.name, timeout=spec.timeout)
     if spec.name == "chat":
         from pytest_groundeval.agents.langgraph_agent import ChatAgent
 

@@ -25,13 +25,21 @@ class AgentSpec:
     @property
     def is_live(self) -> bool:
         """Calls a model over the network (default concurrency 8 rather than 1)."""
-        return self.name in ("claude", "langgraph", "chat")
+        return self.name in ("claude", "langgraph", "chat", "langgraph-mcp", "claude-agent") or self.is_command
+
+
+    @property
+    def is_command(self) -> bool:
+        """``mcp:COMMAND ARGS``: a command-line agent (agents/command.py), not a ``module:Class``."""
+        return self.name.startswith("mcp:")
 
     @property
     def required_key(self) -> str | None:
         if self.name == "claude":
             return "ANTHROPIC_API_KEY"
-        if self.name in ("langgraph", "chat"):
+        if self.name == "claude-agent":
+            return None if self.base_url else "ANTHROPIC_API_KEY"  # an Anthropic-compatible local server
+        if self.name in ("langgraph", "chat", "langgraph-mcp"):
             model = self.model or ""
             if self.base_url or model.startswith("openai:"):
                 return None  # OpenAI-compatible local server; its own key (if any) is optional
@@ -46,21 +54,26 @@ class AgentSpec:
                 f"--agent={self.name} calls a live model and needs {key} in the environment; "
                 f"set it, or run the offline agent with --agent=baseline"
             )
-        if ":" in self.name and self.name not in BUILT_IN:
+        if self.is_command:
+            if not self.name[len("mcp:"):].strip():
+                return f"--agent={self.name}: expected mcp:COMMAND ARGS (the command to run per case)"
+        elif ":" in self.name and self.name not in BUILT_IN:
             module, _, attr = self.name.partition(":")
             if not module or not attr:
                 return f"--agent={self.name}: expected module:Class"
         elif self.name not in BUILT_IN:
-            return f"--agent={self.name}: unknown agent; use baseline, claude, langgraph, chat or module:Class"
-        if self.model and self.name not in ("claude", "langgraph", "chat"):
-            return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class agent "
-                    "chooses its own and may report it as AgentOutput.model); drop --model")
-        if self.base_url and self.name not in ("langgraph", "chat"):
-            return f"--model-base-url is for --agent=langgraph or chat; --agent={self.name} would ignore it"
+            return (f"--agent={self.name}: unknown agent; use baseline, claude, langgraph, chat, langgraph-mcp, "
+                    "claude-agent, mcp:COMMAND or module:Class")
+        if self.model and self.name not in ("claude", "langgraph", "chat", "langgraph-mcp", "claude-agent"):
+            return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class or mcp:COMMAND "
+                    "agent chooses its own and may report it: AgentOutput.model, the usage file's model); drop --model")
+        if self.base_url and self.name not in ("langgraph", "chat", "langgraph-mcp", "claude-agent"):
+            return (f"--model-base-url is for --agent=langgraph, langgraph-mcp, chat or claude-agent; "
+                    f"--agent={self.name} would ignore it")
         return None
 
 
-BUILT_IN = ("baseline", "claude", "langgraph", "chat")
+BUILT_IN = ("baseline", "claude", "langgraph", "chat", "langgraph-mcp", "claude-agent")
 
 
 def model_cache(spec: AgentSpec) -> Any:

@@ -48,13 +48,15 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
         addoption(*names, **kw)
         defaults[kw["dest"]] = kw.get("default")
     add("--agent", dest="groundeval_agent", default=None, metavar="NAME",
-        help="agent to evaluate: baseline (default, offline), claude, langgraph (tools), chat (the same model, "
-        "one call, no tools), or module:Class")
+        help="agent to evaluate: baseline (default, offline), claude, langgraph (tools), langgraph-mcp (its tools "
+        "from the case's MCP server), chat (the same model, one call, no tools), \"mcp:COMMAND ARGS\" (a command "
+        "run per case, an MCP client of the case's server), or module:Class")
     add("--model", dest="groundeval_model", default=None, metavar="MODEL",
         help="model id for live agents (claude: default claude-opus-4-8; "
         "langgraph: e.g. anthropic:claude-opus-4-8 or openai:NAME)")
     add("--model-base-url", dest="groundeval_base_url", default=None, metavar="URL",
-        help="OpenAI-compatible server for --agent=langgraph|chat --model openai:NAME (vLLM, Ollama, llama.cpp)")
+        help="OpenAI-compatible server for --agent=langgraph|langgraph-mcp|chat --model openai:NAME (vLLM, Ollama, "
+        "llama.cpp)")
     add("--agent-timeout", dest="groundeval_agent_timeout", type=float, default=None, metavar="SECONDS",
         help=f"timeout of one agent call, per attempt (default {DEFAULT_AGENT_TIMEOUT:g})")
     add("--agent-retries", dest="groundeval_retries", type=int, default=4, metavar="N",

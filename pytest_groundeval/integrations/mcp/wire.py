@@ -1,0 +1,50 @@
+"""The line protocol between the stdio MCP server (``server.py``, started by an agent's MCP
+client) and the harness's side of a case (``host.py``): one JSON object per line over a Unix
+socket. Standard library only: the server imports nothing heavy.
+
+The server's first line is ``{"op": "hello", "token": ..., "pid": ...}`` (the spec file's
+token: a connection without it is closed unanswered); the harness answers ``{"tools": [...]}``
+(each ``{"name", "description", "inputSchema"}``). Then ``{"op": "call", "id": N, "name": ...,
+"arguments": {...}}`` lines, answered in any order by ``{"id": N, "text": ..., "error": bool}``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+MAX_LINE = 64 * 1024 * 1024  # one message; a tool result is bounded far below this by the record
+
+
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
+
+
+class Lines:
+    """The JSON messages arriving on a socket, one per line (None at end of stream)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = b""
+
+    def next(self) -> dict[str, Any] | None:
+        while b"\n" not in self._buffer:
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+            if len(self._buffer) > MAX_LINE:
+                return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None
+        return message if isinstance(message, dict) else None
+
+
+__all__ = ["Lines", "send"]
