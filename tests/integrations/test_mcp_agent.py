@@ -81,7 +81,9 @@ def _evals(pytester, monkeypatch, plans, mode, *args, selection=None, record="re
     monkeypatch.setenv("MCP_MODE", mode)
     out = pytester.path / record
     result = pytester.runpytest_subprocess(
+        # the three tool-using tasks (the letter task reuses reconciliation's case ids)
         str(ROOT / "evals"), f"--agent=mcp:{sys.executable} {client}", "-k", " or ".join(selection or chosen),
+        "-m", "extraction or write or reconciliation",
         "--write-cases", str(FIXTURES / "write_cases"), "--data-dir", str(FIXTURES / "synthea"),
         "--reconciliation-cases", str(FIXTURES / "reconciliation"), "--run-record", str(out),
         "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(pytester.path), *args)
