@@ -259,7 +259,11 @@ class Reporter:
         finally:
             if self.journal is not None:
                 self.journal.close()
-        return (yield)
+        result = yield  # junitxml writes its file here
+        from pytest_groundeval.pytest.junit import rewrite_for
+
+        rewrite_for(session.config, self.record, self.record_path)  # errored cases as <error>, suite properties
+        return result
 
     def completeness(self, session: pytest.Session, exitstatus: int, cases: list[CaseResult],
                      budget: Any) -> Completeness:
