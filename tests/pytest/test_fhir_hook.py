@@ -16,6 +16,15 @@ from pathlib import Path
 import pytest
 from conftest import SYNTHEA, read_record
 
+from pytest_groundeval.fhir.server.manager import ServerUnavailable, check_node
+
+try:
+    check_node()
+    NODE = None
+except ServerUnavailable as _e:  # the suites' cases are not run then (tested below); these skip saying why
+    NODE = _e.reason
+needs_node = pytest.mark.skipif(NODE is not None, reason=f"{NODE}")
+
 PATIENTS = ("Alena861_Alina705_Bayer639_a41e603d-0d7c-c89f-3be7-74117adc6390",
             "Devin_Bailey_17dc1d1b-060d-4069-b7f9-640463bf12a7",
             "Clarissa466_Feeney44_38f65650-9735-8541-322d-387417329eb2")
@@ -199,6 +208,7 @@ def _run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     return project.runpytest_subprocess("-p", "no:cacheprovider", "--run-record", "record.json", *args)
 
 
+@needs_node
 def test_the_hook_seeds_each_case_and_records_its_requests_and_diff(toyproject):
     result = _run(toyproject, "--agent=toy_agents:Prompted", "-v")
     result.assert_outcomes(passed=3)
@@ -214,6 +224,7 @@ def test_the_hook_seeds_each_case_and_records_its_requests_and_diff(toyproject):
     assert len({c["fhir"]["base_url"] for c in rec["cases"]}) == 3  # one repository per case
 
 
+@needs_node
 def test_the_baseline_and_the_same_urls_run_after_run(toyproject):
     first = _run(toyproject)
     first.assert_outcomes(passed=3)
@@ -225,6 +236,7 @@ def test_the_baseline_and_the_same_urls_run_after_run(toyproject):
     assert [c["fhir"]["changes"][0]["id"] for c in read_record(toyproject)["cases"]] == ids
 
 
+@needs_node
 def test_a_refused_write_is_logged_with_why_and_changes_nothing(toyproject):
     result = _run(toyproject, "--agent=toy_agents:BadStatus")
     result.assert_outcomes(failed=3)
@@ -235,6 +247,7 @@ def test_a_refused_write_is_logged_with_why_and_changes_nothing(toyproject):
         assert case["fhir"]["changes"] == []
 
 
+@needs_node
 def test_the_write_cap_refuses_past_the_tasks_cap(toyproject):
     result = _run(toyproject, "--agent=toy_agents:Greedy")
     result.assert_outcomes(failed=3)
@@ -245,6 +258,7 @@ def test_the_write_cap_refuses_past_the_tasks_cap(toyproject):
         assert len(case["fhir"]["changes"]) == 3
 
 
+@needs_node
 def test_a_case_cannot_read_or_write_another_cases_patient(toyproject):
     result = _run(toyproject, "--agent=toy_agents:Nosy")
     result.assert_outcomes(failed=3)
@@ -258,6 +272,7 @@ def test_a_case_cannot_read_or_write_another_cases_patient(toyproject):
         assert reads and all(r["status"] == 404 for r in reads)
 
 
+@needs_node
 def test_a_server_killed_mid_case_is_a_server_error_and_the_next_case_runs(toyproject):
     result = _run(toyproject, "--agent=toy_agents:KillsOnce")
     result.assert_outcomes(passed=2, failed=1)  # an error case is a failed test item
@@ -288,6 +303,7 @@ def test_without_node_the_cases_are_not_run_with_one_reason_and_a_threshold_fail
     result.stdout.fnmatch_lines(["*groundeval gate: MISSED ordertoy.pass*"])
 
 
+@needs_node
 def test_rescore_reads_the_stored_activity_without_a_server(toyproject, monkeypatch):
     _run(toyproject).assert_outcomes(passed=3)
     shutil.copy(toyproject.path / "record.json", toyproject.path / "first.json")
@@ -304,6 +320,7 @@ def test_rescore_reads_the_stored_activity_without_a_server(toyproject, monkeypa
     assert all(c["rescored_from"] and c["fhir"]["changes"] for c in rec["cases"])
 
 
+@needs_node
 @pytest.mark.parametrize("how", [("-n", "2"), ("--concurrency", "8")])
 def test_xdist_and_concurrency_equal_serial(toyproject, how):
     _run(toyproject, "--agent=toy_agents:Prompted").assert_outcomes(passed=3)
@@ -364,6 +381,7 @@ LangGraphAgent._init_model = staticmethod(lambda *args, **kwargs: Scripted())
 '''
 
 
+@needs_node
 def test_the_langgraph_agent_acts_through_the_fhir_tools_and_a_strict_cache_replays_it(toyproject, monkeypatch):
     (toyproject.path / "conftest.py").write_text(SCRIPTED_CONFTEST)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-used")  # the model is scripted (and never called on replay)
@@ -387,6 +405,7 @@ def test_the_langgraph_agent_acts_through_the_fhir_tools_and_a_strict_cache_repl
     assert view(again) == view(first)  # the server re-seeded: the replayed calls wrote the same state
 
 
+@needs_node
 def test_the_html_report_shows_a_cases_requests_refusals_and_state_diff(toyproject):
     from test_html_report import CHROMIUM, browse, key
 
@@ -409,6 +428,7 @@ def test_the_html_report_shows_a_cases_requests_refusals_and_state_diff(toyproje
     assert case["fhir"]["base_url"] in block.text()
 
 
+@needs_node
 def test_resume_runs_the_server_error_again_and_keeps_the_rest(toyproject):
     _run(toyproject, "--agent=toy_agents:KillsOnce").assert_outcomes(passed=2, failed=1)
     shutil.copy(toyproject.path / "record.json", toyproject.path / "first.json")
