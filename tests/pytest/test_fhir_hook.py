@@ -162,6 +162,16 @@ def _server_pids():
                 yield int(proc.name)
 
 
+class Recording:
+    """Answers like Prompted and notes its server's pid and port (for the nothing-left check)."""
+    name = "recording"
+    def run(self, prompt):
+        port = int(re.search(r"127\\.0\\.0\\.1:(\\d+)/", prompt).group(1))
+        with open("servers.txt", "a") as fh:
+            fh.write(f"{list(_server_pids())} {port}\\n")
+        return Prompted().run(prompt)
+
+
 class KillsOnce:
     """Kills the FHIR server during its first case, then answers like Prompted."""
     name = "killsonce"
@@ -442,3 +452,16 @@ def test_resume_runs_the_server_error_again_and_keeps_the_rest(toyproject):
     resumed = {c["case_id"]: c for c in read_record(toyproject, "resumed.json")["cases"]}
     assert resumed[killed]["error"]["kind"] == "server" and not resumed[killed].get("resumed_from")
     assert all(resumed[k]["resumed_from"] for k in first if k != killed)
+
+
+@needs_node
+@pytest.mark.parametrize("how", [(), ("-n", "2")])
+def test_nothing_is_left_running_or_listening_after_the_session(toyproject, how):
+    from test_fhir_server import alive, listening
+
+    _run(toyproject, "--agent=toy_agents:Recording", *how).assert_outcomes(passed=3)
+    seen = [line.split(" ", 1) for line in (toyproject.path / "servers.txt").read_text().splitlines()]
+    pids = {int(p) for pids, _ in seen for p in json.loads(pids)}
+    ports = {int(port) for _, port in seen}
+    assert 1 <= len(ports) <= (2 if how else 1) and len(pids) == len(ports)  # one server per process that ran cases
+    assert not [p for p in pids if alive(p)] and not [p for p in ports if listening(p)]
