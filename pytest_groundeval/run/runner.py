@@ -171,6 +171,8 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
         ticket, why = budget.reserve()
         if ticket is None:
             called.error = ErrorInfo(kind="budget", message=f"not run: {why}")
+            if opened is not None:  # its repository was made for nothing: dropped
+                opened.server.close_case(opened.handle)
             return called
     try:
         output = _call_agent(called, task, case, agent, policy, observers)

@@ -16,6 +16,15 @@ from pathlib import Path
 import pytest
 from conftest import SYNTHEA, read_record
 
+from pytest_groundeval.fhir.server.manager import ServerUnavailable, check_node
+
+try:
+    check_node()
+    NODE = None
+except ServerUnavailable as _e:  # the suites' cases are not run then (tested below); these skip saying why
+    NODE = _e.reason
+needs_node = pytest.mark.skipif(NODE is not None, reason=f"{NODE}")
+
 PATIENTS = ("Alena861_Alina705_Bayer639_a41e603d-0d7c-c89f-3be7-74117adc6390",
             "Devin_Bailey_17dc1d1b-060d-4069-b7f9-640463bf12a7",
             "Clarissa466_Feeney44_38f65650-9735-8541-322d-387417329eb2")
@@ -153,6 +162,16 @@ def _server_pids():
                 yield int(proc.name)
 
 
+class Recording:
+    """Answers like Prompted and notes its server's pid and port (for the nothing-left check)."""
+    name = "recording"
+    def run(self, prompt):
+        port = int(re.search(r"127\\.0\\.0\\.1:(\\d+)/", prompt).group(1))
+        with open("servers.txt", "a") as fh:
+            fh.write(f"{list(_server_pids())} {port}\\n")
+        return Prompted().run(prompt)
+
+
 class KillsOnce:
     """Kills the FHIR server during its first case, then answers like Prompted."""
     name = "killsonce"
@@ -199,6 +218,7 @@ def _run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     return project.runpytest_subprocess("-p", "no:cacheprovider", "--run-record", "record.json", *args)
 
 
+@needs_node
 def test_the_hook_seeds_each_case_and_records_its_requests_and_diff(toyproject):
     result = _run(toyproject, "--agent=toy_agents:Prompted", "-v")
     result.assert_outcomes(passed=3)
@@ -214,6 +234,7 @@ def test_the_hook_seeds_each_case_and_records_its_requests_and_diff(toyproject):
     assert len({c["fhir"]["base_url"] for c in rec["cases"]}) == 3  # one repository per case
 
 
+@needs_node
 def test_the_baseline_and_the_same_urls_run_after_run(toyproject):
     first = _run(toyproject)
     first.assert_outcomes(passed=3)
@@ -225,6 +246,7 @@ def test_the_baseline_and_the_same_urls_run_after_run(toyproject):
     assert [c["fhir"]["changes"][0]["id"] for c in read_record(toyproject)["cases"]] == ids
 
 
+@needs_node
 def test_a_refused_write_is_logged_with_why_and_changes_nothing(toyproject):
     result = _run(toyproject, "--agent=toy_agents:BadStatus")
     result.assert_outcomes(failed=3)
@@ -235,6 +257,7 @@ def test_a_refused_write_is_logged_with_why_and_changes_nothing(toyproject):
         assert case["fhir"]["changes"] == []
 
 
+@needs_node
 def test_the_write_cap_refuses_past_the_tasks_cap(toyproject):
     result = _run(toyproject, "--agent=toy_agents:Greedy")
     result.assert_outcomes(failed=3)
@@ -245,6 +268,7 @@ def test_the_write_cap_refuses_past_the_tasks_cap(toyproject):
         assert len(case["fhir"]["changes"]) == 3
 
 
+@needs_node
 def test_a_case_cannot_read_or_write_another_cases_patient(toyproject):
     result = _run(toyproject, "--agent=toy_agents:Nosy")
     result.assert_outcomes(failed=3)
@@ -258,6 +282,7 @@ def test_a_case_cannot_read_or_write_another_cases_patient(toyproject):
         assert reads and all(r["status"] == 404 for r in reads)
 
 
+@needs_node
 def test_a_server_killed_mid_case_is_a_server_error_and_the_next_case_runs(toyproject):
     result = _run(toyproject, "--agent=toy_agents:KillsOnce")
     result.assert_outcomes(passed=2, failed=1)  # an error case is a failed test item
@@ -288,6 +313,7 @@ def test_without_node_the_cases_are_not_run_with_one_reason_and_a_threshold_fail
     result.stdout.fnmatch_lines(["*groundeval gate: MISSED ordertoy.pass*"])
 
 
+@needs_node
 def test_rescore_reads_the_stored_activity_without_a_server(toyproject, monkeypatch):
     _run(toyproject).assert_outcomes(passed=3)
     shutil.copy(toyproject.path / "record.json", toyproject.path / "first.json")
@@ -304,6 +330,7 @@ def test_rescore_reads_the_stored_activity_without_a_server(toyproject, monkeypa
     assert all(c["rescored_from"] and c["fhir"]["changes"] for c in rec["cases"])
 
 
+@needs_node
 @pytest.mark.parametrize("how", [("-n", "2"), ("--concurrency", "8")])
 def test_xdist_and_concurrency_equal_serial(toyproject, how):
     _run(toyproject, "--agent=toy_agents:Prompted").assert_outcomes(passed=3)
@@ -364,6 +391,7 @@ LangGraphAgent._init_model = staticmethod(lambda *args, **kwargs: Scripted())
 '''
 
 
+@needs_node
 def test_the_langgraph_agent_acts_through_the_fhir_tools_and_a_strict_cache_replays_it(toyproject, monkeypatch):
     (toyproject.path / "conftest.py").write_text(SCRIPTED_CONFTEST)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-used")  # the model is scripted (and never called on replay)
@@ -387,6 +415,7 @@ def test_the_langgraph_agent_acts_through_the_fhir_tools_and_a_strict_cache_repl
     assert view(again) == view(first)  # the server re-seeded: the replayed calls wrote the same state
 
 
+@needs_node
 def test_the_html_report_shows_a_cases_requests_refusals_and_state_diff(toyproject):
     from test_html_report import CHROMIUM, browse, key
 
@@ -409,6 +438,7 @@ def test_the_html_report_shows_a_cases_requests_refusals_and_state_diff(toyproje
     assert case["fhir"]["base_url"] in block.text()
 
 
+@needs_node
 def test_resume_runs_the_server_error_again_and_keeps_the_rest(toyproject):
     _run(toyproject, "--agent=toy_agents:KillsOnce").assert_outcomes(passed=2, failed=1)
     shutil.copy(toyproject.path / "record.json", toyproject.path / "first.json")
@@ -422,3 +452,16 @@ def test_resume_runs_the_server_error_again_and_keeps_the_rest(toyproject):
     resumed = {c["case_id"]: c for c in read_record(toyproject, "resumed.json")["cases"]}
     assert resumed[killed]["error"]["kind"] == "server" and not resumed[killed].get("resumed_from")
     assert all(resumed[k]["resumed_from"] for k in first if k != killed)
+
+
+@needs_node
+@pytest.mark.parametrize("how", [(), ("-n", "2")])
+def test_nothing_is_left_running_or_listening_after_the_session(toyproject, how):
+    from test_fhir_server import alive, listening
+
+    _run(toyproject, "--agent=toy_agents:Recording", *how).assert_outcomes(passed=3)
+    seen = [line.split(" ", 1) for line in (toyproject.path / "servers.txt").read_text().splitlines()]
+    pids = {int(p) for pids, _ in seen for p in json.loads(pids)}
+    ports = {int(port) for _, port in seen}
+    assert 1 <= len(ports) <= (2 if how else 1) and len(pids) == len(ports)  # one server per process that ran cases
+    assert not [p for p in pids if alive(p)] and not [p for p in ports if listening(p)]

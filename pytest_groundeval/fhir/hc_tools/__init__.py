@@ -35,7 +35,9 @@ raises.
 ``langchain_core`` is imported only there. :func:`list_medication_requests` and
 :func:`langchain_bundle_tools` read one patient's bundle through
 ``FHIRToolkit``'s ``get_coded_entries`` tool; :func:`fhir_toolkit` is that
-toolkit over a bundle with the site catalog as its lookup. HealthChain itself is
+toolkit over a bundle with the site catalog as its lookup. :func:`langchain_fhir_tools`
+are one case's FHIR REST tools over a ``pytest_groundeval.fhir.client.FhirClient`` (search,
+read, create, update, transaction; errors as values). HealthChain itself is
 imported only inside the functions that use it.
 """
 
@@ -48,6 +50,7 @@ from pytest_groundeval.fhir.codes import UCUM as UCUM_SYSTEM
 from pytest_groundeval.fhir.hc_tools.adapters import (
     fhir_toolkit,
     langchain_bundle_tools,
+    langchain_fhir_tools,
     langchain_record_tools,
     langchain_tools,
     list_medication_requests,
@@ -82,6 +85,7 @@ __all__ = [
     "fhir_toolkit",
     "get_catalog",
     "langchain_bundle_tools",
+    "langchain_fhir_tools",
     "langchain_record_tools",
     "langchain_tools",
     "list_medication_requests",
