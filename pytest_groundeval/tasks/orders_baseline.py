@@ -125,7 +125,8 @@ def bp(api: Tools, patient: str, note: str) -> str:
     return f"recorded blood pressure {systolic}/{diastolic} mmHg: {made}"
 
 
-_STOPPED = re.compile(r"([^.]+?) was stopped\b", re.IGNORECASE)
+# the sentence's words before "was stopped" (a decimal point inside a strength is no sentence end)
+_STOPPED = re.compile(r"(?:^|[.!?]\s+)((?:(?![.!?]\s).)+?) was stopped\b", re.IGNORECASE)
 
 
 def _words(text: str) -> list[str]:
@@ -150,7 +151,8 @@ def stop(api: Tools, patient: str, note: str) -> str:
                 target = api.call("fhir_read", resource_type=kind, id=rid)
                 meds[ref] = target if isinstance(target, dict) else {}
             concept = (target or {}).get("code")
-        names = [c.get("display") or "" for c in task._codings(concept) if c.get("system") == RXNORM] if concept else []
+        codings = concept.get("coding") if isinstance(concept, dict) and isinstance(concept.get("coding"), list) else []
+        names = [str(c.get("display") or "") for c in codings if isinstance(c, dict) and c.get("system") == RXNORM]
         return " ".join(names + [str((concept or {}).get("text") or "")])
 
     def matches(mr: dict[str, Any]) -> bool:
