@@ -43,6 +43,7 @@ import re
 import shutil
 import sys
 import tempfile
+import unicodedata
 import uuid
 from collections import Counter
 from datetime import date, timedelta
@@ -75,9 +76,11 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def name_of(patient: dict[str, Any]) -> str:
+    """``Given_Family_<id8>`` in ASCII letters (a case id is a file name and a test id)."""
     n = (patient.get("name") or [{}])[0]
     parts = [*(n.get("given") or [])[:1], n.get("family") or ""]
-    return "_".join("".join(ch for ch in p if ch.isalpha()) for p in parts if p) + "_" + patient["id"][:8]
+    ascii_parts = [unicodedata.normalize("NFKD", p).encode("ascii", "ignore").decode() for p in parts if p]
+    return "_".join("".join(ch for ch in p if ch.isalpha()) for p in ascii_parts) + "_" + patient["id"][:8]
 
 
 class Record:

@@ -79,7 +79,8 @@ class FakeFhir:
             _, hits = self._search(rtype, params)
             if hits["entry"]:
                 return 200, hits["entry"][0]["resource"]
-        made = {**copy.deepcopy(resource), "id": f"new-{next(self._ids)}", "meta": {"versionId": "1"}}
+        meta = resource.get("meta") if isinstance(resource.get("meta"), dict) else {}
+        made = {**copy.deepcopy(resource), "id": f"new-{next(self._ids)}", "meta": {**meta, "versionId": "1"}}
         self.state[f"{rtype}/{made['id']}"] = made
         return 201, copy.deepcopy(made)
 
@@ -89,7 +90,8 @@ class FakeFhir:
             return 400, outcome(400, "refused")
         key = f"{rtype}/{rid}"
         existed = key in self.state
-        self.state[key] = {**copy.deepcopy(resource), "meta": {"versionId": "2" if existed else "1"}}
+        meta = resource.get("meta") if isinstance(resource.get("meta"), dict) else {}
+        self.state[key] = {**copy.deepcopy(resource), "meta": {**meta, "versionId": "2" if existed else "1"}}
         return (200 if existed else 201), copy.deepcopy(self.state[key])
 
     def _delete(self, rtype: str, rid: str) -> tuple[int, Any]:
