@@ -210,10 +210,18 @@ def valid_dimension(resource: dict[str, Any] | None, rtype: str) -> Dimension:
     return Dimension.from_checks("valid", checks)
 
 
-def _instant(value: Any) -> datetime | None:
-    from pytest_groundeval.tasks.orders import parse_instant
+def parse_instant(value: Any) -> datetime | None:
+    """A FHIR dateTime / instant with a time and an offset as an aware datetime (None: not one)."""
+    if not isinstance(value, str) or "T" not in value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo is not None else None
 
-    return parse_instant(value)
+
+_instant = parse_instant
 
 
 def _number(value: Any) -> float | None:
@@ -409,5 +417,6 @@ def summarize(results: list[CaseResult]) -> dict[str, Any]:
     return summary
 
 
-__all__ = ["DIMENSIONS", "SPECS", "Write", "as_activity", "code_check", "score_orders", "summarize", "unscored",
+__all__ = ["DIMENSIONS", "SPECS", "Write", "as_activity", "code_check", "parse_instant", "score_orders", "summarize",
+           "unscored",
            "valid_dimension", "writes"]

@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 from pytest_groundeval.fhir.codes import LOINC, RXNORM, SNOMED, UCUM
 from pytest_groundeval.model import AgentOutput
-from pytest_groundeval.tasks import orders as task
+from pytest_groundeval.scorers.orders import parse_instant
+from pytest_groundeval.tasks import orders_rules as task
 
 VITAL_SIGNS_SYSTEM = "http://terminology.hl7.org/CodeSystem/observation-category"
 
@@ -74,7 +75,7 @@ def _created(answer: Any) -> str:
 def hba1c(api: Tools, patient: str, today: date) -> str:
     p = {"patient": patient}
     conditions = api.search("Condition", p)
-    if not any(task.codes_of(c.get("code"), SNOMED) & set(task.DIABETES) and task._is_active_condition(c, today)
+    if not any(task.codes_of(c.get("code"), SNOMED) & set(task.DIABETES) and task.is_active_condition(c, today)
                for c in conditions):
         return "nothing was due: the patient has no diabetes on the problem list"
     results = api.search("Observation", {**p, "code": f"{LOINC}|{task.HBA1C}"})
@@ -105,7 +106,7 @@ def bp(api: Tools, patient: str, note: str) -> str:
         return "nothing was done: the note's reading could not be read"
     systolic, diastolic = int(m.group(1)), int(m.group(2))
     effective = f"{d.group(1)}T{int(t.group(1)):02d}:{t.group(2)}:00{t.group(3).replace(chr(0x2212), '-')}"
-    when = task.parse_instant(effective)
+    when = parse_instant(effective)
     for o in api.search("Observation", {"patient": patient, "code": f"{LOINC}|{task.BP_PANEL}"}):
         if task.bp_of(o) == (float(systolic), float(diastolic), when):
             return f"nothing was due: the reading is recorded already (Observation/{o.get('id')})"
