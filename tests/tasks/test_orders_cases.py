@@ -139,3 +139,15 @@ def test_regenerating_gives_the_committed_files(tmp_path):
     committed = sorted(p.relative_to(CASES) for p in CASES.rglob("*.json"))
     assert made == committed
     assert all((tmp_path / p).read_bytes() == (CASES / p).read_bytes() for p in made)
+
+
+def test_the_report_view_shows_the_required_code_beside_what_was_written():
+    case = TASK.load(next(r for r in TASK.discover() if r.case_id == "hba1c-due-lapsed-Danae_Kshlerin_87a339d0"))
+    fake = FakeFhir(case.inputs["bundle"])
+    run_baseline({**case.inputs, "fhir_base_url": BASE}, tools=lambda url: fake.tools())
+    record_case = {"ground_truth": case.truth, "fhir": fake.activity().model_dump(mode="json")}
+    view = OrdersTask.view(record_case)
+    assert [(i.code, i.display) for i in view.truth] == [("4548-4", "ServiceRequest active")]
+    assert [(i.code, i.display) for i in view.predicted] == [("4548-4", "created ServiceRequest/new-1 active")]
+    assert OrdersTask.view({"ground_truth": case.truth}).predicted is None  # no server activity recorded
+    assert OrdersTask.view({"ground_truth": "garbage"}) is None
