@@ -102,6 +102,13 @@ def _type_id(path: str) -> str:
     return "/".join(parts[:2])
 
 
+def _reads_only(path: str) -> bool:
+    """A POST that writes nothing by definition: a search (``Type/_search``) or an operation
+    (``$validate``, ``Type/$everything``)."""
+    parts = [p for p in path.split("?", 1)[0].strip("/").split("/") if p]
+    return any(p == "_search" or p.startswith("$") for p in parts)
+
+
 def _created_ref(status: int, location: Any, body: Any, rtype: str) -> str | None:
     if status != 201:
         return None
@@ -141,7 +148,7 @@ def writes(activity: FhirActivity) -> list[Write]:
                                               if i < len(answers) and isinstance(answers[i], dict) else None, rtype),
                                  ex.refused))
             continue
-        if method not in WRITE_METHODS:
+        if method not in WRITE_METHODS or _reads_only(ex.path):
             continue
         target = _type_id(ex.path)
         out.append(Write(ex.seq, method, target, ex.status, f"{method} {ex.path}",

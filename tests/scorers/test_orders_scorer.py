@@ -426,3 +426,16 @@ def test_summary_rates_over_the_applicable_cases():
     assert s["no_collateral"] == 0.6  # 3 of 5: the error counts 0
     assert s["pass"] == 0.4
     _TASK.summary(results)  # the figures are the declared ones
+
+
+def test_a_post_search_or_operation_is_no_write():
+    case = load(HBA_RECENT)
+    activity = FhirActivity(base_url="http://x/fhir/R4", requests=[
+        FhirExchange(seq=1, method="POST", path="Observation/_search", status=200, request=None,
+                     response={"resourceType": "Bundle", "type": "searchset"}),
+        FhirExchange(seq=2, method="POST", path="ServiceRequest/$validate", status=200,
+                     request=order(case.truth), response={"resourceType": "OperationOutcome"})])
+    assert score_orders(activity, case.truth).passed
+    # ... while the same body POSTed to the type is a write where none was due
+    activity.requests[1] = activity.requests[1].model_copy(update={"path": "ServiceRequest", "status": 201})
+    assert not score_orders(activity, case.truth).dimensions["abstained"].passed
