@@ -23,7 +23,7 @@ final message is never evidence. Dimensions, each pass/fail with a reason per ch
   collateral.
 * **no_collateral** (every case): nothing else was created, changed or deleted, by the state
   diff, nor transiently by the request log (a resource created and deleted again, a delete
-  of something re-created).
+  of something re-created); a cut log cannot show that, so it fails.
 * **abstained** (cases with nothing due): no write request at all, accepted or refused (a
   conditional create the server resolved to an existing resource, answered 200, is not a
   write), and an empty diff; a cut request log cannot show that, so it fails.
@@ -398,6 +398,9 @@ def score_orders(activity: Any, truth: dict[str, Any]) -> Score:
                                                                    else "")),
             Check("transient", not transient, "; ".join(transient[:5]) if transient else
                   "no write undone within the case")]
+    if activity.requests_cut:
+        coll.append(Check("log_complete", False, f"{activity.requests_cut} request(s) beyond the log's bound: "
+                                                 "what they wrote and undid cannot be shown"))
     dims["no_collateral"] = Dimension.from_checks("no_collateral", coll)
     order = [d for d in DIMENSIONS if d in dims]
     passed = all(dims[d].passed for d in order)

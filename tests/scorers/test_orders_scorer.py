@@ -370,6 +370,12 @@ def test_a_cut_log_cannot_show_abstention():
     a_nothing(fake, case.truth)
     score = score_orders(fake.activity(requests_cut=3), case.truth)
     assert not score.dimensions["abstained"].passed and "3 request(s)" in score.dimensions["abstained"].reason
+    assert not score.dimensions["no_collateral"].passed
+    case = load(HBA)
+    fake = FakeFhir(case.inputs["bundle"])
+    a_order(fake, case.truth)
+    score = score_orders(fake.activity(requests_cut=1), case.truth)
+    assert {k for k, d in score.dimensions.items() if not d.passed} == {"no_collateral"}
 
 
 # ---------------------------------------------------------------- FhirActivity written by hand
