@@ -23,6 +23,9 @@ import pytest
 
 from conftest import ROOT
 
+from pytest_groundeval.model import FhirActivity
+from pytest_groundeval.scorers.orders import writes
+
 
 def _server_ready() -> str | None:
     if importlib.util.find_spec("pytest_groundeval.fhir.client") is None:
@@ -168,8 +171,8 @@ def test_baseline_passes_every_case_and_the_record_holds_the_server(tmp_path):
     for case in rec["cases"]:
         fhir = case["fhir"]
         assert fhir["requests"], case["case_id"]  # it searched
-        writes = [x for x in fhir["requests"] if x["method"] != "GET"]
-        assert len(fhir["changes"]) == len(writes) == (1 if case["ground_truth"]["due"] else 0), case["case_id"]
+        made = [w for w in writes(FhirActivity.model_validate(fhir)) if w.is_write]
+        assert len(fhir["changes"]) == len(made) == (1 if case["ground_truth"]["due"] else 0), case["case_id"]
 
 
 def test_n2_scores_as_serial(tmp_path):
