@@ -68,7 +68,6 @@ class _Bent:
             if bent is None:
                 def bent(_name=name, **kw):
                     return real.call(_name, **kw)
-            bent.name = name
             tools.append(_Named(name, bent))
         out = run_baseline(inputs, tools=lambda url: tools)
         self.after()
