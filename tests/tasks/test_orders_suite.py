@@ -201,3 +201,82 @@ def test_each_wrong_agent_fails_its_dimension(tmp_path, agent, select, fails):
         assert case["outcome"] == "failed", (case["case_id"], case.get("error"))
         failed = {k for k, v in case["score"]["dimensions"].items() if not v["passed"]}
         assert fails <= failed, (case["case_id"], case["score"]["reason"])
+
+
+# The built-in LangGraph agent (--agent=langgraph) on the orders suite, its chat model swapped
+# (a -p plugin) for a scripted one that reads the prompt, searches the patient's HbA1c results
+# and orders one: right on the due cases, a write where none was due on the others. With
+# NO_MODEL set any model call fails, so a --model-cache strict run answers every call from the
+# cache, against a re-seeded server.
+SCRIPTED_PLUGIN = '''
+import json, os, re, uuid
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
+from pytest_groundeval.fhir.codes import LOINC
+
+USAGE = {"input_tokens": 40, "output_tokens": 10, "total_tokens": 50}
+
+
+def _call(name, args):
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "call-" + uuid.uuid4().hex[:8]}],
+                     usage_metadata=USAGE)
+
+
+class Scripted(BaseChatModel):
+    @property
+    def _llm_type(self):
+        return "scripted-orders"
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if os.environ.get("NO_MODEL"):
+            raise RuntimeError("the model was called")
+        prompt = next(m.content for m in messages if m.type == "human")
+        patient = re.search(r"Patient: (Patient/[0-9a-f-]+)", prompt).group(1)
+        today = re.search(r"Today: (\\d{4}-\\d{2}-\\d{2})", prompt).group(1)
+        done = [m for m in messages if m.type == "tool"]
+        if not done:
+            msg = _call("fhir_search", {"resource_type": "Observation",
+                                        "params": {"patient": patient, "code": LOINC + "|4548-4"}})
+        elif len(done) == 1:
+            msg = _call("fhir_create", {"resource": {
+                "resourceType": "ServiceRequest", "status": "active", "intent": "order",
+                "code": {"coding": [{"system": LOINC, "code": "4548-4"}]}, "subject": {"reference": patient},
+                "authoredOn": today}})
+        else:
+            msg = AIMessage(content="ordered " + json.loads(done[-1].content)["id"], usage_metadata=USAGE)
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+LangGraphAgent._init_model = staticmethod(lambda *args, **kwargs: Scripted())
+'''
+
+
+def test_a_scripted_langgraph_agent_through_the_fhir_tools_and_its_strict_replay(tmp_path, monkeypatch):
+    (tmp_path / "scripted_orders_model.py").write_text(SCRIPTED_PLUGIN)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-used")  # the model is scripted
+    args = ("-p", "scripted_orders_model", "--agent=langgraph", "--model-cache-dir", str(tmp_path / "cache"),
+            "-k", "hba1c-due or hba1c-recent")
+    first = _run(tmp_path, *args, "--model-cache", "readwrite", name="first")
+    by_id = {c["case_id"]: c for c in first["cases"]}
+    assert len(by_id) == 13, first["_stdout"][-3000:]
+    for cid, case in by_id.items():
+        assert [t["tool"] for t in case["transcript"]] == ["fhir_search", "fhir_create"], cid  # the harness saw them
+        assert [(r["method"], r["status"]) for r in case["fhir"]["requests"]] == [("GET", 200), ("POST", 201)], cid
+        failed = {k for k, d in case["score"]["dimensions"].items() if not d["passed"]}
+        # right where the order was due; a write where none was (a recent HbA1c) otherwise
+        assert failed == (set() if cid.startswith("hba1c-due") else {"abstained", "no_collateral"}), (cid, failed)
+        assert case["score"]["dimensions"]["grounded"]["passed"]
+    monkeypatch.setenv("NO_MODEL", "1")
+    again = _run(tmp_path, *args, "--model-cache", "strict", name="again")
+    assert "tokens: 0 in, 0 out" in again["_stdout"]
+
+    def view(rec):
+        return sorted((c["case_id"], c["outcome"], [(ch["kind"], ch["resource_type"]) for ch in c["fhir"]["changes"]],
+                       [(r["method"], r["path"], r["status"]) for r in c["fhir"]["requests"]]) for c in rec["cases"])
+
+    assert view(again) == view(first)
