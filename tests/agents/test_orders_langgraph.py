@@ -1,7 +1,7 @@
 """The LangGraph agent on orders cases: a real ``create_agent`` graph driven by a scripted chat
 model, given the task's system prompt and FHIR tools (here the in-process stand-in's, as
-LangChain tools; ``tests/tasks/test_orders_suite.py`` runs the real server), scored from the
-server's activity. The script reads what the tools returned, so the writes carry the ids and
+LangChain tools, offline; ``tests/tasks/test_orders_suite.py`` runs the same agent through the
+real server and the harness), scored from the server's activity. The script reads what the tools returned, so the writes carry the ids and
 values the server gave it."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from test_langgraph_agent import ScriptedChatModel, call, say  # noqa: E402
 
 from pytest_groundeval.agents.langgraph_agent import LangGraphAgent  # noqa: E402
 from pytest_groundeval.fhir.codes import LOINC  # noqa: E402
-from pytest_groundeval.run.runner import run_case  # noqa: E402
 from pytest_groundeval.tasks.orders import OrdersTask  # noqa: E402
 from pytest_groundeval.tasks.resources import data_path  # noqa: E402
 
@@ -39,37 +38,17 @@ def _result(messages, tool: str) -> Any:
 
 
 def _run(case_id: str, script: list[Any], monkeypatch) -> tuple[Any, FakeFhir, ScriptedChatModel]:
+    """What the harness's server hook does around the call, with the stand-in for the server:
+    the base URL into the inputs and prompt, the agent's call, the activity onto the case."""
     case = TASK.load(REFS[case_id])
     fake = FakeFhir(case.inputs["bundle"])
     monkeypatch.setattr(OrdersTask, "agent_tools", lambda self, inputs: _tools(fake))
     model = ScriptedChatModel(script=script)
-    agent = LangGraphAgent(model=model)
-    # what the harness's server hook does around the call: the base URL in, the activity out
-    monkeypatch.setattr(OrdersTask, "load", lambda self, ref: _with_url(case))
-    result = run_case(TASK, REFS[case_id], _Observed(agent, fake, case))
-    return result, fake, model
-
-
-def _with_url(case):
-    import dataclasses
-
     case.inputs["fhir_base_url"] = BASE
-    return dataclasses.replace(case, prompt=case.prompt.replace("{fhir_base_url}", BASE))
-
-
-class _Observed:
-    """The agent, then the case's activity put where the hook puts it."""
-
-    name = "langgraph"
-    model = "scripted"
-
-    def __init__(self, agent, fake, case):
-        self.agent, self.fake, self.case = agent, fake, case
-
-    def run_case(self, task, prompt, inputs):
-        out = self.agent.run_case(task, prompt, inputs)
-        self.case.inputs["fhir_activity"] = self.fake.activity()
-        return out
+    out = LangGraphAgent(model=model).run_case(TASK, case.prompt.replace("{fhir_base_url}", BASE), case.inputs)
+    case.inputs["fhir_activity"] = fake.activity()
+    score = TASK.score(TASK.parse(out), case)
+    return (out, score), fake, model
 
 
 def test_a_scripted_langgraph_agent_orders_once_and_passes(monkeypatch):
@@ -86,14 +65,13 @@ def test_a_scripted_langgraph_agent_orders_once_and_passes(monkeypatch):
             "authoredOn": truth["today"]}}),
         lambda m: say(f"Ordered an HbA1c: ServiceRequest/{_result(m, 'fhir_create')['id']}."),
     ]
-    result, fake, model = _run(cid, script, monkeypatch)
-    assert result.outcome == "passed", result.score.reason if result.score else result.error
+    (out, score), fake, model = _run(cid, script, monkeypatch)
+    assert score.passed, score.reason
     assert "fhir_create" in model.bound_tools
     assert model.seen[0][0].content == OrdersTask.agent_system_prompt  # the task's system prompt
     assert BASE in model.seen[0][1].content and patient in model.seen[0][1].content
-    assert [c.tool for c in result.transcript] == ["fhir_search", "fhir_search", "fhir_create"]
-    assert result.predicted.startswith("Ordered an HbA1c: ServiceRequest/new-1")
-    assert result.score.dimensions["grounded"].passed
+    assert [(x.method, x.status) for x in fake.log] == [("GET", 200), ("GET", 200), ("POST", 201)]
+    assert TASK.parse(out) == "Ordered an HbA1c: ServiceRequest/new-1."
 
 
 def test_a_scripted_agent_that_orders_twice_fails_no_collateral(monkeypatch):
@@ -103,6 +81,5 @@ def test_a_scripted_agent_that_orders_twice_fails_no_collateral(monkeypatch):
              "code": {"coding": [{"system": LOINC, "code": "4548-4"}]}, "subject": {"reference": truth["patient"]},
              "authoredOn": truth["today"]}
     script = [call("fhir_create", {"resource": order}), call("fhir_create", {"resource": order}), say("Done.")]
-    result, fake, _ = _run(cid, script, monkeypatch)
-    assert result.outcome == "failed"
-    assert {k for k, d in result.score.dimensions.items() if not d.passed} == {"no_collateral"}
+    (out, score), fake, _ = _run(cid, script, monkeypatch)
+    assert {k for k, d in score.dimensions.items() if not d.passed} == {"no_collateral"}
