@@ -139,6 +139,48 @@ class CollateralDelete(_Bent):
         if found:
             self.real.call("fhir_transaction", bundle={"resourceType": "Bundle", "type": "transaction", "entry": [
                 {"request": {"method": "DELETE", "url": "Condition/" + found[0]["id"]}}]})
+
+
+def _order(inputs):
+    return {"resourceType": "ServiceRequest", "status": "active", "intent": "order",
+            "code": {"coding": [{"system": LOINC, "code": "4548-4"}]},
+            "subject": {"reference": "Patient/" + inputs["patient_id"]}, "authoredOn": inputs["today"]}
+
+
+def _order(inputs):
+    return {"resourceType": "ServiceRequest", "status": "active", "intent": "order",
+            "code": {"coding": [{"system": LOINC, "code": "4548-4"}]},
+            "subject": {"reference": "Patient/" + inputs["patient_id"]}, "authoredOn": inputs["today"]}
+
+
+class ConditionalInTransaction:
+    """Orders through a transaction with ifNoneExist (the server's conditional create)."""
+    name = "conditional-transaction"
+    model = None
+
+    def run(self, prompt):
+        raise TypeError
+
+    def run_case(self, task, prompt, inputs):
+        api = Tools(fhir_tools(inputs["fhir_base_url"]))
+        out = api.call("fhir_transaction", bundle={"resourceType": "Bundle", "type": "transaction", "entry": [
+            {"resource": _order(inputs), "request": {"method": "POST", "url": "ServiceRequest",
+             "ifNoneExist": "patient=Patient/" + inputs["patient_id"] + "&code=" + LOINC + "|4548-4&status=active"}}]})
+        return str(out)[:300]
+
+
+class PutClientId:
+    """Orders with a PUT to an id of its own choosing."""
+    name = "put-client-id"
+    model = None
+
+    def run(self, prompt):
+        raise TypeError
+
+    def run_case(self, task, prompt, inputs):
+        api = Tools(fhir_tools(inputs["fhir_base_url"]))
+        out = api.call("fhir_update", resource={**_order(inputs), "id": "my-hba1c-order-1"})
+        return str(out)[:300]
 '''
 
 
@@ -190,6 +232,23 @@ WRONG = [
     ("OrderAlways", "hba1c-recent or hba1c-nondiabetic or hba1c-repeat", {"abstained", "no_collateral"}),
     ("CollateralDelete", "hba1c-due", {"no_collateral"}),
 ]
+
+
+RIGHT = [
+    # the same order another way: the server's conditional create (in a transaction) orders where
+    # due and finds the open order where it is placed already; a PUT to a client-chosen id
+    ("ConditionalInTransaction", "hba1c-due or hba1c-repeat"),
+    ("PutClientId", "hba1c-due"),
+]
+
+
+@pytest.mark.parametrize(("agent", "select"), RIGHT, ids=[r[0] for r in RIGHT])
+def test_an_equivalent_right_answer_passes(tmp_path, agent, select):
+    (tmp_path / "wrong_orders_agents.py").write_text(WRONG_AGENTS)
+    rec = _run(tmp_path, "--agent", f"wrong_orders_agents:{agent}", "-k", select)
+    assert len(rec["cases"]) >= 8, rec["_stdout"][-2000:]
+    assert all(c["outcome"] == "passed" for c in rec["cases"]), [
+        (c["case_id"], (c.get("score") or {}).get("reason"), c.get("error")) for c in rec["cases"] if c["outcome"] != "passed"]
 
 
 @pytest.mark.parametrize(("agent", "select", "fails"), WRONG, ids=[w[0] for w in WRONG])
