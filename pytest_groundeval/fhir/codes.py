@@ -16,6 +16,8 @@ RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 UCUM = "http://unitsofmeasure.org"
 #: SNOMED CT (route codes, substance codes).
 SNOMED = "http://snomed.info/sct"
+#: LOINC (laboratory and vital-sign observations, their orders).
+LOINC = "http://loinc.org"
 #: US National Drug Codes.
 NDC = "http://hl7.org/fhir/sid/ndc"
 #: HL7 v3 GTS abbreviations (``BID``, ``TID``, ...) on Timing.code.
@@ -94,6 +96,7 @@ REQUEST_ENDED = ("stopped", "completed")
 __all__ = [
     "FHIR_VERSION_TAG",
     "GTS",
+    "LOINC",
     "MEDICATION_REQUEST_INTENTS",
     "MEDICATION_REQUEST_STATUSES",
     "MEDICATION_STATEMENT_STATUSES",

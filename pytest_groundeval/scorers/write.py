@@ -123,21 +123,23 @@ FREQ_REL_TOL = 1e-3  # frequency_per_day is given to ~6 significant digits (week
 DOSE_REL_TOL = 1e-6
 
 
-def _r4b_status_codes() -> tuple[str, ...]:
-    """The R4B MedicationStatement.status binding, from the model metadata HealthChain also uses."""
+def r4b_status_codes(resource_type: str = "MedicationStatement", fallback: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The R4B ``<resource_type>.status`` required binding, from the model metadata HealthChain
+    also uses (``fallback`` when the metadata has none)."""
     try:
-        from fhir.resources.R4B.medicationstatement import MedicationStatement
+        import importlib
 
-        extra = MedicationStatement.model_fields["status"].json_schema_extra
+        cls = getattr(importlib.import_module(f"fhir.resources.R4B.{resource_type.lower()}"), resource_type)
+        extra = cls.model_fields["status"].json_schema_extra
         values = extra.get("enum_values") if isinstance(extra, dict) else None
-        if values:
+        if values and "+" not in values:  # "+": the spec's list goes on (Observation's "amended +")
             return tuple(values)
     except Exception:  # noqa: BLE001, S110  # pragma: no cover - metadata moved; use the spec list
         pass
-    return MEDICATION_STATEMENT_STATUSES
+    return fallback
 
 
-R4B_STATUS = _r4b_status_codes()
+R4B_STATUS = r4b_status_codes("MedicationStatement", MEDICATION_STATEMENT_STATUSES)
 
 
 # --------------------------------------------------------------------------- reading helpers
@@ -497,23 +499,37 @@ def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any
             else f"resourceType {rtype!r} is not MedicationStatement",
         )
     )
+    found, issues = resource_checks(resource, "MedicationStatement", _invariant_issues(resource), R4B_STATUS)
+    checks += found
+    return Dimension.from_checks("schema", checks), {"schema_issues": issues}
 
+
+def resource_checks(resource: dict[str, Any], resource_type: str, invariants: list[str],
+                    statuses: tuple[str, ...] | None = None) -> tuple[list[Check], list[str]]:
+    """The checks that make a stored resource usable as ``resource_type`` (write's schema
+    dimension, and any scorer judging a FHIR resource): R4B validation (HealthChain's
+    ``validate_resource``: structure, types, unknown fields, required code bindings), the
+    ``status`` binding on its own (named even when structure fails too), FHIR JSON types,
+    ``invariants`` (the caller's: R4 invariants validation does not enforce) and no unknown
+    modifier. Returns the checks and every issue found."""
+    checks: list[Check] = []
+    statuses = statuses if statuses is not None else r4b_status_codes(resource_type)
     # Structural R4B validation via HealthChain. Its binding check covers status too, but only
     # once structure passes, so status gets its own check below and is left out of this one.
     issues: list[str] = []
     try:
         from healthchain.fhir import validate_resource
 
-        report = validate_resource(resource, "MedicationStatement", version="R4B")
+        report = validate_resource(resource, resource_type, version="R4B")
         issues = [
             _clip(" ".join(f"{iss.expression or iss.code}: {iss.diagnostics}".split()))
             for iss in report.issues
-            if iss.severity in ("error", "fatal") and iss.expression != "MedicationStatement.status"
+            if iss.severity in ("error", "fatal") and iss.expression != f"{resource_type}.status"
         ]
     except Exception as e:  # noqa: BLE001 - "never raises", but garbage input can still surprise it
         issues = [f"validation raised {type(e).__name__}: {e}"]
     checks.append(
-        Check("r4b_validation", not issues, "valid R4B MedicationStatement" if not issues else "; ".join(issues[:5])
+        Check("r4b_validation", not issues, f"valid R4B {resource_type}" if not issues else "; ".join(issues[:5])
               + (f" (and {len(issues) - 5} more)" if len(issues) > 5 else ""))
     )
 
@@ -522,26 +538,27 @@ def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any
         ok, why = False, "status is missing (required, 1..1)"
     elif not isinstance(status, str):
         ok, why = False, f"status {status!r} is not a code"
-    elif status not in R4B_STATUS:
-        ok, why = False, f"status {status!r} is not in the R4B required binding ({', '.join(R4B_STATUS)})"
+    elif statuses and status not in statuses:
+        ok, why = False, f"status {status!r} is not in the R4B required binding ({', '.join(statuses)})"
     else:
         ok, why = True, f"status {status!r} is in the R4B binding"
     checks.append(Check("status_binding", ok, why))
 
-    types = json_type_issues(resource, "MedicationStatement")
+    types = json_type_issues(resource, resource_type)
     checks.append(Check("json_types", not types, "; ".join(types[:5]) + (f" (and {len(types) - 5} more)"
                                                                          if len(types) > 5 else "")
                         if types else "every element has its FHIR JSON type"))
 
-    inv = _invariant_issues(resource)
-    checks.append(Check("r4_invariants", not inv, "; ".join(inv) if inv else "dosage and contained invariants hold"))
+    inv = invariants
+    checks.append(Check("r4_invariants", not inv, "; ".join(inv) if inv else "dosage and contained invariants hold"
+                        if resource_type == "MedicationStatement" else "the R4 invariants checked hold"))
     try:
         mods = _modifier_issues(resource)
     except RecursionError:
         mods = ["the resource is nested too deeply to find its modifiers (it cannot be read)"]
     checks.append(Check("modifiers", not mods, "; ".join(mods[:5]) + (f" (and {len(mods) - 5} more)" if len(mods) > 5
                                                                        else "") if mods else "no unknown modifiers"))
-    return Dimension.from_checks("schema", checks), {"schema_issues": issues + types + inv + mods}
+    return checks, issues + types + inv + mods
 
 
 def _modifier_issues(node: Any, path: str = "") -> list[str]:
@@ -1571,8 +1588,15 @@ __all__ = [
     "UCUM_SYSTEM",
     "WriteTruth",
     "coding_dimension",
+    "contained_issues",
+    "r4b_status_codes",
+    "resource_checks",
+    "same_patient",
     "constraints_dimension",
     "safety_dimension",
     "schema_dimension",
     "score_write",
 ]
+
+contained_issues = _contained_issues  # dom-2..5 on ``contained``, for any resource
+same_patient = _same_patient  # the case's patient in any literal reference form

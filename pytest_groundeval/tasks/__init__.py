@@ -64,6 +64,17 @@ BUILTIN: dict[str, TaskInfo] = {info.name: info for info in (
             "reconciliation suite's cases)"),
         spec="pytest_groundeval.tasks.letter:LetterTask",
     ),
+    TaskInfo(
+        name="orders",
+        description="act on a patient's record through a FHIR server (order a test, record a vital, stop a drug), "
+        "scored by the server's state",
+        source=CaseSource(
+            flag="--orders-cases", ini="groundeval_orders_cases", default="orders", packaged=True,
+            key="orders_cases",
+            help="orders cases: a folder of <case_id>.json files (each naming its seeded bundle) or one JSON "
+            "file holding a list of cases (default: ini groundeval_orders_cases, else the bundled suite's cases)"),
+        spec="pytest_groundeval.tasks.orders:OrdersTask",
+    ),
 )}
 
 

@@ -1,0 +1,432 @@
+"""orders scorer: what the agent did on its case's FHIR server, judged from the server alone.
+
+``score_orders(activity, truth)`` reads only the harness's ``FhirActivity`` (the server's
+request log for the case and the state diff before/after the agent) and the case's truth
+(``tasks/orders.py``: ``due``, the ``expected`` resource, the patient, today). The agent's
+final message is never evidence. Dimensions, each pass/fail with a reason per check:
+
+* **persisted** (cases with something due): what the case requires is in the server's final
+  state: a created resource of the required type (a ServiceRequest, an Observation), or, to
+  stop a medication, its MedicationRequest updated (not deleted, not left as it was). A write
+  the server refused, or one undone later, persists nothing.
+* **valid** (due): the stored resource (server bookkeeping in ``meta`` left out) passes R4B
+  validation and the checks the write scorer makes of any resource
+  (``write.resource_checks``: required bindings, the status binding, FHIR JSON types,
+  contained invariants, no unknown modifier), plus qty-3 on every Quantity.
+* **correct** (due): codes (in the right system), values, units, subject, dates and statuses
+  say what the case requires: HbA1c is LOINC 4548-4, status active, intent order, authoredOn
+  today, not ``doNotPerform``; the BP panel is LOINC 85354-9 with exactly one 8480-6 and one
+  8462-4 component each in UCUM ``mm[Hg]`` with the note's values, effective at the note's
+  instant, status final, category vital-signs, no value or absent-reason of its own; a
+  stopped MedicationRequest has status ``stopped`` and nothing but the status (and a status
+  reason or note) changed. Among several candidates the best is judged; the rest are
+  collateral.
+* **no_collateral** (every case): nothing else was created, changed or deleted, by the state
+  diff, nor transiently by the request log (a resource created and deleted again, a delete
+  of something re-created); a cut log cannot show that, so it fails.
+* **abstained** (cases with nothing due): no write request at all, accepted or refused (a
+  conditional create the server resolved to an existing resource, answered 200, is not a
+  write), and an empty diff; a cut request log cannot show that, so it fails.
+
+``pass`` is all of a case's dimensions. Per-case metrics: a due case has ``persisted``,
+``valid``, ``correct``; a case with nothing due ``abstained``; every case ``no_collateral``
+and ``pass``. The summary's rates over the applicable cases follow the record's rule for
+``among: applicable`` (the scored cases that carry the metric); an errored case counts 0 in
+``no_collateral`` and ``pass``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pytest_groundeval.fhir.codes import LOINC, OBSERVATION_STATUSES, UCUM
+from pytest_groundeval.model import CaseResult, FhirActivity, FhirChange, metric
+from pytest_groundeval.scorers.aggregate import counts, rate_ci
+from pytest_groundeval.scorers.base import Check, Dimension, Score, mean
+
+DUE_DIMENSIONS = ("persisted", "valid", "correct")
+DIMENSIONS = ("persisted", "valid", "correct", "no_collateral", "abstained")
+SPECS = (
+    metric("persisted", "rate", among="applicable"),
+    metric("valid", "rate", among="applicable"),
+    metric("correct", "rate", among="applicable"),
+    metric("no_collateral", "rate"),
+    metric("abstained", "rate", among="applicable"),
+    metric("pass", "rate", aliases=["pass_rate"]),
+)
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+#: what may change on a MedicationRequest that is stopped, besides its status
+STOP_MAY_CHANGE = frozenset({"status", "statusReason", "note", "meta"})
+VITAL_SIGNS = "vital-signs"
+
+
+# ---------------------------------------------------------------- the request log
+@dataclass(frozen=True)
+class Write:
+    """One write the log shows: a request, or one entry of a transaction / batch."""
+
+    seq: int
+    method: str
+    target: str  # "Type" or "Type/id" as requested
+    status: int
+    where: str  # "POST ServiceRequest" or "transaction entry 2: POST ServiceRequest"
+    created: str | None = None  # "Type/id" the server created (201)
+    refused: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.refused is None and 200 <= self.status < 300
+
+    @property
+    def is_write(self) -> bool:
+        """False only for a create the server resolved to an existing resource (200 on a POST:
+        a conditional create that matched), which writes nothing."""
+        return not (self.method == "POST" and self.status == 200 and self.refused is None)
+
+    def describe(self) -> str:
+        what = f"{self.where} -> {self.status}"
+        return what + (f" (refused: {self.refused})" if self.refused else "")
+
+
+def _status_code(value: Any) -> int:
+    m = re.match(r"\s*(\d{3})", str(value or ""))
+    return int(m.group(1)) if m else 0
+
+
+def _type_id(path: str) -> str:
+    """``Type`` or ``Type/id`` of a request path (query and ``_history`` left out)."""
+    parts = [p for p in path.split("?", 1)[0].strip("/").split("/") if p]
+    return "/".join(parts[:2])
+
+
+def _reads_only(path: str) -> bool:
+    """A POST that writes nothing by definition: a search (``Type/_search``) or an operation
+    (``$validate``, ``Type/$everything``)."""
+    parts = [p for p in path.split("?", 1)[0].strip("/").split("/") if p]
+    return any(p == "_search" or p.startswith("$") for p in parts)
+
+
+def _created_ref(status: int, location: Any, body: Any, rtype: str) -> str | None:
+    if status != 201:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("resourceType"), str) and isinstance(body.get("id"), str):
+        return f"{body['resourceType']}/{body['id']}"
+    if isinstance(location, str):
+        found = _type_id(location.split("/fhir/R4/")[-1] if "/fhir/R4/" in location else location)
+        return found if "/" in found else None
+    return None
+
+
+def writes(activity: FhirActivity) -> list[Write]:
+    """Every write request of the log, a transaction's or batch's entries one by one."""
+    out: list[Write] = []
+    for ex in activity.requests:
+        method = ex.method.upper()
+        body = ex.request if isinstance(ex.request, dict) else None
+        if method == "POST" and _type_id(ex.path) == "" and body is not None and body.get("resourceType") == "Bundle":
+            entries = body.get("entry") if isinstance(body.get("entry"), list) else []
+            answers = ex.response.get("entry") if isinstance(ex.response, dict) else None
+            answers = answers if isinstance(answers, list) else []
+            for i, entry in enumerate(entries):
+                req = entry.get("request") if isinstance(entry, dict) else None
+                m = str(req.get("method", "")).upper() if isinstance(req, dict) else ""
+                if m not in WRITE_METHODS:
+                    continue
+                ans = answers[i].get("response") if i < len(answers) and isinstance(answers[i], dict) else None
+                ans = ans if isinstance(ans, dict) else {}
+                # a transaction the server refused as a whole wrote none of its entries
+                st = _status_code(ans.get("status")) if 200 <= ex.status < 300 else ex.status
+                url = str(req.get("url", "")) if isinstance(req, dict) else ""
+                res = entry.get("resource") if isinstance(entry.get("resource"), dict) else {}
+                rtype = _type_id(url).split("/")[0] or str(res.get("resourceType", ""))
+                out.append(Write(ex.seq, m, _type_id(url) or rtype, st,
+                                 f"{body.get('type', 'bundle')} entry {i}: {m} {url}",
+                                 _created_ref(st, ans.get("location"), answers[i].get("resource")
+                                              if i < len(answers) and isinstance(answers[i], dict) else None, rtype),
+                                 ex.refused))
+            continue
+        if method not in WRITE_METHODS or _reads_only(ex.path):
+            continue
+        target = _type_id(ex.path)
+        out.append(Write(ex.seq, method, target, ex.status, f"{method} {ex.path}",
+                         _created_ref(ex.status, None, ex.response, target.split("/")[0]), ex.refused))
+    return out
+
+
+def as_activity(value: Any) -> FhirActivity | None:
+    if value is None or isinstance(value, FhirActivity):
+        return value
+    return FhirActivity.model_validate(value)
+
+
+# ---------------------------------------------------------------- reading resources
+def _codings(concept: Any) -> list[dict[str, Any]]:
+    if not isinstance(concept, dict) or not isinstance(concept.get("coding"), list):
+        return []
+    return [c for c in concept["coding"] if isinstance(c, dict)]
+
+
+def code_check(concept: Any, system: str, code: str, what: str) -> Check:
+    """The concept has ``system|code`` and no other code of that system; the same code in
+    another system (or with none) is not it."""
+    codings = _codings(concept)
+    same = [c for c in codings if c.get("system") == system and c.get("code") == code]
+    others = [f"{c.get('system')}|{c.get('code')}" for c in codings if c.get("system") == system and c.get("code") != code]
+    if same and not others:
+        return Check(what, True, f"{system}|{code}")
+    if others:
+        return Check(what, False, f"codes {others} of {system} beside or instead of {code}")
+    elsewhere = [f"{c.get('system')}|{c.get('code')}" for c in codings if c.get("code") == code]
+    if elsewhere:
+        return Check(what, False, f"code {code} is given in another system ({elsewhere}), not {system}")
+    given = [f"{c.get('system')}|{c.get('code')}" for c in codings]
+    return Check(what, False, f"no {system}|{code} coding (codings: {given or 'none'})")
+
+
+def _subject_check(resource: dict[str, Any], patient: str) -> Check:
+    from pytest_groundeval.scorers.write import same_patient
+
+    ok, why = same_patient(resource.get("subject"), patient)
+    return Check("subject", ok, why)
+
+
+def _quantity_issues(node: Any, path: str = "") -> list[str]:
+    """qty-3 on every Quantity: a unit code needs a system."""
+    issues: list[str] = []
+    if isinstance(node, dict):
+        if "value" in node and node.get("code") is not None and node.get("system") is None and "unit" in node:
+            issues.append(f"{path or 'resource'}: code {node.get('code')!r} without a system (qty-3)")
+        for k, v in node.items():
+            issues += _quantity_issues(v, f"{path}.{k}" if path else k)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            issues += _quantity_issues(v, f"{path}[{i}]")
+    return issues
+
+
+def valid_dimension(resource: dict[str, Any] | None, rtype: str) -> Dimension:
+    from pytest_groundeval.scorers.write import contained_issues, resource_checks
+
+    if resource is None:
+        return Dimension.from_checks("valid", [Check("resource", False, f"no {rtype} persisted to validate")])
+    statuses = OBSERVATION_STATUSES if rtype == "Observation" else None
+    checks, _ = resource_checks(resource, rtype, contained_issues(resource) + _quantity_issues(resource), statuses)
+    return Dimension.from_checks("valid", checks)
+
+
+def parse_instant(value: Any) -> datetime | None:
+    """A FHIR dateTime / instant with a time and an offset as an aware datetime (None: not one)."""
+    if not isinstance(value, str) or "T" not in value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo is not None else None
+
+
+_instant = parse_instant
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict[str, Any] | None) -> list[Check]:
+    exp = truth["expected"]
+    patient = truth["patient"]
+    checks: list[Check] = []
+    kind = truth["kind"]
+    if kind == "hba1c":
+        checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
+        checks.append(Check("status", resource.get("status") == exp["status"],
+                            f"status {resource.get('status')!r}" + ("" if resource.get("status") == exp["status"]
+                                                                    else f", not {exp['status']!r}")))
+        checks.append(Check("intent", resource.get("intent") == exp["intent"],
+                            f"intent {resource.get('intent')!r}" + ("" if resource.get("intent") == exp["intent"]
+                                                                    else f", not {exp['intent']!r}")))
+        checks.append(_subject_check(resource, patient))
+        authored = resource.get("authoredOn")
+        ok = isinstance(authored, str) and authored[:10] == exp["authored_on"]
+        checks.append(Check("authored_on", ok, f"authoredOn {authored!r}" + ("" if ok else f", not today ({exp['authored_on']})")))
+        dnp = resource.get("doNotPerform")
+        checks.append(Check("do_not_perform", dnp is not True, "doNotPerform is true: an order NOT to test"
+                            if dnp is True else "an order to perform the test"))
+    elif kind == "bp":
+        checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
+        checks.append(Check("status", resource.get("status") == exp["status"],
+                            f"status {resource.get('status')!r}" + ("" if resource.get("status") == exp["status"]
+                                                                    else f", not {exp['status']!r}")))
+        checks.append(_subject_check(resource, patient))
+        cats = [c for cat in resource.get("category") or [] for c in _codings(cat)] if isinstance(
+            resource.get("category"), list) else []
+        vital = any(c.get("code") == VITAL_SIGNS for c in cats)
+        checks.append(Check("category", vital, "category vital-signs" if vital else "no vital-signs category"))
+        got, want = _instant(resource.get("effectiveDateTime")), _instant(exp["effective"])
+        raw = resource.get("effectiveDateTime", resource.get("effectiveInstant"))
+        if got is None and isinstance(resource.get("effectiveInstant"), str):
+            got = _instant(resource["effectiveInstant"])
+        ok = got is not None and want is not None and got == want
+        checks.append(Check("effective", ok, f"effective {raw!r}" + ("" if ok else
+                                                                      f", not the note's instant {exp['effective']}")))
+        comps = resource.get("component") if isinstance(resource.get("component"), list) else []
+        for code, value, label in ((exp_code, exp[label], label) for exp_code, label in
+                                   (("8480-6", "systolic"), ("8462-4", "diastolic"))):
+            found = [c for c in comps if isinstance(c, dict) and any(
+                x.get("system") == LOINC and x.get("code") == code for x in _codings(c.get("code")))]
+            if len(found) != 1:
+                checks.append(Check(label, False, f"{len(found)} components coded {LOINC}|{code} (one is required)"))
+                continue
+            q = found[0].get("valueQuantity")
+            q = q if isinstance(q, dict) else {}
+            v = _number(q.get("value"))
+            ok_v = v is not None and v == float(value)
+            ok_u = q.get("system") == UCUM and q.get("code") == exp["unit"]
+            why = f"{q.get('value')!r} {q.get('code')!r} ({q.get('system')})"
+            checks.append(Check(label, ok_v and ok_u, why if ok_v and ok_u else
+                                why + f", not {value} {exp['unit']} ({UCUM})"))
+        extra = [c for c in comps if isinstance(c, dict) and not any(
+            x.get("system") == LOINC and x.get("code") in ("8480-6", "8462-4") for x in _codings(c.get("code")))]
+        checks.append(Check("other_components", not extra, f"{len(extra)} component(s) the note does not document"
+                            if extra else "only the systolic and diastolic components"))
+        own = [k for k in resource if k.startswith("value") or k == "dataAbsentReason"]
+        checks.append(Check("panel_value", not own, f"the panel has {own} of its own" if own
+                            else "the values are in the components"))
+    elif kind == "stop":
+        status = resource.get("status")
+        checks.append(Check("status", status == "stopped", f"status {status!r}" + (
+            "" if status == "stopped" else ", not 'stopped'")))
+        changed = sorted(k for k in set(resource) | set(before or {})
+                         if (before or {}).get(k) != resource.get(k) and k not in STOP_MAY_CHANGE)
+        checks.append(Check("only_status", not changed, f"elements changed beside the status: {changed}" if changed
+                            else "nothing but the status (and a reason or note) changed"))
+    return checks
+
+
+# ---------------------------------------------------------------- the score
+def _key(ch: FhirChange) -> str:
+    return f"{ch.resource_type}/{ch.id}"
+
+
+def _change_text(ch: FhirChange) -> str:
+    return f"{ch.kind} {_key(ch)}"
+
+
+def _transient(activity: FhirActivity, log: list[Write]) -> list[str]:
+    """Effects the log shows that the diff no longer does: created then deleted, deleted then
+    re-created."""
+    in_diff = {_key(c): c.kind for c in activity.changes}
+    out = []
+    for w in log:
+        if not w.accepted:
+            continue
+        if w.created and w.created not in in_diff:
+            out.append(f"{w.created} was created ({w.where}) and is gone again")
+        if w.method == "DELETE" and "/" in w.target and in_diff.get(w.target) != "deleted":
+            out.append(f"{w.target} was deleted ({w.where})" + (" and written again" if w.target in in_diff else ""))
+    return out
+
+
+def unscored(truth: Any, why: str) -> Score:
+    """Every applicable dimension failed for one reason (no activity, an unreadable one)."""
+    due = bool(truth.get("due")) if isinstance(truth, dict) else True
+    names = (DUE_DIMENSIONS if due else ("abstained",)) + ("no_collateral",)
+    dims = {d: Dimension.from_checks(d, [Check("activity", False, why)]) for d in names}
+    return Score(passed=False, metrics={**{d: 0.0 for d in names}, "pass": 0.0}, dimensions=dims,
+                 details={}, reason=why)
+
+
+def score_orders(activity: Any, truth: dict[str, Any]) -> Score:
+    """Score one case from what its FHIR server saw (``FhirActivity``) against the truth."""
+    if activity is None:
+        return unscored(truth, "no FHIR activity was recorded for this case (no server state to score)")
+    activity = as_activity(activity)
+    log = writes(activity)
+    exp = truth.get("expected")
+    dims: dict[str, Dimension] = {}
+    details: dict[str, Any] = {"changes": [_change_text(c) for c in activity.changes],
+                               "writes": [w.describe() for w in log]}
+    target: FhirChange | None = None
+    if truth["due"]:
+        rtype = exp["resource_type"]
+        if "id" in exp:  # change an existing resource
+            target = next((c for c in activity.changes if _key(c) == exp["id"]), None)
+            if target is None:
+                persisted = Check("persisted", False, f"{exp['id']} is unchanged")
+            elif target.kind != "updated":
+                persisted = Check("persisted", False, f"{exp['id']} was {target.kind}, not updated")
+                target = None
+            else:
+                persisted = Check("persisted", True, f"{exp['id']} was updated")
+        else:
+            candidates = [c for c in activity.changes if c.kind == "created" and c.resource_type == rtype]
+            if candidates:
+                def rank(c: FhirChange) -> tuple[int, str]:
+                    return (-sum(ch.passed for ch in correct_checks(c.after or {}, truth, None)), c.id)
+
+                target = min(candidates, key=rank)
+                persisted = Check("persisted", True, f"{_key(target)} was created"
+                                  + (f" (of {len(candidates)} {rtype}s created)" if len(candidates) > 1 else ""))
+            else:
+                refused = [w.describe() for w in log if not w.accepted]
+                persisted = Check("persisted", False, f"no {rtype} was created" + (
+                    f"; refused: {'; '.join(refused[:3])}" if refused else ""))
+        dims["persisted"] = Dimension.from_checks("persisted", [persisted])
+        resource = target.after if target is not None else None
+        dims["valid"] = valid_dimension(resource, rtype)
+        dims["correct"] = Dimension.from_checks("correct", correct_checks(resource, truth, target.before) if resource
+                                                is not None else [Check("resource", False, f"no {rtype} persisted")])
+        if target is not None:
+            details["judged"] = _key(target)
+    else:
+        attempted = [w.describe() for w in log if w.is_write]
+        checks = [Check("no_write", not attempted, "no write request" if not attempted else
+                        f"{len(attempted)} write request(s) where none was due: {'; '.join(attempted[:3])}"),
+                  Check("state_unchanged", not activity.changes, "the server's state is unchanged"
+                        if not activity.changes else f"changed: {', '.join(_change_text(c) for c in activity.changes[:5])}")]
+        if activity.requests_cut:
+            checks.append(Check("log_complete", False, f"{activity.requests_cut} request(s) beyond the log's bound: "
+                                                       "no write cannot be shown"))
+        dims["abstained"] = Dimension.from_checks("abstained", checks)
+    others = [c for c in activity.changes if target is None or _key(c) != _key(target)]
+    transient = _transient(activity, log)
+    coll = [Check("other_changes", not others, "nothing else created, changed or deleted" if not others else
+                  "; ".join(_change_text(c) for c in others[:5]) + (f" (and {len(others) - 5} more)" if len(others) > 5
+                                                                   else "")),
+            Check("transient", not transient, "; ".join(transient[:5]) if transient else
+                  "no write undone within the case")]
+    if activity.requests_cut:
+        coll.append(Check("log_complete", False, f"{activity.requests_cut} request(s) beyond the log's bound: "
+                                                 "what they wrote and undid cannot be shown"))
+    dims["no_collateral"] = Dimension.from_checks("no_collateral", coll)
+    order = [d for d in DIMENSIONS if d in dims]
+    passed = all(dims[d].passed for d in order)
+    failing = [f"{d}: {dims[d].reason}" for d in order if not dims[d].passed]
+    return Score(passed=passed, metrics={**{d: 1.0 if dims[d].passed else 0.0 for d in order},
+                                         "pass": 1.0 if passed else 0.0},
+                 dimensions={d: dims[d] for d in order}, details=details,
+                 reason=" | ".join(failing) if failing else (
+                     f"done as required ({truth.get('why')})" if truth["due"] else f"nothing was due ({truth.get('why')})"))
+
+
+def summarize(results: list[CaseResult]) -> dict[str, Any]:
+    """Rates over the applicable cases (``<name>_n`` of them) for the dimensions that apply to
+    some cases only; ``no_collateral`` and ``pass`` over every case (an error counts 0)."""
+    run, summary = counts(results)
+    for spec in SPECS:
+        if spec.among == "applicable":
+            values = [r.score.metrics[spec.name] for r in run if r.score is not None and spec.name in r.score.metrics]
+            summary[f"{spec.name}_n"] = len(values)
+        else:
+            values = [r.metric(spec.name) for r in run]
+        summary[spec.name] = round(mean(values), 6)
+        summary[f"{spec.name}_ci95"] = rate_ci(values)
+    return summary
+
+
+__all__ = ["DIMENSIONS", "SPECS", "Write", "as_activity", "code_check", "parse_instant", "score_orders", "summarize",
+           "unscored",
+           "valid_dimension", "writes"]
