@@ -377,8 +377,8 @@ def _flag_check(pred: dict[str, Any], truth: dict[str, Any]) -> Check:
 
 
 def applicable(truth: dict[str, Any]) -> tuple[str, ...]:
-    """The dimensions a case's truth asks for."""
-    if truth.get("no_result"):
+    """The dimensions a case's truth asks for (a truth not of this task's shape: abstention only)."""
+    if not isinstance(truth, dict) or truth.get("no_result") or not isinstance(truth.get("result"), dict):
         return ("abstention",)
     return ("abstention", "value", "unit", "date") + (("flag",) if truth["kind"] in ("threshold", "change") else ())
 
@@ -416,7 +416,10 @@ def score_labs(pred: dict[str, Any], truth: dict[str, Any]) -> Score:
 
 def _pass_metrics(truth: dict[str, Any], passed: bool) -> dict[str, float]:
     v = 1.0 if passed else 0.0
-    out = {"pass": v, f"{truth.get('kind')}_pass": v}
+    truth = truth if isinstance(truth, dict) else {}
+    out = {"pass": v}
+    if truth.get("kind") in KINDS:
+        out[f"{truth['kind']}_pass"] = v
     if truth.get("no_result"):
         out["no_result_pass"] = v
     return out
