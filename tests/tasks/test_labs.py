@@ -298,3 +298,25 @@ def test_a_case_whose_record_contradicts_its_expectation_is_refused(tmp_path):
     task = LabsTask(tmp_path)
     with pytest.raises(CaseError, match="expects 'result' but the record gives 'no_result'"):
         task.load(task.discover()[0])
+
+
+def test_grounded_needs_the_answered_value_and_date_in_a_search_result_received_before_the_answer():
+    from pytest_groundeval.run.runner import score_case
+
+    c = load("Reuben_Lind_1d03714f_threshold_hba1c_ge_6_5")
+    answer = AgentOutput(text='{"value": 5.1, "unit": "%", "effective": "2014-01-31", "flag": false}')
+    read = {"resourceType": "Bundle", "entry": [{"resource": {
+        "resourceType": "Observation", "id": "d948d21f", "effectiveDateTime": "2014-01-31T19:47:34+00:00",
+        "valueQuantity": {"value": 5.070760753098821, "code": "%"}}}]}
+    call = {"seq": 1, "tool": "fhir_search", "args": {"resource_type": "Observation", "params": {}},
+            "result": read, "status": "ok", "started": 1, "ended": 2}
+    ok = score_case(TASK, c, answer, observed=[call], offered=["fhir_search", "fhir_read"])
+    assert ok["outcome"] == "passed" and ok["score"].metrics["grounded"] == 1.0
+    other = {**call, "result": {"resourceType": "Bundle", "entry": [{"resource": {
+        "resourceType": "Observation", "effectiveDateTime": "2016-02-05T19:47:34+00:00",
+        "valueQuantity": {"value": 6.210766963479431, "code": "%"}}}]}}
+    bad = score_case(TASK, c, answer, observed=[other], offered=["fhir_search", "fhir_read"])
+    assert bad["score"].metrics["grounded"] == 0.0
+    assert bad["score"].details["ungrounded"] == {"number": ["5.1"], "date": ["2014-01-31"]}
+    nothing = score_case(TASK, c, answer, observed=[], offered=["fhir_search", "fhir_read"])
+    assert nothing["score"].metrics["grounded"] == 0.0  # answered from memory: no call at all
