@@ -6,7 +6,9 @@ A case is one ``<case_id>.json`` file (``fixtures/labs/``, made by
 the case file: a transaction Bundle of the Patient and their Observations, seeded into the
 case's FHIR server), the case's date (``"today"``, ISO), the question (``"question"``) and
 what the generator meant the truth to be (``"expect"``: ``result`` or ``no_result``, checked
-against the derived truth, so a case and its bundle cannot silently disagree). Questions:
+against the derived truth, so a case and its bundle cannot silently disagree; ``"situation"``,
+the generator's note of how the case was made, e.g. "future result", is for people and not
+read). Questions:
 
 * ``{"kind": "latest", "analyte": KEY, "within_months": N|null}``: the most recent result of
   the analyte (``scorers.labs.ANALYTES``: HbA1c, eGFR, potassium, glucose, creatinine, body
