@@ -367,7 +367,7 @@ class FhirChange(_Model):
 
 
 class FhirActivity(_Model):
-    """What an agent did on its case's FHIR server (the orders and labs suites): every request
+    """What an agent did on its case's FHIR server (a task with ``fhir_server = True``): every request
     and response, and the state diff (what was created, changed or deleted, server metadata
     such as ``meta.versionId``/``lastUpdated`` left out). Scorers of server-state tasks read
     this, so a ``--rescore`` needs nothing but the record."""

@@ -74,6 +74,13 @@ BUILTIN: dict[str, TaskInfo] = {info.name: info for info in (
             help="orders cases: a folder of <case_id>.json files (each naming its seeded bundle) or one JSON "
             "file holding a list of cases (default: ini groundeval_orders_cases, else the bundled suite's cases)"),
         spec="pytest_groundeval.tasks.orders:OrdersTask",
+        name="labs",
+        description="interpret a patient's lab results and vital signs read from their FHIR record (read-only)",
+        source=CaseSource(
+            flag="--labs-cases", ini="groundeval_labs_cases", default="labs", packaged=True, key="labs_cases",
+            help="labs cases: a folder of <case_id>.json files (each naming its bundle) or one JSON file "
+            "holding a list of cases (default: ini groundeval_labs_cases, else the bundled suite's cases)"),
+        spec="pytest_groundeval.tasks.labs:LabsTask",
     ),
 )}
 
