@@ -16,15 +16,17 @@ that fails either is handed to ``load_bundle`` itself, so its rejection (HealthC
 report, every issue, HealthChain's wording) is exactly what it was before; that costs the
 second build only for a bundle that is bad anyway.
 
-Memo: a verdict per content hash, process-wide (a handful of built Bundles are kept, the
-verdicts of all), and on disk when a folder is configured (the plugin configures
+Memo: a verdict per content hash, process-wide (the verdicts of all; the last few Bundles a
+case used, for the next case of the same bundle: a Bundle no case asks for dies with its
+case, as a plain test's would), and on disk when a folder is configured (the plugin configures
 ``<rootdir>/.groundeval/bundles``): one file per content hash and version set (the
 ``fhir.resources``, ``healthchain``, ``pydantic`` and Python versions are in the key, so an
 upgrade re-validates), holding the verdict and, for a valid bundle, the built Bundle
 (pickled). Files are written atomically (temp file + ``os.replace``; xdist workers never
 see half a file) and carry a SHA-256 of their payload: a file that is truncated, garbled
 or of another format is ignored and rebuilt, never trusted. A bundle edited in place has a
-new hash: it is validated again.
+new hash: it is validated again. The plugin's memo writes its files on a background
+thread (off the item path), flushed at the end of the session and of the process.
 
 A verdict read from disk needs no Bundle: a prompt-only agent's case builds nothing; the
 Bundle is unpickled (or built) only when the baseline or a tool asks for it
@@ -33,9 +35,11 @@ Bundle is unpickled (or built) only when the baseline or a tool asks for it
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import pickle
+import queue
 import sys
 import tempfile
 import threading
@@ -48,7 +52,7 @@ import orjson
 
 MAGIC = b"groundeval-bundle 1\n"
 MAX_ISSUES = 3  # validation issues a case error names (then "and N more")
-KEEP_BUILT = 8  # built Bundles kept in the process memo (e.g. the cases of one patient; the rest: verdicts only)
+KEEP_BUILT = 8  # Bundles a case used, kept in the process memo (e.g. the cases of one patient; the rest: verdicts only)
 
 
 class InvalidBundle(Exception):
@@ -121,19 +125,21 @@ def _reject(data: Any) -> Any:
         raise InvalidBundle(describe(e)) from None
 
 
-_PLANS: dict[type, dict[str, Any]] = {}
+_PLANS: dict[type, dict[str, frozenset]] = {}
 
 
-def _plan(cls: type) -> dict[str, Any]:
-    """{field name: its required binding's allowed values, or None}, read once per class the
-    way HealthChain's ``_check_bindings`` reads them (``json_schema_extra["enum_values"]``)."""
+def _plan(cls: type) -> dict[str, frozenset]:
+    """{field name: its required binding's allowed values} for the fields of ``cls`` that have
+    one, read once per class the way HealthChain's ``_check_bindings`` reads them
+    (``json_schema_extra["enum_values"]``)."""
     plan = _PLANS.get(cls)
     if plan is None:
         plan = {}
         for name, field in cls.model_fields.items():
             extra = field.json_schema_extra
             enum_values = extra.get("enum_values") if isinstance(extra, dict) else None
-            plan[name] = frozenset(enum_values) if enum_values else None
+            if enum_values:
+                plan[name] = frozenset(enum_values)
         _PLANS[cls] = plan
     return plan
 
@@ -144,25 +150,33 @@ def _binding_issues(model: Any) -> bool:
     anywhere in the built Bundle: the same walk (every field with a value; a field with
     required-binding values checks its string values and is not descended into, any other
     model or list of models is), answering only whether there is one (the wording comes from
-    HealthChain itself, :func:`_reject`), with each class's fields read once."""
+    HealthChain itself, :func:`_reject`), with each class's bindings read once. A built
+    model's ``__dict__`` holds exactly its fields (pydantic keeps extras and private
+    attributes apart), so the walk reads the values there, without an attribute lookup per
+    field."""
     from pydantic import BaseModel
 
+    plans = _PLANS
     stack = [model]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        m = stack.pop()
-        plan = _plan(type(m))
-        for name, enum_values in plan.items():
-            value = getattr(m, name, None)
+        m = pop()
+        cls = type(m)
+        plan = plans.get(cls)
+        if plan is None:
+            plan = _plan(cls)
+        for name, value in m.__dict__.items():
             if value is None:
                 continue
+            enum_values = plan.get(name) if plan else None
             if enum_values is not None:
                 for item in value if isinstance(value, list) else (value,):
                     if isinstance(item, str) and item not in enum_values:
                         return True
             elif isinstance(value, BaseModel):
-                stack.append(value)
+                push(value)
             elif isinstance(value, list):
-                stack.extend(item for item in value if isinstance(item, BaseModel))
+                extend(item for item in value if isinstance(item, BaseModel))
     return False
 
 
@@ -170,10 +184,10 @@ class Verdict:
     """One bundle's validation result: valid (:meth:`bundle` gives the Bundle, built or
     unpickled on first use) or ``issues`` (the rejection)."""
 
-    __slots__ = ("key", "issues", "_bundle", "_blob", "_raw", "_memo", "_lock", "_stored")
+    __slots__ = ("key", "issues", "_bundle", "_blob", "_raw", "_memo", "_lock", "_stored", "_kept")
 
     def __init__(self, key: str, issues: str | None, bundle: Any = None, blob: bytes | None = None,
-                 raw: bytes | None = None, memo: "BundleMemo | None" = None) -> None:
+                 raw: bytes | None = None, memo: "BundleMemo | None" = None, kept: bool = False) -> None:
         self.key = key
         self.issues = issues
         self._bundle = bundle
@@ -182,6 +196,7 @@ class Verdict:
         self._memo = memo
         self._lock = threading.Lock()
         self._stored = blob is not None  # the Bundle itself is on disk (not only the verdict)
+        self._kept = kept  # the Bundle is in the memo's few built ones
 
     @property
     def valid(self) -> bool:
@@ -206,7 +221,12 @@ class Verdict:
                         self._memo.built_again(self.key, bundle, broken=self._blob is not None)
                 elif self._memo is not None:
                     self._memo.keep(self.key, bundle, stored=True)
-                self._bundle, self._blob, self._raw = bundle, None, None
+                self._bundle, self._blob, self._raw, self._kept = bundle, None, None, True
+            elif not self._kept and self._memo is not None:
+                # built by the validation and used (the baseline, a tool agent): kept for the
+                # next case of the same bundle; one no one asks for dies with its case
+                self._kept = True
+                self._memo.keep(self.key, self._bundle)
             if not self._stored and self._memo is not None:
                 # used (the baseline, a tool agent): stored with the verdict, so a re-run
                 # unpickles it instead of building it; a prompt-only run never pays for this
@@ -224,15 +244,59 @@ def _unpickle(blob: bytes) -> Any:
     return value
 
 
-class BundleMemo:
-    """Verdicts by content hash: process-wide, and under ``folder`` when one is set."""
+class _Writer:
+    """The on-disk entries written on one background thread, in order: a file write costs
+    the item path nothing (the disk calls release the GIL), and :meth:`flush` waits for
+    every entry handed in so far (the end of a session, so the next one reads them)."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, write: Any) -> None:
+        self._write = write
+        self._queue: "queue.Queue[tuple[str, str | None, Any] | None]" = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+
+    def put(self, job: tuple[str, str | None, Any]) -> None:
+        if self._thread is None:
+            with self._start:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, daemon=True, name="groundeval-bundles")
+                    self._thread.start()
+        self._queue.put(job)
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                self._write(*job)
+            except Exception:  # noqa: BLE001 - a cache that cannot be written is only a slower next run
+                pass
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        if self._thread is not None:
+            self._queue.join()
+
+    def close(self) -> None:
+        self.flush()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread = None
+
+
+class BundleMemo:
+    """Verdicts by content hash: process-wide, and under ``folder`` when one is set
+    (``background``: its entries written on a thread of their own, :class:`_Writer`)."""
+
+    def __init__(self, folder: Path | None = None, background: bool = False) -> None:
         self.folder = Path(folder) if folder is not None else None
         self._verdicts: dict[str, tuple[str | None]] = {}  # key -> (issues,)
-        self._built: "OrderedDict[str, Any]" = OrderedDict()  # key -> Bundle, the last KEEP_BUILT
+        self._built: "OrderedDict[str, Any]" = OrderedDict()  # key -> Bundle, the last KEEP_BUILT used
         self._bundle_stored: set[str] = set()  # keys whose Bundle this process stored
         self._lock = threading.Lock()
+        self._writer = _Writer(self._write_now) if background and self.folder is not None else None
         self.builds = 0  # bundles validated here (the counters the tests read)
         self.disk_hits = 0
         self.disk_rejected = 0  # stored entries found corrupt and ignored
@@ -245,17 +309,20 @@ class BundleMemo:
         return None if self.folder is None else self.folder / key[:2] / f"{key}.bin"
 
     def verdict(self, raw: bytes, content_hash: str, data: Any = None) -> Verdict:
-        """The verdict on the bundle ``raw`` (``data``: its parsed JSON, if the caller has it)."""
+        """The verdict on the bundle ``raw`` (``data``: its parsed JSON, if the caller has it).
+        The Bundle a validation builds goes with the verdict only: the memo keeps it (for the
+        next case of the same bundle) once a case uses it, so a prompt-only run holds no
+        Bundle beyond its case (nor makes the garbage collector walk one)."""
         key = self.key(content_hash)
         with self._lock:
             known = self._verdicts.get(key)
             if known is not None:
+                if known[0] is not None:
+                    return Verdict(key, known[0])
                 bundle = self._built.get(key)
                 if bundle is not None:
                     self._built.move_to_end(key)
-                    return Verdict(key, None, bundle=bundle, memo=self)
-                if known[0] is not None:
-                    return Verdict(key, known[0])
+                    return Verdict(key, None, bundle=bundle, memo=self, kept=True)
         stored = self._read(key)
         if stored is not None:
             issues, blob = stored
@@ -263,6 +330,8 @@ class BundleMemo:
                 self._verdicts[key] = (issues,)
                 self.disk_hits += 1
             return Verdict(key, issues, blob=blob, raw=raw, memo=self)
+        if known is not None:  # valid, known here, not on disk (yet): built when a case asks
+            return Verdict(key, None, raw=raw, memo=self)
         if data is None:
             data = orjson.loads(raw)
         try:
@@ -272,10 +341,17 @@ class BundleMemo:
         with self._lock:
             self.builds += 1
             self._verdicts[key] = (issues,)
-        if bundle is not None:
-            self.keep(key, bundle)
         self._write(key, issues, None)  # the verdict; the Bundle too once a case uses it (Verdict.bundle)
         return Verdict(key, issues, bundle=bundle, memo=self)
+
+    def flush(self) -> None:
+        """Every entry handed to the background writer is on disk."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
     def keep(self, key: str, bundle: Any, stored: bool = False) -> None:
         with self._lock:
@@ -317,6 +393,14 @@ class BundleMemo:
         return entry
 
     def _write(self, key: str, issues: str | None, bundle: Any) -> None:
+        if self.folder is None:
+            return
+        if self._writer is not None:
+            self._writer.put((key, issues, bundle))
+        else:
+            self._write_now(key, issues, bundle)
+
+    def _write_now(self, key: str, issues: str | None, bundle: Any) -> None:
         path = self.path(key)
         if path is None:
             return
@@ -375,14 +459,24 @@ _MEMO = BundleMemo()
 
 
 def configure(folder: Path | None) -> None:
-    """Use ``folder`` for the on-disk entries (None: the process memo only). The verdicts
-    already known in this process are kept (they do not depend on the folder)."""
+    """Use ``folder`` for the on-disk entries (None: the process memo only), written on a
+    background thread (:func:`flush` waits for them; so does the end of the process). The
+    verdicts already known in this process are kept (they do not depend on the folder)."""
     global _MEMO
     if os.environ.get("GROUNDEVAL_BUNDLE_CACHE", "").lower() in ("0", "off", "no", "false"):
         folder = None
     if (folder is None and _MEMO.folder is None) or (folder is not None and _MEMO.folder == Path(folder)):
         return
-    _MEMO = BundleMemo(folder)
+    _MEMO.close()
+    _MEMO = BundleMemo(folder, background=True)
+
+
+def flush() -> None:
+    """The process memo's pending entries written (the end of a session)."""
+    _MEMO.flush()
+
+
+atexit.register(flush)
 
 
 def memo() -> BundleMemo:

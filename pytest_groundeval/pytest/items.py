@@ -8,6 +8,7 @@ the rerun guard, the timeout kinds, LangSmith's worker half). Imports only the m
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,8 +30,14 @@ def case_ref(item: Any) -> CaseRef | None:
     return ref if isinstance(ref, CaseRef) else None
 
 
+def _prop(name: str) -> str:
+    """``groundeval.<name>``, one (interned) string for every case's property of that name."""
+    return sys.intern(f"groundeval.{name}")
+
+
 def properties(result: "CaseResult") -> list[tuple[str, Any]]:
-    """A case's outcome and figures as ``record_property`` pairs (already redacted)."""
+    """A case's outcome and figures as ``record_property`` pairs (already redacted). The
+    names are one string each for every case (they are kept on every item to the end)."""
     props: list[tuple[str, Any]] = [("groundeval.task", result.task), ("groundeval.case_id", result.case_id),
                                     ("groundeval.outcome", result.outcome)]
     if result.repeat is not None:
@@ -38,9 +45,8 @@ def properties(result: "CaseResult") -> list[tuple[str, Any]]:
     if result.error is not None:
         props.append(("groundeval.error_kind", result.error.kind))
     if result.score is not None:
-        props += [(f"groundeval.{name}", value) for name, value in result.score.metrics.items()]
-        props += [(f"groundeval.{name}", "pass" if dim.passed else "fail")
-                  for name, dim in result.score.dimensions.items()]
+        props += [(_prop(name), value) for name, value in result.score.metrics.items()]
+        props += [(_prop(name), "pass" if dim.passed else "fail") for name, dim in result.score.dimensions.items()]
     if result.cost_usd is not None:
         props.append(("groundeval.cost_usd", result.cost_usd))
     return props

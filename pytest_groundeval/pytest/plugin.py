@@ -125,6 +125,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     from pytest_groundeval.fhir import bundles
 
     bundles.configure(config.rootpath / ".groundeval" / "bundles")  # bundle verdicts, once per content hash
+    config.add_cleanup(bundles.flush)  # (written off the item path) all on disk when the session ends
     stored = load_stored(settings)
     evaluator = Evaluator(settings, tasks, stored, current(config))
     evaluator.traced = langsmith_key(os.environ) is not None  # LangSmith on: built-in agents nest their calls

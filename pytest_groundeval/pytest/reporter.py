@@ -10,7 +10,6 @@ controller's other parts it finds under their stash keys (``keys.py``).
 from __future__ import annotations
 
 import gc
-import zlib
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
@@ -69,8 +68,6 @@ class Reporter:
         self.started_at = now_iso()
         self.results: dict[tuple[str, str], CaseResult] = {}
         self._local: dict[int, tuple[CaseResult, bytes]] = {}
-        # each result as it was reported (JSON), zlib-compressed (level 1: ~5x smaller, some µs)
-        self.data: dict[tuple[str, str], bytes] = {}
         self.reruns: list[CaseResult] = []  # executions of a case after its first (reruns.py)
         self.journal: JournalWriter | None = None
         self._journal_specs: set[str] = set()  # the tasks whose specs the journal holds
@@ -161,13 +158,13 @@ class Reporter:
         if result.result_key in self.results:
             self._again(result, blob)
             return
-        self._keep(result, blob)
+        self._keep(result)
         self._journal(blob, task=result.task)
 
     def _slim_previous(self) -> None:
         """The case's data off the previous report (every hook has read it by now): the
         terminal reporter keeps each report to the end of the session, and the case is kept
-        once, as its JSON bytes in ``self.data``, not also as a dict on its report."""
+        once, as its typed result in ``self.results``, not also as a dict on its report."""
         previous, self._previous = getattr(self, "_previous", None), None
         if previous is not None:
             previous.__dict__.pop(REPORT_ATTR, None)
@@ -177,16 +174,13 @@ class Reporter:
         (reruns.py made the report agree with it). The same result again (re-reported, the
         agent not called) is nothing new; another execution is kept apart with its usage
         (the record's ``reruns``, the journal's ``rerun`` lines), never as the case's result."""
-        if orjson.loads(blob) == orjson.loads(zlib.decompress(self.data[result.result_key])):
+        if orjson.loads(blob) == self.results[result.result_key].model_dump(mode="json"):
             return
         self.reruns.append(result)
         self._journal(blob, kind="rerun", task=result.task)
 
-    def _keep(self, result: CaseResult, blob: bytes) -> None:
-        self.results[result.result_key] = result
-        # kept as bytes until the record is written: no Python objects for the garbage
-        # collector to traverse on every collection of a long run
-        self.data[result.result_key] = zlib.compress(blob, 1)
+    def _keep(self, result: CaseResult) -> None:
+        self.results[result.result_key] = result  # (its JSON went to the journal; the record dumps it again)
         if len(self.results) % FREEZE_EVERY == 0:
             # the results are kept to the end: after a young collection (which frees this
             # stretch's cyclic garbage) move them out of the collector's way, so a long run's

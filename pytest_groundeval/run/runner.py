@@ -504,7 +504,14 @@ def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[s
         score.reason = f"ungrounded (--require-grounded): {found.reason}"
 
 
+# fields whose default is None: a None given for one is left out (the same value, the same
+# record), so a kept result's set of given fields stays small (pydantic keeps one per result)
+_NONE_BY_DEFAULT = frozenset(name for name, f in CaseResult.model_fields.items()
+                             if not f.is_required() and f.default is None)
+
+
 def _result(ref: CaseRef, fields: dict[str, Any], duration: float | None) -> CaseResult:
+    fields = {k: v for k, v in fields.items() if v is not None or k not in _NONE_BY_DEFAULT}
     try:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, duration_s=duration, **fields)
     except ValidationError as exc:  # e.g. a scorer's metric that is not a number

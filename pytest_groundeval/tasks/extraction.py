@@ -24,6 +24,7 @@ second parse) and is not built at all for a prompt-only agent when the verdict i
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, ClassVar, Mapping
 
 import orjson
@@ -79,7 +80,13 @@ If the patient has no active medications, answer {{"{key}": []}}."""
 def active_medications(bundle: Any, source: str) -> list[dict[str, str]]:
     """Ground truth for one bundle: ``[{code, display}]`` distinct by code, in bundle order."""
     codes = distinct_codes(medication_requests(bundle, source, REQUEST_ACTIVE))
-    return [{"code": c, "display": d} for c, d in codes.items()]
+    return [{"code": _shared(c), "display": _shared(d)} for c, d in codes.items()]
+
+
+def _shared(text: Any) -> Any:
+    """One string object for each code and display name however many cases hold it (a
+    result keeps its truth and answer to the end of the run; patients share medications)."""
+    return sys.intern(text) if type(text) is str else text
 
 
 def parse_answer(text: str) -> list[dict[str, Any]]:
@@ -100,7 +107,7 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
             raise ParseError(f"{ANSWER_KEY}[{i}].code is {code!r}, expected a non-empty string (or a JSON integer)")
         if display is not None and not isinstance(display, str):
             raise ParseError(f"{ANSWER_KEY}[{i}].display is {type(display).__name__}, expected a string")
-        out.append({"code": code.strip(), "display": display})
+        out.append({"code": _shared(code.strip()), "display": _shared(display)})
     return out
 
 
