@@ -74,6 +74,8 @@ BUILTIN: dict[str, TaskInfo] = {info.name: info for info in (
             help="orders cases: a folder of <case_id>.json files (each naming its seeded bundle) or one JSON "
             "file holding a list of cases (default: ini groundeval_orders_cases, else the bundled suite's cases)"),
         spec="pytest_groundeval.tasks.orders:OrdersTask",
+    ),
+    TaskInfo(
         name="labs",
         description="interpret a patient's lab results and vital signs read from their FHIR record (read-only)",
         source=CaseSource(

@@ -187,7 +187,9 @@ def _evals(pytester, monkeypatch, selection, agent, mode="honest", *args):
     monkeypatch.setenv("GROUNDED_MODE", mode)
     record = pytester.path / f"{mode}.json"
     result = pytester.runpytest_subprocess(
+        # the three tool-using tasks of this test (the letter task reuses reconciliation's case ids)
         str(ROOT / "evals"), f"--agent=grounded_agents:{agent}", "-k", " or ".join(selection),
+        "-m", "extraction or write or reconciliation",
         "--write-cases", str(FIXTURES / "write_cases"), "--data-dir", str(FIXTURES / "synthea"),
         "--reconciliation-cases", str(FIXTURES / "reconciliation"), "--run-record", str(record),
         "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(pytester.path), *args)
