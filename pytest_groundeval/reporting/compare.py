@@ -182,6 +182,8 @@ class LoadedRun:
     # per task, what each figure is, as the run declares it (a record's summary, a journal's header)
     specs: dict[str, dict[str, MetricSpec]] = field(default_factory=dict)
     summary: dict[str, TaskSummary] = field(default_factory=dict)  # a record's own (a journal has none)
+    # per task, its settings as the run recorded them (``options.<task>``: cases, a jury, ...)
+    task_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def read_run(path: Path) -> LoadedRun:
@@ -212,7 +214,9 @@ def read_run(path: Path) -> LoadedRun:
     cases: dict[tuple[str, str], dict[Any, CaseResult]] = {}
     for c in stored.cases:
         cases.setdefault(c.key, {})[c.repeat] = c
-    return LoadedRun(info, {k: list(v.values()) for k, v in sorted(cases.items())}, specs, summary)
+    extra = stored.options.model_extra if hasattr(stored.options, "model_extra") else stored.options
+    task_options = {t: dict(v) for t, v in (extra or {}).items() if isinstance(v, dict)}
+    return LoadedRun(info, {k: list(v.values()) for k, v in sorted(cases.items())}, specs, summary, task_options)
 
 
 # ---------------------------------------------------------------- exact McNemar
@@ -567,12 +571,23 @@ def compare(base: LoadedRun, new: LoadedRun, *, alpha: float = DEFAULT_ALPHA, se
                         f"{why['content_differs']} with different content")
     if metrics is not None:
         warnings += [f"--metric names task {t}, which is not compared" for t in sorted(set(metrics) - set(paired))]
+    for t in paired:  # a task run with other settings (another jury, say) is another measurement: name it
+        b, n = base.task_options.get(t, {}), new.task_options.get(t, {})
+        for key in sorted(k for k in set(b) | set(n) if b.get(k) != n.get(k) and not _is_path_option(k)):
+            warnings.append(f"{t}: the runs differ in {key}: BASE {b.get(key)!r}, NEW {n.get(key)!r} "
+                            "(the figures measure different set-ups)")
     tasks = [compare_task(t, ps, specs=(base.specs.get(t, {}), new.specs.get(t, {})), alpha=alpha, seed=seed,
                           n_resamples=n_resamples,
                           metrics=None if metrics is None else _resolve(t, metrics.get(t, set()), base, new),
                           summaries=(base.summary.get(t), new.summary.get(t)))
              for t, ps in paired.items() if metrics is None or t in metrics]
     return Comparison(base.info, new.info, alpha, seed, n_resamples, tasks, left_out, warnings)
+
+
+def _is_path_option(key: str) -> bool:
+    """Where a task's cases were read from (``data_dir``, ``cases``...): the case contents,
+    compared by hash, say whether they are the same cases; the folder may well differ."""
+    return key.endswith(("_dir", "_path", "cases", "_file"))
 
 
 def compare_paths(base: Path, new: Path, **kw: Any) -> Comparison:

@@ -243,3 +243,20 @@ def test_a_custom_figure_is_compared_as_recorded_without_a_test(toy, capsys):
     assert (row["base"], row["new"], row["delta"], row["test"], row["p_value"]) == (0.8, 0.6, -0.2, None, None)
     assert not row["regression"]
     assert any("judged is a custom figure" in n for n in task_notes(data))
+
+
+def test_runs_with_different_task_settings_are_named_not_their_case_folders(toy, capsys):
+    """A task run with another jury (any setting the task records but where its cases were
+    read from) measures another set-up: compare names the difference."""
+    paths = []
+    for name, judges, folder in (("base", ["judge-a"], "/ci/a"), ("new", ["judge-a", "judge-b"], "/ci/b")):
+        rec = RunRecord.model_validate_json(toy[name].read_text())
+        rec = RunRecord.model_validate({**rec.model_dump(mode="json"),
+                                        "options": {"toy": {"toy_cases": folder, "judges": judges}}})
+        paths.append(_write(toy["tmp"] / f"{name}-judged.json", rec))
+    _, data = _compare(capsys, *paths)
+    differ = [w for w in data["warnings"] if "the runs differ in" in w]
+    assert differ == ["toy: the runs differ in judges: BASE ['judge-a'], NEW ['judge-a', 'judge-b'] "
+                      "(the figures measure different set-ups)"]
+    _, same = _compare(capsys, toy["base"], toy["new"])
+    assert not [w for w in same["warnings"] if "the runs differ in" in w]
