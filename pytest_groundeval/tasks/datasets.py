@@ -17,7 +17,7 @@ import orjson
 
 from pytest_groundeval.model import CaseError, CaseRef
 
-__all__ = ["CaseError", "CaseRef", "content_hash", "discover_case_records", "discover_files", "load_case_record",
+__all__ = ["CaseError", "CaseRef", "case_hash", "content_hash", "discover_case_records", "discover_files", "load_case_record",
            "load_json", "read_bytes"]
 
 BUNDLE_SUFFIXES = (".json.gz", ".json")
@@ -57,6 +57,16 @@ def load_json(path: Path) -> tuple[Any, bytes]:
 
 def content_hash(raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def case_hash(*parts: bytes) -> str:
+    """sha256 over a case's files (its case file, then its bundle), each length-prefixed so no
+    two splits of the same bytes collide: a case whose bundle changes is another case."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return "sha256:" + h.hexdigest()
 
 
 def case_id_for(path: Path) -> str:

@@ -43,7 +43,6 @@ offline baseline (:func:`baseline_answer`) reads the seeded bundle itself.
 from __future__ import annotations
 
 import calendar
-import hashlib
 import json
 import re
 from datetime import date, datetime, timezone
@@ -57,7 +56,7 @@ from pytest_groundeval.scorers.labs import ANALYTES, CRITERIA, LOINC, Analyte
 from pytest_groundeval.tasks import BUILTIN
 from pytest_groundeval.tasks.base import (CaseSource, CaseView, CodedItem, Task, extract_json_object,
                                           require_keys)
-from pytest_groundeval.tasks.datasets import discover_case_records, load_case_record, read_bytes
+from pytest_groundeval.tasks.datasets import case_hash, discover_case_records, load_case_record, read_bytes
 
 CASE_KEYS = ("case_id", "bundle", "today", "question", "expect")
 COUNTING_STATUSES = ("final", "amended", "corrected")
@@ -264,14 +263,6 @@ def _check_case(item: Any, source: str) -> tuple[dict[str, Any], date]:
         raise CaseError(f"{source}: 'expect' must be 'result' or 'no_result'")
     return item, today
 
-
-def case_hash(case_raw: bytes, bundle_raw: bytes) -> str:
-    """sha256 over the case file and its bundle (length-prefixed, so no two splits collide)."""
-    h = hashlib.sha256()
-    for part in (case_raw, bundle_raw):
-        h.update(len(part).to_bytes(8, "big"))
-        h.update(part)
-    return "sha256:" + h.hexdigest()
 
 
 # ---------------------------------------------------------------- the prompt

@@ -27,7 +27,6 @@ server; the scorer (``scorers/orders.py``) reads only what the harness observed 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import date
 from typing import Any, ClassVar, Mapping
@@ -43,7 +42,7 @@ from pytest_groundeval.tasks.orders_rules import (BP_PANEL, DIABETES, DIABETES_C
                                                   months_before, ref_of, resources)
 from pytest_groundeval.tasks import BUILTIN
 from pytest_groundeval.tasks.base import CaseSource, CaseView, CodedItem, Task, require_keys
-from pytest_groundeval.tasks.datasets import discover_case_records, load_case_record, read_bytes
+from pytest_groundeval.tasks.datasets import case_hash, discover_case_records, load_case_record, read_bytes
 
 KINDS = ("hba1c", "bp", "stop")
 CASE_KEYS = ("case_id", "kind", "patient_id", "today", "instruction", "bundle", "choice")
@@ -177,13 +176,6 @@ def derive_truth(item: dict[str, Any], bundle: Any, source: str) -> dict[str, An
         raise CaseError(f"{source}: kind {kind!r} is not one of {list(KINDS)}")
     return truth
 
-
-def case_hash(case_raw: bytes, bundle_raw: bytes) -> str:
-    h = hashlib.sha256()
-    for part in (case_raw, bundle_raw):
-        h.update(len(part).to_bytes(8, "big"))
-        h.update(part)
-    return "sha256:" + h.hexdigest()
 
 
 def render_prompt(item: dict[str, Any]) -> str:

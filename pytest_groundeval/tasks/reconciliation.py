@@ -37,14 +37,13 @@ catalog's own lookup (``hc_tools.Catalog``). It sees only the bundle and the not
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from pytest_groundeval.tasks.datasets import discover_case_records, load_case_record, read_bytes
+from pytest_groundeval.tasks.datasets import case_hash, discover_case_records, load_case_record, read_bytes
 from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED, RXNORM
 from pytest_groundeval.fhir.medications import distinct_codes, medication_requests, patient_reference
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
@@ -241,14 +240,6 @@ def derive_truth(bundle: Any, item: dict[str, Any], source: str, catalog: dict[s
     order = {v: i for i, v in enumerate(VERDICTS)}
     return sorted(truth, key=lambda t: (order[t["verdict"]], t["code"]))
 
-
-def case_hash(case_raw: bytes, bundle_raw: bytes) -> str:
-    """sha256 over the case file and its bundle (length-prefixed, so no two splits collide)."""
-    h = hashlib.sha256()
-    for part in (case_raw, bundle_raw):
-        h.update(len(part).to_bytes(8, "big"))
-        h.update(part)
-    return "sha256:" + h.hexdigest()
 
 
 # ---------------------------------------------------------------- answers
