@@ -715,8 +715,10 @@ def test_junitxml_carries_no_key(leaky_run):
     every = [v for el in suite.iter() for v in (*el.attrib.values(), el.text or "", el.tail or "")]
     assert not [v for v in every if CANARY in v or ANTHROPIC_CANARY in v]  # attributes, properties, texts
     failures = {tc.get("name"): tc.find("failure") for tc in suite.iter("testcase")}
+    errors = {tc.get("name"): tc.find("error") for tc in suite.iter("testcase")}  # errored cases (pytest/junit.py)
     hallucinated = failures[f"test_extraction[{leaky_run['hallucinated']}]"]
-    raised = failures[f"test_extraction[{STOPPED_ACTIVE}]"]
+    raised = errors[f"test_extraction[{STOPPED_ACTIVE}]"]
+    assert raised is not None and raised.get("type") == "groundeval.agent"
     assert f"hallucinated ['{MARK}']" in hallucinated.get("message") and f"['{MARK}']" in hallucinated.text
     assert f"auth failed for key {MARK} (and {MARK})" in raised.get("message")
     assert f"auth failed for key {MARK}" in raised.text
