@@ -178,6 +178,19 @@ def gate_lines(record: RunRecord) -> list[str]:
     return lines
 
 
+def _no_value_lines(names: list[str]) -> list[str]:
+    """The declared figures this run has no value for (a jury's without judges, a precision
+    with nothing predicted) on one line, a family sharing a prefix as ``prefix_* (n)``, rather
+    than a dash each (the record lists each, with its null)."""
+    if not names:
+        return []
+    families: dict[str, list[str]] = {}
+    for n in names:
+        families.setdefault(n.split("_", 1)[0], []).append(n)
+    parts = [f"{p}_* ({len(ns)})" if len(ns) > 1 else ns[0] for p, ns in families.items()]
+    return [f"  no value: {', '.join(parts)}"]
+
+
 def terminal_lines(record: RunRecord) -> list[str]:
     lines = [f"agent: {record.agent}" + (f"  model: {record.model}" if record.model else "")]
     for task, summary in record.summary.items():
@@ -192,11 +205,13 @@ def terminal_lines(record: RunRecord) -> list[str]:
         if repeats is not None:  # --repeat N
             lines.append(f"  {repeats.repeats} repeats per case; flaky: " + (", ".join(repeats.flaky_cases) or "none"))
         metrics = [name for name, spec in summary.specs.items() if spec.kind != "count"]  # counts are parts of others
-        width = max((len(m) for m in metrics), default=0)
-        for m in metrics:
+        shown = [m for m in metrics if summary.value(m) is not None]
+        width = max((len(m) for m in shown), default=0)
+        for m in shown:
             ci = summary.ci95(m)
             ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci is not None else ""
             lines.append(f"  {m:<{width}}  {_fmt(summary.value(m))}{ci_text}")
+        lines += _no_value_lines([m for m in metrics if m not in shown])
     lines.append(usage_line(record))
     errors = errors_line(record)
     if errors is not None:
