@@ -183,7 +183,39 @@ def case_feedback(entry: Mapping[str, Any], counts: Iterable[str] = ()) -> list[
         if isinstance(dim, Mapping):
             found[name] = (1.0 if dim.get("passed") else 0.0, dim.get("reason"))
     found["pass"] = (1.0 if score.get("passed") else 0.0, score.get("reason") or None)
+    for item in _jury_items(score):  # a judged item's feedback says what each judge said, and why
+        key = f"item_{item.get('id')}"
+        if key in found:
+            found[key] = (found[key][0], jury_comment(item))
     return [(key, value, comment) for key, (value, comment) in found.items()]
+
+
+def _jury_items(score: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    jury = score.get("jury")
+    items = jury.get("items") if isinstance(jury, Mapping) else None
+    return [i for i in items or [] if isinstance(i, Mapping)]
+
+
+def jury_comment(item: Mapping[str, Any]) -> str:
+    """One judged item as a feedback comment: the majority (or why unscored), then each judge's
+    verdict and rationale (or why it gave none)."""
+    head = f"majority: {item.get('verdict')}" if item.get("verdict") else f"unscored: {item.get('unscored')}"
+    lines = [f"{item.get('question')} ({head})"]
+    for call in item.get("calls") or []:
+        if isinstance(call, Mapping):
+            said = call.get("verdict") or f"no verdict ({call.get('error')})"
+            lines.append(f"- {call.get('judge')}: {said}" + (f": {call['rationale']}" if call.get("rationale") else ""))
+    return "\n".join(lines)
+
+
+def jury_calls(entry: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Every judge call of a case's jury, as (item, call), in the record's order: what the
+    LangSmith worker posts as the case's evaluator runs."""
+    score = entry.get("score")
+    if not isinstance(score, Mapping):
+        return []
+    return [(item, call) for item in _jury_items(score) for call in item.get("calls") or []
+            if isinstance(call, Mapping)]
 
 
 def summary_feedback(record: Mapping[str, Any], task: str) -> list[tuple[str, float, str | None]]:

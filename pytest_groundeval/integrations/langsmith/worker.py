@@ -23,7 +23,7 @@ import pytest
 
 from pytest_groundeval.integrations.langsmith.common import (
     DATASET_PREFIX, MAX_KEPT_ERRORS, Experiment, Session, _error_text, _jsonable, _now, _number, _redacted,
-    _relative, _run_name, _scrub, case_feedback, example_id, experiment_name)
+    _relative, _run_name, _scrub, case_feedback, example_id, experiment_name, jury_calls)
 from pytest_groundeval.pytest.items import REPORT_ATTR, case_ref
 from pytest_groundeval.pytest.workeroutput import LangSmithOutput, publish
 from pytest_groundeval.run.runner import NO_TRACE
@@ -405,6 +405,7 @@ class LangSmithWorker(Session):
             root.end(outputs=outputs, error=error, end_time=end)
             root.post()
             _transcript_runs(root, data.get("transcript") or data.get("agent_reported") or [], start, end)
+        _jury_runs(root, data, end)  # judged after the agent's answer: under the case, live or stored
         self.counts["root_runs"] += 1
         from pytest_groundeval.model import per_case_counts  # the count specs the record declares
 
@@ -487,3 +488,19 @@ def _transcript_runs(root: Any, transcript: list[dict], start: datetime, end: da
         child.post()
 
 
+
+
+def _jury_runs(root: Any, data: Mapping[str, Any], at: datetime) -> None:
+    """A judged case's jury as evaluator runs under its root run: one ``llm`` run per judge
+    per item (its verdict and rationale, or why it gave none), as the SDK's ``evaluate()``
+    traces its evaluators; the item feedback (``case_feedback``) carries the same words."""
+    for item, call in jury_calls(data):
+        child = root.create_child(
+            f"judge {call.get('judge')}: {item.get('id')}", "llm", start_time=at,
+            inputs={"question": _scrub(item.get("question")), "points": item.get("points")},
+            outputs={"verdict": call.get("verdict"), "rationale": _scrub(call.get("rationale"))},
+            error=_scrub(call.get("error")) if call.get("verdict") is None else None,
+            extra={"metadata": {"evaluator": "jury", "judge": call.get("judge"), "item": item.get("id"),
+                                "cached": bool(call.get("cached")), "from_record": True}})
+        child.end(end_time=at)
+        child.post()
