@@ -9,10 +9,11 @@ import json
 import shutil
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from json_http import JSONHandler
 from conftest import REFS, ROOT, SYNTHEA
 
 pytest.importorskip("claude_agent_sdk", reason="the claude-agent extra is not installed "
@@ -69,30 +70,20 @@ def _events(blocks: list[dict[str, Any]], stop: str, tokens_in: int):
     yield "message_stop", {"type": "message_stop"}
 
 
-class _Anthropic(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _json(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+class _Anthropic(JSONHandler):
 
     def do_GET(self) -> None:  # noqa: N802  (the preflight's probe)
-        self._json({"data": [], "has_more": False})
+        self._send({"data": [], "has_more": False})
 
     def do_POST(self) -> None:  # noqa: N802
         req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         self.server.requests.append((self.path, req))  # type: ignore[attr-defined]
         if "count_tokens" in self.path:
-            return self._json({"input_tokens": 10})
+            return self._send({"input_tokens": 10})
         blocks, stop = script(req)
         tokens_in = len(json.dumps(req)) // 4
         if not req.get("stream"):
-            return self._json({"id": "msg_x", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
+            return self._send({"id": "msg_x", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
                                "content": blocks, "stop_reason": stop, "stop_sequence": None,
                                "usage": {"input_tokens": tokens_in, "output_tokens": 20}})
         self.send_response(200)

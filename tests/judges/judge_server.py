@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from json_http import JSONHandler
 
 JARGON = ("bid", "prn", "hypertension", "antihypertensive", "hyperlipidemia", "titrate", "po ")
 
@@ -45,19 +47,9 @@ GARBAGE = ("GRADE: C", "I think the letter is fine.", '{"verdict": "yes", "ratio
            '{"verdict": "met"} {"verdict": "not_met"}')
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802 - a probe of the base URL
         self._send({"object": "list", "data": [{"id": m, "object": "model"} for m in ("honest", "always")]})

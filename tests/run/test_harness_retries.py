@@ -16,10 +16,11 @@ import json
 import shutil
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from json_http import JSONHandler
 from conftest import ROOT, SYNTHEA
 
 pytest.importorskip("langgraph")
@@ -42,22 +43,9 @@ SLOW = PATIENTS[1]
 ANSWER = json.dumps({"active_medications": []})
 
 
-class _Scripted(BaseHTTPRequestHandler):
+class _Scripted(JSONHandler):
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:  # the client gave up on this request
-            pass
 
     def do_GET(self) -> None:  # noqa: N802 - the preflight probe of --model-base-url
         self._send({"object": "list", "data": [{"id": "scripted", "object": "model"}]})

@@ -16,10 +16,11 @@ import re
 import shutil
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from json_http import JSONHandler
 from conftest import REFS, ROOT, SYNTHEA
 
 pytest.importorskip("langgraph")
@@ -203,20 +204,10 @@ def test_the_tool_path_costs_far_fewer_input_tokens_on_large_bundles(tool_runs, 
 # --------------------------------------------------------------------------- OpenAI-compatible server
 
 
-class _Server(BaseHTTPRequestHandler):
+class _Server(JSONHandler):
     """POST /v1/chat/completions: a tool call to list active MedicationRequests, then the
     answer with the codes the tool returned. GET /v1/models for the preflight probe."""
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802
         self._send({"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "test"}]})

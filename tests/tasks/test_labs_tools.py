@@ -9,11 +9,12 @@ import re
 import shutil
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from json_http import JSONHandler
 
 import pytest_groundeval.tasks.labs  # noqa: F401  (imported in the outer process: see tests/conftest.py)
 from pytest_groundeval.tasks.labs import baseline_answer
@@ -37,20 +38,10 @@ def _questions() -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-class _Model(BaseHTTPRequestHandler):
+class _Model(JSONHandler):
     """POST /v1/chat/completions: first a fhir_search for the patient's Observations of the
     question's LOINC codes, then the answer read from the search's result alone."""
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802
         self._send({"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "test"}]})
