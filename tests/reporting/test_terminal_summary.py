@@ -183,7 +183,7 @@ def test_identical_agent_errors_are_one_line_naming_the_agent_s_file_and_line(ev
         monkeypatch.setenv("CI", "true")
     else:
         monkeypatch.delenv("CI", raising=False)
-    args = ("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+    args = ("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", "--junitxml", "junit.xml",
             "--agent=broken_agent:Broken", *(("-vv",) if how == "vv" else ()))
     if how == "ci-xdist":
         result = evalproject.runpytest_subprocess(*args, "-n", "2")
@@ -206,6 +206,15 @@ def test_identical_agent_errors_are_one_line_naming_the_agent_s_file_and_line(ev
     rec = read_record(evalproject)
     assert {c["outcome"] for c in rec["cases"]} == {"error"} and len(rec["cases"]) == len(SMALL_SET)
     assert all("KeyError: 'temperature'" in c["error"]["message"] for c in rec["cases"])  # the record keeps each case's
+    # and so does junitxml (written as each report came in): each an <error> with the agent's message
+    import xml.etree.ElementTree as ET
+
+    cases = list(ET.parse(evalproject.path / "junit.xml").getroot().iter("testcase"))
+    assert len(cases) == len(SMALL_SET)
+    for case in cases:
+        error = case.find("error")
+        assert error is not None and case.find("failure") is None and error.get("type") == "groundeval.agent"
+        assert "KeyError: 'temperature'" in error.get("message") and "groundeval failures" not in error.get("message")
 
 
 def test_a_lone_error_and_each_failure_keep_their_own_message_in_pytest_s_summary(evalproject, monkeypatch):
