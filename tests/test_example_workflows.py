@@ -51,6 +51,7 @@ RELEASE_WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 EVAL_WORKFLOWS = {"repo": REPO_WORKFLOW, "user": USER_WORKFLOW}
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 REPOSITORY = "me/my-project"
+JQ = shutil.which("jq")  # the stand-in gh's --jq (gh has jq built in)
 
 # the programs a workflow may run, and their subcommands where they have any
 PROGRAMS = {"uv", "gh", "groundeval", "pytest", "test", "echo", "cat", "tail", "exit", "cd"}
@@ -427,8 +428,8 @@ def comment_problems(workflow: dict[str, Any], tmp: Path) -> list[str]:
     if len(steps) != 1:
         return [f"{len(steps)} comment steps (one wanted)"]
     job, step = steps[0]
-    if shutil.which("jq") is None:
-        pytest.skip("jq is not installed (gh's --jq is stood in for by jq)")
+    if JQ is None:
+        return []  # (the defects only this finds are skipped, saying why)
     problems = []
     marker = next((v for v in env_top.values() if v.startswith("<!--") and v.endswith("-->")), None)
     if marker is None:
@@ -564,6 +565,8 @@ DEFECTS = {
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
 def test_each_defect_is_caught(which, defect, tmp_path):
     *edits, named = DEFECTS[defect]
+    if JQ is None and defect in ("no marker filter", "no bot filter", "no marker in body"):
+        pytest.skip("jq is not installed: the comment step cannot be run against the stand-in gh")
     edits = edits[0] if isinstance(edits[0], list) else [tuple(edits)]
     text = EVAL_WORKFLOWS[which].read_text()
     for before, after in edits:
