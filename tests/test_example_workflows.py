@@ -307,8 +307,7 @@ def command_problems(workflow: dict[str, Any]) -> list[str]:
                 problems.append(f"{name}: runs {prog!r}, no program the workflow may run")
             elif prog in SUBCOMMANDS:
                 sub = " ".join(a for a in args[:2] if not a.startswith("-"))
-                if not any(sub == s or sub.startswith(s + " ") or sub == s.split()[0] and " " not in s
-                           for s in SUBCOMMANDS[prog]):
+                if not any(sub == s or sub.startswith(s + " ") for s in SUBCOMMANDS[prog]):
                     problems.append(f"{name}: {prog} {sub!r} is no {prog} subcommand it uses")
             elif prog == "groundeval":
                 if not args or args[0] not in registered:
@@ -558,6 +557,7 @@ DEFECTS = {
     "an option that is not": ("--format markdown", "--format md --markdown", "does not take"),
     "a metric that is not": ("--threshold write.safety=1.0", "--threshold write.safty=1.0", "threshold write.safty"),
     "another program": ("tail -n 1", "head -n 1", "runs 'head'"),
+    "a gh subcommand that is not": ("gh run download", "gh run fetch", "'run fetch' is no gh subcommand"),
 }
 
 
