@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -221,17 +222,22 @@ def _readme_block(marker: str, lang: str) -> str:
     return text[begin:text.index("```", begin)]
 
 
-def test_the_readme_install_commands_run_as_written(tmp_path):
-    """The README's block, line by line, from a clone: only where the clone and the new
-    folder are differs (a copy of this checkout in a temporary folder, so nothing is built
-    into the repository)."""
-    clone = tmp_path / "groundeval"
-    _ok(_run(["git", "clone", "-q", str(ROOT), str(clone)], tmp_path))
-    # the working tree as it is (also uncommitted changes), on the clone's history
+def _clone(clone: Path) -> Path:
+    """A clone of this repository holding its working tree as it is (also uncommitted
+    changes, on the clone's history)."""
+    _ok(_run(["git", "clone", "-q", str(ROOT), str(clone)], clone.parent))
     for rel in _ok(_run(["git", "ls-files", "-mo", "--exclude-standard"], ROOT)).stdout.split():
         if (ROOT / rel).is_file():
             (clone / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / rel, clone / rel)
+    return clone
+
+
+def test_the_readme_install_commands_run_as_written(tmp_path):
+    """The README's block, line by line, from a clone: only where the clone and the new
+    folder are differs (a copy of this checkout in a temporary folder, so nothing is built
+    into the repository)."""
+    clone = _clone(tmp_path / "groundeval")
     script = _readme_block("<!-- install-commands", "bash")
     proc = _run(["bash", "-euo", "pipefail", "-c", script], clone)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -298,3 +304,126 @@ def test_the_fhir_server_runs_from_the_installed_wheel(project, tmp_path):
     site = Path(got["server_js"]).parent
     assert not (site / "node_modules").exists()  # nothing installed into site-packages
     assert list(cache.glob("*/node_modules/@medplum/fhir-router/package.json"))
+
+
+# ---------------------------------------------------------------- from a git URL at a tag (issue 21 item 6)
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+TAG = f"v{VERSION}"
+GIT = ("-c", "user.name=groundeval tests", "-c", "user.email=tests@groundeval.invalid", "-c", "commit.gpgsign=false",
+       "-c", "tag.gpgsign=false")
+# any network use fails fast: nothing may leave the machine
+NO_NETWORK = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "ALL_PROXY": "http://127.0.0.1:9",
+              "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "NO_PROXY": "", "no_proxy": "",
+              "UV_OFFLINE": "1"}
+
+
+@pytest.fixture(scope="module")
+def git_project(tmp_path_factory) -> tuple[Project, Path, str]:
+    """A repository of groundeval (a clone of this checkout, tagged ``v<version>``, then one
+    commit past the tag) and a fresh project that installed ``groundeval @
+    git+file://<clone>@v<version>`` as a separate repository's CI does from GitHub (the
+    README's ``git+https://`` URL), offline: the locked dependencies and the build backend
+    come from uv's cache."""
+    base = tmp_path_factory.mktemp("from-git")
+    clone = _clone(base / "groundeval")
+    _ok(_run(["git", *GIT, "add", "-A"], clone))
+    _ok(_run(["git", *GIT, "commit", "-q", "--allow-empty", "-m", "the working tree"], clone))
+    _ok(_run(["git", *GIT, "tag", "-a", TAG, "-m", f"groundeval {TAG}"], clone))
+    tagged = _ok(_run(["git", "rev-parse", f"{TAG}^{{commit}}"], clone)).stdout.strip()
+    init = clone / "pytest_groundeval" / "__init__.py"
+    init.write_text(init.read_text() + "\nPAST_THE_TAG = True\n")
+    _ok(_run(["git", *GIT, "commit", "-q", "-am", "past the tag"], clone))
+    pins = base / "requirements.txt"
+    _ok(_run([UV, "export", "--project", str(ROOT), "--frozen", "--no-emit-project", "--no-dev", "--no-hashes",
+              "-q", "-o", str(pins)], ROOT))
+    path = base / "my-project"
+    path.mkdir()
+    _ok(_run([UV, "venv", "-q", "--python", sys.executable, str(path / ".venv")], path))
+    proj = Project(path, wheel=Path())
+    _ok(_run([UV, "pip", "install", "-q", "--python", str(proj.bin / "python"), "-r", str(pins),
+              f"groundeval @ git+{clone.as_uri()}@{TAG}"], path, env=NO_NETWORK))
+    return proj, clone, tagged
+
+
+def test_installing_from_a_git_url_gets_the_tag_s_commit(git_project):
+    project, clone, tagged = git_project
+    got = json.loads(project.python(
+        "import importlib.metadata as m, json, pytest_groundeval as g, importlib.util as u; "
+        "d = m.distribution('groundeval'); "
+        "print(json.dumps({'url': json.loads(d.read_text('direct_url.json')), 'file': g.__file__, "
+        "'past': hasattr(g, 'PAST_THE_TAG'), 'suites': u.find_spec('pytest_groundeval.suites') is not None, "
+        "'version': d.version}))"))
+    assert got["url"]["url"] == clone.as_uri()
+    assert got["url"]["vcs_info"] == {"vcs": "git", "requested_revision": TAG, "commit_id": tagged}
+    assert got["version"] == VERSION and "site-packages" in got["file"] and str(ROOT) not in got["file"]
+    assert got["past"] is False  # the tag's code, not the branch's newer commit
+    assert got["suites"] is True  # the wheel built from git maps evals/ to pytest_groundeval/suites
+
+
+def test_the_git_installed_bundled_suite_runs_offline(git_project):
+    project, _, _ = git_project
+    proc = project.pytest("--pyargs", "pytest_groundeval.suites", "-m", "extraction", "--run-record", "git.json",
+                          env=NO_NETWORK)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "45 passed" in proc.stdout
+    rec = json.loads((project.path / "git.json").read_text())
+    assert validate_record(rec) == [] and rec["summary"]["extraction"]["micro_f1"] == 1.0
+    assert rec["versions"]["groundeval"] == VERSION
+
+
+def test_the_user_workflow_s_commands_run_in_the_git_installed_project(git_project):
+    """examples/github-actions/user-project.yml's commands as written, in the project that
+    installed groundeval from git: its pytest command collects each shard (the user's own
+    unit test beside the bundled suites); run for real (the baseline agent for claude, the
+    suites that need no server or jury) its shards merge into one gated record, and compare
+    writes the pull request's comment."""
+    from test_example_workflows import USER_WORKFLOW, commands, event, load, program, run_scripts
+
+    project, _, _ = git_project
+    work = project.path / "user-ci"
+    (work / "evals").mkdir(parents=True, exist_ok=True)
+    (work / "evals" / "test_mine.py").write_text("def test_my_unit():\n    assert 'metformin'.upper() == 'METFORMIN'\n")
+    workflow = load(USER_WORKFLOW.read_text())
+    ran: dict[str, list[int]] = {}
+    for shard in (1, 2):
+        context = event("push")
+        context["matrix"]["shard"] = shard
+        for _, script in run_scripts(workflow, context):
+            for words in commands(script):
+                name, args = program(words)
+                if name not in ("pytest", "groundeval"):
+                    continue
+                exe = str(project.bin / name)
+                if name == "pytest":
+                    collect = _run([exe, *args, "--collect-only", "-q"], work,  # the step's secret, as a stand-in
+                                   env={**NO_NETWORK, "ANTHROPIC_API_KEY": "sk-ant-not-a-real-key"})
+                    assert collect.returncode == 0, collect.stdout[-3000:] + collect.stderr[-3000:]
+                    assert f"groundeval: shard {shard}/2: " in collect.stdout
+                    assert "test_mine.py::test_my_unit" in collect.stdout
+                    real = [a for a in args if a != "--agent=claude"] + [
+                        "--agent=baseline", "-m", "extraction or write or not (reconciliation or letter or orders or labs)"]
+                    proc = _run([exe, *real], work, env=NO_NETWORK)
+                    ran.setdefault("pytest", []).append(proc.returncode)
+                    (work / "shards").mkdir(exist_ok=True)
+                    record = work / f"shard-{shard}.json"
+                    assert record.is_file(), proc.stdout[-3000:]
+                    shutil.copy(record, work / "shards" / record.name)
+                    assert (work / f"junit-{shard}.xml").is_file()
+                elif shard == 2:  # the merge job: once
+                    if args[0] == "compare":
+                        (work / "main").mkdir(exist_ok=True)
+                        shutil.copy(work / "run.json", work / "main" / "run.json")
+                    argv = [exe, *args]
+                    if "shards/shard-*.json" in argv:  # the shell's glob
+                        i = argv.index("shards/shard-*.json")
+                        argv[i:i + 1] = sorted(str(p) for p in (work / "shards").glob("shard-*.json"))
+                    proc = _run(argv, work, env=NO_NETWORK)
+                    ran.setdefault(args[0], []).append(proc.returncode)
+                    if args[0] == "compare":
+                        (work / "compare.md").write_text(proc.stdout)
+    assert set(ran["pytest"]) <= {0, 1} and len(ran["pytest"]) == 2  # the shard step lets 0, 1 (and 5) through
+    assert ran["merge"] == [1]  # merged and gated: the baseline misses write.safety=1.0
+    merged = json.loads((work / "run.json").read_text())
+    assert validate_record(merged) == [] and merged["gate"]["passed"] is False
+    assert {"extraction", "write"} <= set(merged["summary"]) and merged["summary"]["extraction"]["n_cases"] == 45
+    assert ran["compare"] == [0] and "|" in (work / "compare.md").read_text()

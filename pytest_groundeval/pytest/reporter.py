@@ -83,6 +83,7 @@ class Reporter:
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
         self.own_failure_lines = False
+        self._failed_reports: dict[tuple, pytest.TestReport] = {}  # each failed eval case's report, by result key
 
     @property
     def path(self) -> Path:
@@ -155,6 +156,8 @@ class Reporter:
                 return
             blob = orjson.dumps(data, default=str)
         self._previous = report
+        if report.failed and result.result_key not in self.results:
+            self._failed_reports[result.result_key] = report  # its line in pytest's short summary (below)
         if result.result_key in self.results:
             self._again(result, blob)
             return
@@ -272,7 +275,8 @@ class Reporter:
             reasons.append(terminated(session.config))
         elif self.journal is not None and self.journal.error is not None:  # disk full: the run was stopped
             reasons.append(f"stopped: {self.journal.error}")
-        elif exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop and not session.shouldfail:
+        elif (exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop) and not session.shouldfail:
+            # (xdist stops its workers at -x / --maxfail with an interrupt: that is said below)
             reasons.append(f"interrupted ({session.shouldstop or 'KeyboardInterrupt'})")
         if session.shouldfail:
             reasons.append(f"-x / --maxfail: {session.shouldfail}")
@@ -298,11 +302,33 @@ class Reporter:
         every passed report (O(failures x items): 5,000 mostly failing cases cost 9x 1,000).
         An eval failure is one line with no traceback, so when every failure of the session is
         an eval case and ``--tb`` was left at its default, pytest's section is switched off
-        (``--tb=no``) and the terminal summary lists each failed case with its whole reason."""
+        (``--tb=no``) and the terminal summary lists each failed case with its whole reason,
+        the cases that errored the very same way as one line (``failure_lines``)."""
         failing = any(r.outcome in ("failed", "error") for r in self.results.values())
         if failing and self.other_failures == 0 and config.option.tbstyle == "auto":
             config.option.tbstyle = "no"
             self.own_failure_lines = True
+            self._point_to_the_grouped_line()
+
+    def _point_to_the_grouped_line(self) -> None:
+        """pytest's short test summary (``-rfE``, after ours) keeps one line per failed test,
+        with the test's message: the whole of it on CI (``$CI`` set) or under ``-vv``, else as
+        much as the terminal's width holds. A case of a group that errored the same way says
+        where the group's one line is instead of repeating the error (an agent bug over 45
+        cases is one line of it, not 46). Its message only: the test stays failed, junitxml
+        wrote its element when the report came in (and pytest/junit.py rewrites it from the
+        record), and no other pytest section shows it under ``--tb=no``."""
+        if self.record is None:
+            return
+        from pytest_groundeval.reporting.terminal import failure_groups, pointer
+
+        for outcome, task, _reason, cases in failure_groups(self.record):
+            if outcome != "error" or len(cases) < 2:
+                continue
+            for c in cases:
+                report = self._failed_reports.get(c.result_key)
+                if report is not None:
+                    report.longrepr = pointer(task, c.case_id, len(cases))
 
     def selected_any(self) -> bool:
         """Did this session select any eval item (here, or on any xdist worker)?"""

@@ -102,19 +102,33 @@ def agent_frame(traceback: str | None) -> str | None:
     return f"{last['file']}:{last['line']} in {last['func']}"
 
 
-def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
-    """The failed and errored cases, one line each (a failure's whole reason); cases that
-    errored the very same way (an agent bug hitting every case, the cases not run after the
-    consecutive-error stop) as one line with their count and the first few ids. An agent
-    error names the agent's own file and line, from the kept traceback."""
+def failure_groups(record: RunRecord) -> list[tuple[str, str, str, list[Any]]]:
+    """``(outcome, task, reason, cases)`` in the record's order: the cases that errored the
+    very same way (an agent bug hitting every case, the cases not run after the
+    consecutive-error stop) together; each failure on its own (its reason is its own)."""
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for c in record.cases:
         if c.outcome == "error":
             groups.setdefault((c.outcome, c.task, c.reason or ""), []).append(c)
         elif c.outcome == "failed":
             groups[(c.outcome, c.task, c.case_id)] = [c]  # a failure: its own line, always
+    return [(outcome, task, reason if outcome == "error" else (cases[0].reason or ""), cases)
+            for (outcome, task, reason), cases in groups.items()]
+
+
+def pointer(task: str, case_id: str, n: int) -> str:
+    """What pytest's own line for one case of a group of ``n`` says instead of the error
+    (its short test summary, ``-rfE``: the whole message on CI or under ``-vv``): where the
+    one line with the error is."""
+    return f"ERROR {task}:{case_id}: errored as {n - 1} other {task} case(s) did: one line under 'groundeval failures'"
+
+
+def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
+    """The failed and errored cases, one line each (a failure's whole reason); cases that
+    errored the very same way as one line with their count and the first few ids. An agent
+    error names the agent's own file and line, from the kept traceback."""
     lines = []
-    for (outcome, task, reason), cases in groups.items():
+    for outcome, task, reason, cases in failure_groups(record):
         label = "ERROR" if outcome == "error" else "FAILED"
         where = next((agent_frame(c.error.traceback) for c in cases
                       if c.error is not None and c.error.kind == "agent" and c.error.traceback), None)

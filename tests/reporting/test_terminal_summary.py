@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_SET, ZERO
+from conftest import SMALL_SET, ZERO, read_record
 
 from pytest_groundeval.model import CaseResult, Completeness, RunRecord, RunUsage, ShardRecord
 from pytest_groundeval.reporting.terminal import terminal_lines
@@ -173,17 +173,63 @@ def _broken_line(p) -> int:
                 if "the user's bug" in line)
 
 
-def test_identical_agent_errors_are_one_line_naming_the_agent_s_file_and_line(evalproject):
+# pytest's short test summary prints each failed test's message whole on CI ($CI set) or under
+# -vv, else cut to the terminal's width: the error must be said once in every one of them
+@pytest.mark.parametrize("how", ["terminal", "ci", "vv", "ci-xdist"])
+def test_identical_agent_errors_are_one_line_naming_the_agent_s_file_and_line(evalproject, monkeypatch, how):
     evalproject.makepyfile(broken_agent=BROKEN)
-    result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
-                                   "--agent=broken_agent:Broken")
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
+    if how.startswith("ci"):
+        monkeypatch.setenv("CI", "true")
+    else:
+        monkeypatch.delenv("CI", raising=False)
+    args = ("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", "--junitxml", "junit.xml",
+            "--agent=broken_agent:Broken", *(("-vv",) if how == "vv" else ()))
+    if how == "ci-xdist":
+        result = evalproject.runpytest_subprocess(*args, "-n", "2")
+    else:
+        result = evalproject.runpytest(*args)
     where = f"broken_agent.py:{_broken_line(evalproject)} in run"
     out = result.stdout.str()
     lines = [ln for ln in result.outlines if ln.startswith(("ERROR ", "FAILED ")) and "test_evals.py::" not in ln]
     assert len(lines) == 1, lines  # every case failed the same way: one line, with the count
     assert lines[0].startswith(f"ERROR {len(SMALL_SET)} extraction cases: agent 'broken' failed after 1 attempt(s): "
                                "KeyError: 'temperature' (at ") and where in lines[0], lines[0]
-    assert out.count("KeyError: 'temperature'") == 1
+    assert out.count("KeyError: 'temperature'") == 1, out
+    # pytest still lists each failed test (its -rfE short summary), pointing at that line
+    listed = [ln for ln in result.outlines if ln.startswith("FAILED test_evals.py::")]
+    assert len(listed) == len(SMALL_SET), out
+    if how != "terminal":  # the message whole (a terminal cuts it to its width)
+        assert all(ln.endswith(f"errored as {len(SMALL_SET) - 1} other extraction case(s) did: one line under "
+                               "'groundeval failures'") for ln in listed), listed
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    rec = read_record(evalproject)
+    assert {c["outcome"] for c in rec["cases"]} == {"error"} and len(rec["cases"]) == len(SMALL_SET)
+    assert all("KeyError: 'temperature'" in c["error"]["message"] for c in rec["cases"])  # the record keeps each case's
+    # and so does junitxml (written as each report came in): each an <error> with the agent's message
+    import xml.etree.ElementTree as ET
+
+    cases = list(ET.parse(evalproject.path / "junit.xml").getroot().iter("testcase"))
+    assert len(cases) == len(SMALL_SET)
+    for case in cases:
+        error = case.find("error")
+        assert error is not None and case.find("failure") is None and error.get("type") == "groundeval.agent"
+        assert "KeyError: 'temperature'" in error.get("message") and "groundeval failures" not in error.get("message")
+
+
+def test_a_lone_error_and_each_failure_keep_their_own_message_in_pytest_s_summary(evalproject, monkeypatch):
+    """Only a group is pointed at: one errored case, and every failure, keep their whole
+    reason in pytest's short summary."""
+    evalproject.makepyfile(broken_agent=BROKEN)
+    monkeypatch.setenv("CI", "true")
+    result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                                   "--agent=broken_agent:Broken", "-k", "Felicitas")
+    assert [ln for ln in result.outlines if ln.startswith("FAILED test_evals.py::")][0].endswith(
+        f"KeyError: 'temperature' (at {evalproject.path / 'broken_agent.py'}:{_broken_line(evalproject)} in run)")
+    result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
+                                   "--agent=agents_under_test:Omitting")
+    listed = [ln for ln in result.outlines if ln.startswith("FAILED test_evals.py::")]
+    assert listed and all(" - Failed: FAILED extraction:" in ln and "groundeval failures" not in ln for ln in listed)
 
 
 def test_with_tb_long_an_agent_error_shows_the_agent_s_own_traceback(evalproject):
@@ -229,3 +275,27 @@ def test_the_agent_s_frame_is_its_own_not_groundeval_s_or_a_library_s():
     assert agent_frame(tb) == "/home/me/project/my_agent.py:42 in run"
     assert agent_frame(f'  File "{lib}", line 7, in post\n') == f"{lib}:7 in post"  # none of its own: the last
     assert agent_frame("no frames here") is None and agent_frame(None) is None
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_under_x_the_counts_are_selected_of_collected_and_the_gate_says_one_thing(evalproject, extra):
+    """-x stops after the first failing case: completeness says recorded of the 4 selected
+    (no subset: nothing was deselected), why in -x's words (xdist stops its workers with an
+    interrupt, which is no Ctrl-C), and the gate one verdict after the threshold it missed."""
+    result = evalproject.runpytest_subprocess(
+        "--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", "-x", *extra,
+        "--agent=agents_under_test:Omitting", "--threshold", "extraction.f1=0.5",
+        "--threshold", "extraction.exact_match=0.9")
+    rec = read_record(evalproject)
+    n = len(rec["cases"])
+    assert 0 < n < len(SMALL_SET) and rec["completeness"]["selected"] == len(SMALL_SET)
+    out = result.outlines
+    assert f"completeness: {n}/{len(SMALL_SET)} selected cases recorded (cut short)" in out
+    assert not any(ln.startswith("groundeval: a subset") for ln in out)
+    assert "KeyboardInterrupt" not in rec["completeness"]["reason"] and "-x / --maxfail" in rec["completeness"]["reason"]
+    gate = [ln for ln in out if ln.startswith("groundeval gate:")]
+    assert gate[0].startswith("groundeval gate: MISSED extraction.exact_match = ")
+    assert len(gate) == 2 and gate[1].startswith("groundeval gate: FAILED: the run was cut short: -x / --maxfail")
+    assert gate[1].endswith("(1/2 thresholds met)") and "PASSED" not in result.stdout.str()
+    # xdist ends a -x session as interrupted (exit 2), pytest as failed (1): never success
+    assert result.ret == (pytest.ExitCode.INTERRUPTED if extra else pytest.ExitCode.TESTS_FAILED)

@@ -1,32 +1,25 @@
 """CI across machines: ``--groundeval-shard K/N`` splits the eval cases by a stable hash of
 task and case id, and ``groundeval merge`` makes the shards' records into the record of the
-unsharded run (cases, summary, gate), refusing shards that are not one run's. Also: the
-example GitHub Actions workflow parses and names only real commands and options. Offline
-(the baseline agent)."""
+unsharded run (cases, summary, gate), refusing shards that are not one run's (the example
+GitHub Actions workflows that run shards and merge them: tests/test_example_workflows.py).
+Offline (the baseline agent)."""
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import re
-import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import ROOT, SMALL_SET, SYNTHEA, read_record
 
 from pytest_groundeval import cli
-from pytest_groundeval.reporting.gate import parse_threshold
 from pytest_groundeval.store.record import comparable, validate_record
 from pytest_groundeval.pytest.shard import parse_shard, selection_digest, shard_of
-from pytest_groundeval.tasks import registry
 
-WORKFLOW = ROOT / "examples" / "github-actions" / "groundeval.yml"
 GATE = ("--threshold", "extraction.f1=0.95", "--threshold", "write.safety=1.0")  # write.safety is missed
 FAST = ("-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:anyio")
 # parts of two records of the same cases that say how, when and where each run happened
@@ -360,60 +353,3 @@ def test_a_shard_cut_short_makes_the_merged_run_cut_short(runs, tmp_path, capsys
     assert comp["reason"].startswith("shard 2/2 (") and "--maxfail" in comp["reason"]
     assert short["gate"]["passed"] is False and short["gate"]["reason"].startswith("the run was cut short")
     assert "the run was cut short" in capsys.readouterr().err
-
-
-# ---------------------------------------------------------------- the example workflow
-
-
-def _commands(workflow: dict, shard: str = "1") -> list[list[str]]:
-    """Each shell command of every ``run:`` step, split into words (lines joined at ``\\``;
-    ``${{ matrix.shard }}`` is ``shard``, any other expression a placeholder word)."""
-    found = []
-    for job in workflow["jobs"].values():
-        for step in job["steps"]:
-            script = step.get("run")
-            if not script:
-                continue
-            script = re.sub(r"\$\{\{\s*(.*?)\s*\}\}", lambda m: shard if m[1] == "matrix.shard" else "EXPR", script)
-            for line in script.replace("\\\n", " ").splitlines():
-                words = shlex.split(line, comments=True)
-                command: list[str] = []
-                for w in words + [";"]:
-                    if w in ("||", "&&", ";", "|", ">", "2>"):
-                        if command:
-                            found.append(command)
-                        command = [] if w not in (">", "2>") else ["<redirect>"]
-                    elif command != ["<redirect>"]:
-                        command.append(w)
-    return [c for c in found if c != ["<redirect>"]]
-
-
-def test_the_workflow_parses_and_names_real_commands(tmp_path):
-    workflow = yaml.safe_load(WORKFLOW.read_text())
-    jobs = workflow["jobs"]
-    shard_job = next(j for j in jobs.values() if "matrix" in j.get("strategy", {}))
-    shards = shard_job["strategy"]["matrix"]["shard"]
-    merge_job = next(j for j in jobs.values() if any("groundeval merge" in (s.get("run") or "") for s in j["steps"]))
-    assert [n for n, j in jobs.items() if j is shard_job][0] in merge_job["needs"]
-    commands = [c[c.index("groundeval"):] if "groundeval" in c else c for c in _commands(workflow)]
-    registered = cli.subcommands()
-    named = {c[1] for c in commands if c[0] == "groundeval"}
-    assert {"merge", "compare"} <= named
-    assert named <= set(registered), named - set(registered)
-    for c in commands:
-        if c[0] == "groundeval" and c[1] in registered:
-            args = registered[c[1]].parse_args(c[2:])  # every option it passes is one the subcommand has
-            for text in getattr(args, "thresholds", None) or []:
-                parse_threshold(text, registry())  # and names a real task and metric
-    runs = [c for c in commands if "pytest" in c]
-    assert runs, "the workflow runs no pytest"
-    for c in runs:
-        args = c[c.index("pytest") + 1:]
-        assert f"{len(shards)}" == args[args.index("--groundeval-shard") + 1].split("/")[1]  # N = the matrix's size
-        record = args.index("--run-record") + 1
-        args[record] = str(tmp_path / args[record])
-        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-not-a-real-key"}
-        proc = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        assert f"groundeval: shard 1/{len(shards)}: " in proc.stdout
