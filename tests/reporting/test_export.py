@@ -151,6 +151,14 @@ def test_metric_columns_are_the_record_s_declared_per_case_values_then_the_other
     assert [c.removeprefix("metric.") for c in cols if c.startswith("metric.")] == declared + others
     assert "exact_match" in declared and "tp" in declared  # a rate's value, a prf figure's count
 
+    # the declaration's order, not the order a score happens to hold its metrics in
+    shuffled = json.loads(json.dumps(rec))
+    for c in shuffled["cases"]:
+        if c["score"]:
+            c["score"]["metrics"] = dict(reversed(list(c["score"]["metrics"].items())))
+    cols = export.columns([(RunRecord.model_validate(shuffled), None)])
+    assert [c.removeprefix("metric.") for c in cols if c.startswith("metric.")] == declared + others
+
     # a spec's per-case value under another name is a column by that name (from the spec, not a list of names)
     renamed = json.loads(json.dumps(rec).replace("exact_match", "whole_list_right"))
     cols = export.columns([(RunRecord.model_validate(renamed), None)])

@@ -107,7 +107,7 @@ def test_two_reviewers_at_once_both_keep_their_line(copy, monkeypatch):
         return real_write(p, data)
 
     class Fcntl:
-        LOCK_EX = reviews.fcntl.LOCK_EX
+        LOCK_EX, LOCK_SH, LOCK_UN = reviews.fcntl.LOCK_EX, reviews.fcntl.LOCK_SH, reviews.fcntl.LOCK_UN
 
         @staticmethod
         def flock(fd, op):
