@@ -50,6 +50,13 @@ between the runs (not the same case), unless ``--intersect`` (then the cases bot
 the same content are compared, and the output says how many were left out). Skipped results
 are left out; a case with no other result on one side is left out of the pairing.
 
+Human reviews (``groundeval review``, ``store/reviews.py``: beside a record, never in it) of
+the paired cases are listed per task with who and why, and NEW's beside each flipped case; the
+figures stay the scorer's unless ``--with-reviews``, which compares the reviewed verdicts
+(``reviews.reviewed``: a case review sets the outcome, a dimension review that dimension) and
+so gates ``--fail-on-regression`` on them, and says so in the output. A reviews file that
+cannot be read refuses the comparison like an unreadable record.
+
 Exit status: 0 compared, 1 with ``--fail-on-regression`` when a regression is significant,
 2 refused (or unreadable input, or a usage error).
 """

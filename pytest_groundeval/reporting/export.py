@@ -262,8 +262,14 @@ def run(args: argparse.Namespace) -> int:
     for w in warnings:
         print(f"groundeval export: warning: {w}", file=sys.stderr)
     if args.output is None:
-        for piece in text:
-            sys.stdout.write(piece)
+        try:
+            for piece in text:
+                sys.stdout.write(piece)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `groundeval export RUN | head`: the reader has what it wanted
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     from pytest_groundeval.store.record import write_json_atomic
 

@@ -15,6 +15,11 @@ belong to (which is also how two records of the same case are caught). A shard t
 short is merged, and makes the merged run cut short with its reason: the gate fails, as it
 does for an unsharded run cut short.
 
+Human reviews beside the shards (``groundeval review``: ``<shard>.reviews.jsonl``) are carried
+to ``<merged>.reviews.jsonl`` as reviews of the merged run (the same cases, the same reviewers)
+and printed; they change neither the merged record nor its gate. A shard's reviews file that
+cannot be read refuses the merge.
+
 Exit status: 0 merged (gate passed, or no gate and every case passed), 1 merged but the gate
 failed (or, with no gate, a case failed or the run was cut short), 2 refused.
 """
