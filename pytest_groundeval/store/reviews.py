@@ -299,8 +299,8 @@ def append(record_path: Path | str, reviews: Iterable[Review], *, replace: bool 
 def review(record_path: Path | str, **kw: Any) -> Review:
     """Check and append one review of the record at ``record_path`` (``make_review``'s
     keywords); the review written. The record is read, never written."""
-    record, existing = load(record_path)  # a reviews file that cannot be read is not appended to
-    del existing
+    record = read_record(record_path)
+    read_reviews(record_path, record)  # a reviews file that cannot be read is not appended to
     r = make_review(record, record_path, **kw)
     append(record_path, [r])
     return r

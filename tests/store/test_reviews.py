@@ -192,6 +192,9 @@ def test_a_broken_reviews_file_is_refused_by_every_reader_and_another_run_s_revi
                  ("compare", runs / "write_base.json", path)):
         code, _, err = run_cli(capsys, *args)
         assert code == 2 and f"{file}: line 1 is not a groundeval review" in err, args
+    code, _, err = review(capsys, path, ZYRTEC, "pass")  # nothing appended to a file no reader can read
+    assert code == 2 and f"{file}: line 1 is not a groundeval review" in err
+    assert file.read_text() == '{"run_id": "x"}\n'
     rec = read(path)
     made = reviews.make_review(rec, path, case=ZYRTEC, verdict="pass", reason="r", by="x")
     file.write_text(made.model_copy(update={"case_id": "gone"}).model_dump_json() + "\n")
