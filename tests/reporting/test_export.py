@@ -55,11 +55,21 @@ def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=600)
 
 
+_BUILT: dict[str, Path] = {}  # once per process: tests/store/test_reviews.py reads the same records
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """``mixed.json`` (extraction, 4 cases x 2 repeats, 2 errored results, 2 failed), the write
     suite with the baseline twice (``write.json``, ``write_base.json``: the same cases) and as
-    shards 1/2 and 2/2 (``s1.json``, ``s2.json``)."""
+    shards 1/2 and 2/2 (``s1.json``, ``s2.json``). Read only: a test that writes beside a record
+    copies it first."""
+    if "project" not in _BUILT:
+        _BUILT["project"] = _make_runs(tmp_path_factory)
+    return _BUILT["project"]
+
+
+def _make_runs(tmp_path_factory) -> Path:
     project = tmp_path_factory.mktemp("export")
     (project / "pytest.ini").write_text("[pytest]\n")
     (project / "test_evals.py").write_text(EVAL_FILE)
@@ -70,7 +80,8 @@ def runs(tmp_path_factory):
     for stem in SMALL_SET:
         shutil.copy(SYNTHEA / f"{stem}.json", project / "data" / f"{stem}.json")
     todo = {
-        "mixed": ("test_evals.py", "--data-dir", "data", "--agent", "agents_under_test:Mixed", "--repeat", "2"),
+        "mixed": ("test_evals.py", "--data-dir", "data", "--agent", "agents_under_test:Mixed", "--repeat", "2",
+                  "--agent-retries", "0"),
         "write": ("test_write.py", "--agent=baseline"),
         "write_base": ("test_write.py", "--agent=baseline"),
         "s1": ("test_write.py", "--agent=baseline", "--groundeval-shard", "1/2"),
