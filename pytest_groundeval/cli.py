@@ -16,6 +16,8 @@ SUBCOMMANDS = (
     "pytest_groundeval.store.merge",  # groundeval merge SHARD... -o RUN.json
     "pytest_groundeval.reporting.html",  # groundeval report RUN [or BASE NEW] -o REPORT.html
     "pytest_groundeval.reporting.compare",  # groundeval compare BASE NEW [--format markdown] [--fail-on-regression]
+    "pytest_groundeval.reporting.export",  # groundeval export RUN... [--format csv|jsonl] [-o FILE]
+    "pytest_groundeval.store.reviews",  # groundeval review RUN --case ID --verdict pass|fail --reason TEXT --by NAME
 )
 
 

@@ -849,6 +849,40 @@ class RunRecord(_Model):
     reruns: list[CaseResult] | None = None
 
 
+ReviewVerdict = Literal["pass", "fail"]
+
+
+class Review(_Model):
+    """A person's verdict on one case result of a run (``groundeval review``), kept beside its
+    record in ``<record>.reviews.jsonl`` (``store/reviews.py``), one per line, never in the
+    record: the scorer's verdicts and figures stay as they were. ``dimension`` None: the
+    verdict on the case (its outcome); else on that dimension of its score. ``original``: the
+    scorer's verdict on the same thing when the review was written. The latest review of a
+    thing stands; earlier ones stay in the file (who said what, when)."""
+
+    run_id: str  # the record's run (a review of another run is not this record's)
+    task: str
+    case_id: str
+    repeat: int | None = None  # with --repeat N: which result of the case
+    content_hash: str | None = None  # the case's content when reviewed (the same case, not only the same id)
+    dimension: str | None = None
+    verdict: ReviewVerdict
+    original: ReviewVerdict
+    reason: str = Field(min_length=1)
+    by: str = Field(min_length=1)
+    at: str  # when, ISO 8601 UTC
+
+    @property
+    def result_key(self) -> tuple:
+        """The result reviewed, as ``CaseResult.result_key``."""
+        return (self.task, self.case_id) if self.repeat is None else (self.task, self.case_id, self.repeat)
+
+    @property
+    def what(self) -> str:
+        """``case`` or ``dimension <D>``."""
+        return "case" if self.dimension is None else f"dimension {self.dimension}"
+
+
 def record_schema() -> dict[str, Any]:
     schema = RunRecord.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

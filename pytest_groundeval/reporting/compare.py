@@ -50,6 +50,13 @@ between the runs (not the same case), unless ``--intersect`` (then the cases bot
 the same content are compared, and the output says how many were left out). Skipped results
 are left out; a case with no other result on one side is left out of the pairing.
 
+Human reviews (``groundeval review``, ``store/reviews.py``: beside a record, never in it) of
+the paired cases are listed per task with who and why, and NEW's beside each flipped case; the
+figures stay the scorer's unless ``--with-reviews``, which compares the reviewed verdicts
+(``reviews.reviewed``: a case review sets the outcome, a dimension review that dimension) and
+so gates ``--fail-on-regression`` on them, and says so in the output. A reviews file that
+cannot be read refuses the comparison like an unreadable record.
+
 Exit status: 0 compared, 1 with ``--fail-on-regression`` when a regression is significant,
 2 refused (or unreadable input, or a usage error).
 """
@@ -92,6 +99,8 @@ class RunInfo:
     model: str | None
     cut_short: bool | None  # None: a journal (it does not say)
     cut_short_reason: str | None = None
+    reviews: int = 0  # standing human reviews beside the record (groundeval review)
+    reviewed: bool = False  # --with-reviews: its figures are over the reviewed verdicts
 
 
 @dataclass
@@ -115,6 +124,7 @@ class Flip:
     new_pass_rate: float
     new_outcome: str
     reason: str  # of NEW's outcome
+    reviewed: str | None = None  # NEW's standing human review of the case (who, why), beside the scorer's
 
 
 @dataclass
@@ -128,6 +138,8 @@ class TaskComparison:
     notes: list[str] = field(default_factory=list)
     # what each run paid for the paired cases: {"base"|"new": {input_tokens, output_tokens, cost_usd}}
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the standing human reviews of the paired cases (groundeval review), both runs', beside the scorer's
+    reviews: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -184,12 +196,18 @@ class LoadedRun:
     summary: dict[str, TaskSummary] = field(default_factory=dict)  # a record's own (a journal has none)
     # per task, its settings as the run recorded them (``options.<task>``: cases, a jury, ...)
     task_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # a record's standing human reviews (store/reviews.py), per case result; and the reader's warnings
+    reviews: dict[tuple, Any] = field(default_factory=dict)
+    review_warnings: list[str] = field(default_factory=list)
 
 
-def read_run(path: Path) -> LoadedRun:
+def read_run(path: Path, *, with_reviews: bool = False) -> LoadedRun:
     """A run record or journal (``store.read``), with every result of each case (several
-    once a record holds repeats)."""
+    once a record holds repeats), and a record's human reviews (``store/reviews.py``).
+    ``with_reviews``: its cases as the reviews say (the record unchanged; its own summary is
+    then not the figures' check, as it is the scorer's)."""
     from pytest_groundeval.store import Journal, StoreError, read
+    from pytest_groundeval.store.reviews import ReviewError, Reviews, read_reviews, reviewed
 
     path = Path(path)
     try:
@@ -211,12 +229,22 @@ def read_run(path: Path) -> LoadedRun:
         specs = {t: dict(v.specs) for t, v in summary.items()}
         comp = stored.completeness
         info = RunInfo(str(path), "record", stored.run_id, stored.agent, stored.model, comp.cut_short, comp.reason)
+    try:
+        reviews = read_reviews(path, stored) if not isinstance(stored, Journal) else Reviews(path)
+    except ReviewError as e:
+        raise CompareError(str(e)) from None
+    standing = reviews.standing
+    info.reviews = sum(len(r.all()) for r in standing.values())
+    info.reviewed = with_reviews and info.reviews > 0
+    if info.reviewed:
+        summary = {}  # the scorer's figures: not those of the reviewed cases
     cases: dict[tuple[str, str], dict[Any, CaseResult]] = {}
     for c in stored.cases:
-        cases.setdefault(c.key, {})[c.repeat] = c
+        cases.setdefault(c.key, {})[c.repeat] = reviewed(c, standing.get(c.result_key)) if info.reviewed else c
     extra = stored.options.model_extra if hasattr(stored.options, "model_extra") else stored.options
     task_options = {t: dict(v) for t, v in (extra or {}).items() if isinstance(v, dict)}
-    return LoadedRun(info, {k: list(v.values()) for k, v in sorted(cases.items())}, specs, summary, task_options)
+    return LoadedRun(info, {k: list(v.values()) for k, v in sorted(cases.items())}, specs, summary, task_options,
+                     standing, reviews.warnings)
 
 
 # ---------------------------------------------------------------- exact McNemar
@@ -581,7 +609,43 @@ def compare(base: LoadedRun, new: LoadedRun, *, alpha: float = DEFAULT_ALPHA, se
                           metrics=None if metrics is None else _resolve(t, metrics.get(t, set()), base, new),
                           summaries=(base.summary.get(t), new.summary.get(t)))
              for t, ps in paired.items() if metrics is None or t in metrics]
+    warnings += _review_notes(base, new)
+    for t in tasks:
+        _attach_reviews(t, paired[t.task], base, new)
     return Comparison(base.info, new.info, alpha, seed, n_resamples, tasks, left_out, warnings)
+
+
+def _review_notes(base: LoadedRun, new: LoadedRun) -> list[str]:
+    """What the figures are over, when a run has human reviews (``groundeval review``)."""
+    notes = [w for run in (base, new) for w in run.review_warnings]
+    counts = [f"{side} {run.info.reviews}" for side, run in (("BASE", base), ("NEW", new)) if run.info.reviews]
+    if not counts:
+        return notes
+    if base.info.reviewed or new.info.reviewed:
+        notes.append(f"--with-reviews: figures, tests and the regression gate are over the reviewed verdicts "
+                     f"(standing reviews: {', '.join(counts)}); the records' scores are unchanged")
+    else:
+        notes.append(f"human reviews ({', '.join(counts)}) are listed beside the scorer's verdicts; the figures "
+                     "are the scorer's (--with-reviews to compare the reviewed verdicts)")
+    return notes
+
+
+def _attach_reviews(t: TaskComparison, pairs: list[tuple[str, list[CaseResult], list[CaseResult]]],
+                    base: LoadedRun, new: LoadedRun) -> None:
+    """The standing reviews of the task's paired cases, both runs', and NEW's beside each flip."""
+    from pytest_groundeval.store.reviews import describe
+
+    by_case: dict[str, list[Any]] = {}
+    for case_id, rb, rn in pairs:
+        for side, run, results in (("base", base, rb), ("new", new, rn)):
+            for r in results:
+                for review in (run.reviews.get(r.result_key).all() if run.reviews.get(r.result_key) else []):
+                    t.reviews.append({"side": side, **review.model_dump(mode="json"), "text": describe(review)})
+                    if side == "new" and review.dimension is None:
+                        by_case.setdefault(case_id, []).append(review)
+    for flip in t.pass_to_fail + t.fail_to_pass:
+        if flip.case_id in by_case:
+            flip.reviewed = "; ".join(f"reviewed {r.verdict} by {r.by}: {r.reason}" for r in by_case[flip.case_id])
 
 
 def _is_path_option(key: str) -> bool:
@@ -590,8 +654,8 @@ def _is_path_option(key: str) -> bool:
     return key.endswith(("_dir", "_path", "cases", "_file"))
 
 
-def compare_paths(base: Path, new: Path, **kw: Any) -> Comparison:
-    return compare(read_run(base), read_run(new), **kw)
+def compare_paths(base: Path, new: Path, *, with_reviews: bool = False, **kw: Any) -> Comparison:
+    return compare(read_run(base, with_reviews=with_reviews), read_run(new, with_reviews=with_reviews), **kw)
 
 
 # ---------------------------------------------------------------- rendering
@@ -632,9 +696,10 @@ def _run_line(run: RunInfo) -> str:
 
 
 def _method(c: Comparison) -> str:
+    reviewed = "; over the reviewed verdicts (--with-reviews)" if c.base.reviewed or c.new.reviewed else ""
     return (f"exact McNemar on rates (pass/fail per case), paired bootstrap ({c.n_resamples} resamples, seed {c.seed}) "
             f"on the others, as each run declares its metrics; 95% interval of the delta by the bootstrap; regression: "
-            f"worse with p < {c.alpha:g}")
+            f"worse with p < {c.alpha:g}{reviewed}")
 
 
 def render_text(c: Comparison, *, max_flips: int = 20) -> str:
@@ -658,8 +723,13 @@ def render_text(c: Comparison, *, max_flips: int = 20) -> str:
             for f in flips[:max_flips]:
                 rates = "" if not t.repeats else f" (pass rate {f.base_pass_rate:.2f} -> {f.new_pass_rate:.2f})"
                 out.append(f"    {f.case_id}{rates}: {_short(f.reason)}")
+                if f.reviewed:
+                    out.append(f"      {_short(f.reviewed)}")
             if len(flips) > max_flips:
                 out.append(f"    ... and {len(flips) - max_flips} more (--max-flips, or --format json for all)")
+        if t.reviews:
+            out.append(f"  human reviews: {len(t.reviews)} (scorer's verdict -> reviewer's)")
+            out += [f"    [{r['side']}] {_short(r['text'])}" for r in t.reviews]
     regs = c.regressions
     out.append("")
     if regs:
@@ -715,9 +785,14 @@ def render_markdown(c: Comparison, *, max_flips: int = 20) -> str:
             out += [f"<details><summary>{title}: {len(flips)}</summary>", ""]
             for f in flips[:max_flips]:
                 rates = "" if not t.repeats else f" (pass rate {f.base_pass_rate:.2f} → {f.new_pass_rate:.2f})"
-                out.append(f"- {_md_code(f.case_id)}{rates}: {_md_cell(_short(f.reason))}")
+                seen = f" — _{_md_cell(_short(f.reviewed))}_" if f.reviewed else ""
+                out.append(f"- {_md_code(f.case_id)}{rates}: {_md_cell(_short(f.reason))}{seen}")
             if len(flips) > max_flips:
                 out.append(f"- ... and {len(flips) - max_flips} more")
+            out += ["", "</details>", ""]
+        if t.reviews:
+            out += [f"<details><summary>human reviews: {len(t.reviews)}</summary>", ""]
+            out += [f"- {r['side']}: {_md_cell(_short(r['text']))}" for r in t.reviews]
             out += ["", "</details>", ""]
     out.append(f"<sub>{_md_cell(_method(c))}</sub>")
     return "\n".join(out) + "\n"
@@ -776,6 +851,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help=f"significance level of a regression (default {DEFAULT_ALPHA})")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a regression is significant at --alpha (and name it)")
+    p.add_argument("--with-reviews", action="store_true",
+                   help="compare (and gate on) the human reviews' verdicts (groundeval review) where they stand, "
+                   "instead of the scorer's; without it reviews are only listed")
     p.add_argument("--intersect", action="store_true",
                    help="compare the cases both runs hold with the same content, instead of refusing")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
@@ -801,7 +879,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         result = compare_paths(args.base, args.new, alpha=args.alpha, seed=args.seed, n_resamples=args.resamples,
-                               intersect=args.intersect, metrics=metrics)
+                               intersect=args.intersect, metrics=metrics, with_reviews=args.with_reviews)
     except CompareError as e:
         print(f"groundeval compare: refused: {e}", file=sys.stderr)
         return 2

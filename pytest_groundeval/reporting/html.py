@@ -693,6 +693,37 @@ def _cases_section(record: Mapping[str, Any], comparing: bool) -> str:
             + "</section>")
 
 
+def reviews_section(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
+    """The human reviews beside the record (``groundeval review``; ``load_record`` puts them under
+    ``record["reviews"]``): per reviewed case or dimension, the scorer's verdict beside the
+    reviewer's, who, when and why. The figures and cases elsewhere on the page stay the scorer's."""
+    rows, notes = [], []
+    for side, rec in (("base", base), ("new" if base is not None else "", record)):
+        got = (rec or {}).get("reviews") or {}
+        notes += [str(w) for w in got.get("warnings") or []]
+        if got.get("superseded"):
+            notes.append(f"{got['superseded']} earlier review(s) superseded by later ones (all kept in {got.get('file')})")
+        for r in got.get("standing") or []:
+            case = f"{r.get('task')}:{r.get('case_id')}" + (f"[r{r['repeat']}]" if r.get("repeat") is not None else "")
+            was, now = ("passed" if v == "pass" else "failed" for v in (r.get("original"), r.get("verdict")))
+            rows.append(f'<tr data-review="{e(case)}" data-dimension="{e(r.get("dimension") or "")}">'
+                        + (f"<td>{e(side)}</td>" if base is not None else "")
+                        + f'<td>{e(case)}</td><td>{e(r.get("dimension") or "case")}</td>'
+                        f'<td class="outcome {e(was)}" data-scorer="{e(was)}">{e(was)}</td>'
+                        f'<td class="outcome {e(now)}" data-reviewed="{e(now)}">{e(now)}</td>'
+                        f'<td data-by>{e(r.get("by"))}</td><td>{e(r.get("at"))}</td><td data-why>{e(r.get("reason"))}</td>'
+                        "</tr>")
+    if not rows and not notes:
+        return ""
+    head = (["run"] if base is not None else []) + ["case", "what", "scorer", "reviewer", "by", "when", "why"]
+    return ('<section id="reviews"><h2>Human reviews</h2>'
+            f'<p><b data-reviews="standing">{len(rows)}</b> standing review(s): the reviewer\'s verdict beside the '
+            "scorer's. The figures and the cases on this page are the scorer's; <code>groundeval compare "
+            "--with-reviews</code> compares the reviewed verdicts.</p>"
+            + "".join(f'<p class="warn">{e(n)}</p>' for n in notes)
+            + (_table(head, rows, "reviews") if rows else "") + "</section>")
+
+
 # ---------------------------------------------------------------- the page
 CSS = """
 :root{--good:#1a7f37;--bad:#c62828;--warn:#b26a00;--muted:#666;--line:#ddd;--bar:#4a78b5;--bg2:#f6f8fa}
@@ -1071,7 +1102,7 @@ def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> 
     title = f"groundeval {record.get('run_id') or ''}" + (f" vs {base.get('run_id')}" if base is not None else "")
     gate = record.get("gate")
     verdict = "" if gate is None else (" — gate PASSED" if gate.get("passed") else " — gate FAILED")
-    sections = [_header(record)]
+    sections = [_header(record), reviews_section(record, base)]
     if base is not None:
         sections.append(_comparison_section(base, record))
     sections += [_task_section(t, record) for t in tasks_of(record)]
@@ -1119,7 +1150,16 @@ def load_record(path: Path) -> dict[str, Any]:
     if isinstance(record, Journal):
         raise ReportError(f"{path} is a journal (its run wrote no record: killed, or cut short before it could); "
                           "give the run record (.json) its run wrote, or --resume the journal to get one")
-    return record.model_dump(mode="json")
+    from pytest_groundeval.store.reviews import ReviewError, read_reviews
+
+    try:  # the human reviews beside it, for reviews_section (the record's own data unchanged)
+        reviews = read_reviews(path, record)
+    except ReviewError as exc:
+        raise ReportError(str(exc)) from None
+    standing = [r for c in reviews.standing.values() for r in c.all()]
+    return {**record.model_dump(mode="json"), "reviews": {
+        "file": str(reviews.path), "standing": [r.model_dump(mode="json") for r in standing],
+        "superseded": len(reviews.lines) - len(standing), "warnings": reviews.warnings}}
 
 
 def add_parser(subparsers: Any) -> None:

@@ -30,6 +30,10 @@ from pytest_groundeval.store.record import escape_unencodable, write_json_atomic
 from pytest_groundeval.store.redact import redact_json
 
 
+# the reviews beside a record (``reviews.py``: ``runs/<run_id>.reviews.jsonl``): neither a record nor a journal
+REVIEWS_SUFFIX = ".reviews.jsonl"
+
+
 class StoreError(ValueError):
     """A stored run that cannot be read; the message names the file and what to do."""
 
@@ -186,6 +190,10 @@ def read(path: Path | str, *, cases_only: bool = False) -> RunRecord | Journal:
     ``cases_only`` (``--resume`` / ``--rescore``): a record written before records declared
     their metrics is read too, its summary left out (its cases are all they use)."""
     path = Path(path)
+    if path.name.endswith(REVIEWS_SUFFIX):
+        record = path.with_name(path.name[: -len(REVIEWS_SUFFIX)] + ".json")
+        raise StoreError(f"{path} is the reviews file of a run record (groundeval review), not a record or journal: "
+                         f"give the record beside it ({record})")
     raw = _bytes(path)
     if _is_journal(path, raw):
         return _read_journal(path, raw)
@@ -274,7 +282,8 @@ def find_run(spec: str, runs_dir: Path) -> Path:
         if not path.exists():
             raise FileNotFoundError(f"no run record or journal at {path}")
         return path
-    candidates = [p for p in runs_dir.glob("*.json*") if p.suffix in (".json", ".jsonl")] if runs_dir.is_dir() else []
+    candidates = [p for p in runs_dir.glob("*.json*") if p.suffix in (".json", ".jsonl")
+                  and not p.name.endswith(REVIEWS_SUFFIX)] if runs_dir.is_dir() else []
     if not candidates:
         raise FileNotFoundError(f"no run under {runs_dir} to resume ('last')")
     return max(candidates, key=lambda p: p.stat().st_mtime)

@@ -15,6 +15,11 @@ belong to (which is also how two records of the same case are caught). A shard t
 short is merged, and makes the merged run cut short with its reason: the gate fails, as it
 does for an unsharded run cut short.
 
+Human reviews beside the shards (``groundeval review``: ``<shard>.reviews.jsonl``) are carried
+to ``<merged>.reviews.jsonl`` as reviews of the merged run (the same cases, the same reviewers)
+and printed; they change neither the merged record nor its gate. A shard's reviews file that
+cannot be read refuses the merge.
+
 Exit status: 0 merged (gate passed, or no gate and every case passed), 1 merged but the gate
 failed (or, with no gate, a case failed or the run was cut short), 2 refused.
 """
@@ -29,9 +34,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_groundeval.reporting.gate import parse_threshold, run_gate
-from pytest_groundeval.model import Completeness, RunRecord, ShardRecord
+from pytest_groundeval.model import Completeness, Review, RunRecord, ShardRecord
 from pytest_groundeval.store.files import Journal, StoreError, read, write
 from pytest_groundeval.store.record import build_record, new_run_id, summarize, user_subset
+from pytest_groundeval.store.reviews import ReviewError, append, describe, read_reviews, reviews_path
 from pytest_groundeval.pytest.shard import selection_digest, shard_of
 from pytest_groundeval.run.usage import budget_record, total_usage
 
@@ -195,12 +201,27 @@ def _tasks(held: dict[str, list[str]], options: dict[str, Any]) -> dict[str, Any
 def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[RunRecord, dict[str, Any]]:
     """The merged record, built once, and the task objects that summed it up. ``thresholds``
     (``TASK.METRIC=VALUE``) replace the shards' own as the merged run's gate."""
+    record, tasks, _ = merge_with_reviews(paths, thresholds)
+    return record, tasks
+
+
+def merge_with_reviews(paths: list[Path], thresholds: list[str] | None = None) -> tuple[
+        RunRecord, dict[str, Any], list[Review]]:
+    """:func:`merge`, and the human reviews beside the shards (``groundeval review``, every line,
+    in shard order) as reviews of the merged run: the cases are the same, the reviews stay theirs.
+    A reviews file that cannot be read refuses the merge (naming it)."""
     shards: dict[str, RunRecord] = {}
+    reviews: list[Review] = []
     for path in paths:
         key = str(path)
         if key in shards:
             raise MergeError(f"{path} is given twice")
         shards[key] = read_shard(path)
+        try:
+            found = read_reviews(path, shards[key])
+        except ReviewError as e:
+            raise MergeError(str(e)) from None
+        reviews += found.lines
     # in stages: a shard set is only worth checking once the shards are one run's, and so on
     _refuse(_check_one_run(shards, override_thresholds=thresholds is not None))
     count, set_problems = _check_shard_set(shards)
@@ -261,7 +282,7 @@ def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[RunRe
         completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=Path.cwd(), reruns=reruns,
         finished_at=max(r.finished_at for _, r in ordered),
         provenance=(next((r.git_sha for _, r in ordered if r.git_sha), None), first.versions))
-    return record, tasks
+    return record, tasks, [r.model_copy(update={"run_id": record.run_id}) for r in reviews]
 
 
 def _ini_thresholds(shards: Iterable[RunRecord]) -> set[str]:
@@ -303,12 +324,14 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        record, tasks = merge(args.shards, args.thresholds)
+        record, tasks, reviews = merge_with_reviews(args.shards, args.thresholds)
     except MergeError as e:
         print(f"groundeval merge: {e}", file=sys.stderr)
         return 2
     try:
         write(record, args.output)
+        if reviews:  # beside the merged record, in place of any reviews of an earlier record at that path
+            append(args.output, reviews, replace=True)
     except OSError as e:
         print(f"groundeval merge: could not write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 2
@@ -316,6 +339,11 @@ def run(args: argparse.Namespace) -> int:
 
     for line in terminal_lines(record):
         print(line)
+    if reviews:  # beside the scorer's verdicts above, which the reviews do not change (nor the gate)
+        print(f"human reviews: {len(reviews)}, carried to {reviews_path(args.output)} (scorer's verdict -> reviewer's; "
+              "the scores and the gate above are the scorer's)")
+        for r in reviews:
+            print(f"  {describe(r)}")
     if record.completeness.cut_short:
         print(f"groundeval merge: the run was cut short: {record.completeness.reason}", file=sys.stderr)
     print(f"merged {len(args.shards)} shard record(s), {len(record.cases)} cases: {args.output}")
