@@ -355,3 +355,35 @@ def test_records_are_read_only_through_the_store_reader(runs_dir, monkeypatch, c
     capsys.readouterr()
     assert seen == ["a-second.json", "b-fourth.json", "b-fourth.jsonl", "nightly/m-third.json", "nightly/z-first.json",
                     "shards/s1.json"]  # every record, journal and shard under the folder, once, in path order
+
+
+def test_headline_and_lead_metrics_come_from_the_declared_specs():
+    """Over every bundled task's own specs: the headline metrics are its rate, mean and prf
+    figures outside a per-class breakdown; the lead is the ungrouped prf F1, else the first
+    rate or mean with an interval."""
+    from pytest_groundeval.tasks import registry
+
+    tasks = registry()
+    rec = SimpleNamespace(specs={s.name: s for s in tasks["reconciliation"].specs})
+    names = [s.name for s in history.headline_specs(rec)]
+    assert "micro_f1" in names and "macro_f1" in names and "exact_match" in names
+    assert not any(s.group for s in rec.specs.values() if s.name in names)
+    assert any(s.group for s in rec.specs.values())  # the per-verdict figures exist, and are left out
+    assert "matched_f1" in rec.specs and "matched_f1" not in names and "tp" not in names
+    assert history.lead_metric(history.headline_specs(rec)) == "micro_f1"
+    write = SimpleNamespace(specs={s.name: s for s in tasks["write"].specs})
+    assert [s.name for s in history.headline_specs(write)] == ["schema", "coding", "constraints", "safety", "pass"]
+    assert history.lead_metric(history.headline_specs(write)) == "schema"  # the first rate with an interval
+    # the rule reads kinds, not names: a renamed F1 is still the lead, a count named like one is not a trend
+    from pytest_groundeval.model import metric, prf_specs
+    specs = [metric("recall_like", "count"), metric("acc", "mean", interval="none"), *prf_specs("x", ("a", "b", "c"))]
+    named = SimpleNamespace(specs={s.name: s for s in specs})
+    assert [s.name for s in history.headline_specs(named)] == ["acc", "x_precision", "x_recall", "x_f1"]
+    assert history.lead_metric(history.headline_specs(named)) == "x_f1"
+    assert history.lead_metric(history.headline_specs(SimpleNamespace(specs={}))) is None
+
+
+def test_pass_rate_is_over_the_results_that_ran():
+    point = history.TaskPoint(n_cases=5, n_passed=2, n_skipped=1, figures={}, specs={})
+    assert point.pass_text == "0.500 (2/4)"
+    assert history.TaskPoint(n_cases=2, n_passed=0, n_skipped=2, figures={}, specs={}).pass_text == "–"
