@@ -16,7 +16,7 @@ SUBCOMMANDS = (
     "pytest_groundeval.store.merge",  # groundeval merge SHARD... -o RUN.json
     "pytest_groundeval.reporting.html",  # groundeval report RUN [or BASE NEW] -o REPORT.html
     "pytest_groundeval.reporting.compare",  # groundeval compare BASE NEW [--format markdown] [--fail-on-regression]
-    "pytest_groundeval.reporting.history",  # groundeval runs DIR_OR_RECORD... (a table; report DIR: the page)
+    "pytest_groundeval.reporting.history",  # groundeval runs DIR_OR_RECORD...; report DIR (after html: extends it)
 )
 
 

@@ -40,15 +40,21 @@ and redraw the trend lines over the runs shown; the filter is in the URL fragmen
 (``index.html#agent=claude&branch=main``). When the script has run, ``<body>`` carries
 ``data-ready="1"``; a script error is written into ``#errors``.
 
-``groundeval report`` (``html.py``) hands over to :func:`report` when it is given a folder,
-three or more records, or ``--history`` (then one or two records are a history too; without
-it, one record is its report and two a comparison).
+``groundeval report`` is ``html.py``'s subcommand; :func:`add_parser` (registered after it in
+``cli.SUBCOMMANDS``) adds ``--history`` to it and hands the command to :func:`report` when it
+is given a folder, three or more records, or ``--history`` (then one or two records are a
+history too; without it, one record is its report and two a comparison, as before). So
+``html.py`` knows nothing of the history (this module uses its formatting and its pages).
+
+The run pages are written while the records are read, one record in memory at a time; when a
+later file is an error, the pages already written stay and the index is not written.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import hashlib
 import re
 import sys
@@ -595,7 +601,7 @@ def _say_skipped(command: str, history: History) -> None:
 
 
 def report(args: argparse.Namespace) -> int:
-    """``groundeval report DIR_OR_RECORDS... -o index.html`` (called by ``html.py``'s ``run``)."""
+    """``groundeval report DIR_OR_RECORDS... -o index.html``."""
     out: Path | None = args.output
     if out is None:
         dirs = [Path(p) for p in args.runs if Path(p).is_dir()]
@@ -631,6 +637,29 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--metric", action="append", default=[], metavar="TASK.METRIC",
                    help="the figure to show for TASK (a headline metric it declares); repeatable")
     p.set_defaults(run=run)
+    _extend_report(subparsers)
+
+
+def _extend_report(subparsers: Any) -> None:
+    """``groundeval report`` (``html.py``'s parser, registered before this module): add
+    ``--history``, and make the history page when :func:`wants_history`, else run the report
+    as it was."""
+    report_parser = subparsers.choices.get("report")
+    if report_parser is None:
+        raise RuntimeError("groundeval: reporting.history extends the report subcommand: register "
+                           "reporting.html before it (cli.SUBCOMMANDS)")
+    report_parser.add_argument(
+        "--history", action="store_true",
+        help="write the run history page (also of one or two records); a folder or 3+ records always are")
+    report_parser.epilog = ((report_parser.epilog or "") + " History: with a folder of records (read recursively), "
+                            "three or more records, or --history, the page is the runs' history (oldest first, "
+                            "per-task trends, each run linked to its own page written beside it in "
+                            "<INDEX>-runs/; -o INDEX.html, default DIR/index.html for one folder).").strip()
+    report_parser.set_defaults(run=functools.partial(_report_or, report_parser.get_default("run")))
+
+
+def _report_or(single: Any, args: argparse.Namespace) -> int:
+    return report(args) if wants_history(args) else single(args)
 
 
 def run(args: argparse.Namespace) -> int:

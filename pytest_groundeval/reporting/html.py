@@ -1129,19 +1129,16 @@ def add_parser(subparsers: Any) -> None:
         "intervals and charts, tokens and cost, and a case table to filter, search and open. With two records "
         "(BASE NEW), the page compares NEW with BASE. The file needs no network. Exit status: 0 written, "
         "2 a record could not be read or the page could not be written.")
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="a run record (runs/*.json); or BASE NEW; "
-                   "or a folder of records, or 3+ records: their history page (reporting/history.py)")
-    p.add_argument("--history", action="store_true", help="the history page also of one or two records")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="a run record (runs/*.json); or BASE NEW")
     p.add_argument("-o", "--output", type=Path, metavar="REPORT.html",
                    help="where to write the page (default: the (new) record's path with .html)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_groundeval.reporting import history
-
-    if history.wants_history(args):  # a folder, 3+ records or --history: the run history page
-        return history.report(args)
+    if len(args.runs) > 2:
+        print("groundeval report: give one run record, or two (BASE NEW)", file=sys.stderr)
+        return 2
     try:
         records = [load_record(path) for path in args.runs]
     except ReportError as exc:
