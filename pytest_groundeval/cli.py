@@ -18,6 +18,7 @@ SUBCOMMANDS = (
     "pytest_groundeval.reporting.compare",  # groundeval compare BASE NEW [--format markdown] [--fail-on-regression]
     "pytest_groundeval.reporting.export",  # groundeval export RUN... [--format csv|jsonl] [-o FILE]
     "pytest_groundeval.store.reviews",  # groundeval review RUN --case ID --verdict pass|fail --reason TEXT --by NAME
+    "pytest_groundeval.reporting.history",  # groundeval runs DIR_OR_RECORD...; report DIR (after html: extends it)
 )
 
 

@@ -1150,9 +1150,15 @@ def load_record(path: Path) -> dict[str, Any]:
     if isinstance(record, Journal):
         raise ReportError(f"{path} is a journal (its run wrote no record: killed, or cut short before it could); "
                           "give the run record (.json) its run wrote, or --resume the journal to get one")
+    return page_data(path, record)
+
+
+def page_data(path: Path, record: Any) -> dict[str, Any]:
+    """A read run record as the JSON its page is rendered from: the record, and the human
+    reviews beside it, for reviews_section (the record's own data unchanged)."""
     from pytest_groundeval.store.reviews import ReviewError, read_reviews
 
-    try:  # the human reviews beside it, for reviews_section (the record's own data unchanged)
+    try:
         reviews = read_reviews(path, record)
     except ReviewError as exc:
         raise ReportError(str(exc)) from None
