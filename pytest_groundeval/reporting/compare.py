@@ -189,13 +189,22 @@ class LoadedRun:
 def read_run(path: Path) -> LoadedRun:
     """A run record or journal (``store.read``), with every result of each case (several
     once a record holds repeats)."""
-    from pytest_groundeval.store import Journal, StoreError, read
+    from pytest_groundeval.store import StoreError, read
 
     path = Path(path)
     try:
         stored = read(path)
     except StoreError as e:
         raise CompareError(str(e)) from None
+    return loaded_run(stored, str(path))
+
+
+def loaded_run(stored: Any, path: str) -> LoadedRun:
+    """A run already read (a ``RunRecord`` or a ``Journal``, as ``store.read`` returns them),
+    ``path`` naming it in messages: what :func:`read_run` returns for its file (the HTML
+    report compares the records it was given through this)."""
+    from pytest_groundeval.store import Journal
+
     summary: dict[str, TaskSummary] = {}
     if isinstance(stored, Journal):
         if stored.cases and stored.specs is None:
