@@ -890,7 +890,7 @@ svg .hist-bin.extra .bar{fill:var(--warn)}svg .m-recall .bar{fill:#7aa6d8}svg .m
 td.num{white-space:nowrap}
 .controls{display:flex;flex-wrap:wrap;gap:14px;align-items:center;margin:8px 0}
 .controls input{width:260px}#shown{color:var(--muted)}
-#case-scroll{max-height:75vh;overflow:auto;border:1px solid var(--line);overscroll-behavior:contain}
+#case-scroll{max-height:75vh;overflow:auto;contain:strict;border:1px solid var(--line);overscroll-behavior:contain}
 table.cases{width:100%;table-layout:fixed;margin:0}table.cases thead th{position:sticky;top:0;z-index:1}
 table.cases tr.case{cursor:pointer;scroll-margin-top:2.4em}table.cases tr.case:hover{background:#f0f4fa}
 table.cases tr.case td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
@@ -1129,7 +1129,7 @@ JS = r"""
   // Only the rows in (and near) the scroll box's view are in the DOM: `list` holds the cases the
   // filters let through, `tops` each one's offset (a row, plus its detail when open), and two
   // spacer rows stand for the rest. A search is applied after a pause in typing (DEBOUNCE_MS).
-  var DEBOUNCE_MS = 50, OVERSCAN_PX = 600, DETAIL_GUESS_PX = 320;
+  var DEBOUNCE_MS = 40, OVERSCAN_PX = 600, DETAIL_GUESS_PX = 320;
   var box = document.getElementById("case-scroll");
   var ncols = document.querySelectorAll("#case-table thead th").length;
   var entries = CASES.map(function (c, i) {
@@ -1204,6 +1204,7 @@ JS = r"""
       y += (rowH || 28) + (list[i].open ? (list[i].dh || DETAIL_GUESS_PX) : 0);
     }
     tops[n] = y;
+    sizeBox();
   }
   function firstBelow(y) {  // the first index whose bottom is below y
     var lo = 0, hi = list.length;
@@ -1231,20 +1232,29 @@ JS = r"""
     spacerBottom.hidden = tops[n] === tops[to];
     add(frag, spacerBottom);
     tbody.replaceChildren(frag);
-    // measured heights replace the guesses: a row's (all rows are one line), each open detail's
+    // measured heights replace the guesses, once: a row's (every row is one line), a detail's when
+    // it is first shown (later changes come from the ResizeObserver); no forced layout otherwise
     var again = false;
-    if (shown.length) {
-      var h = shown[0].tr.getBoundingClientRect().height;
-      if (h && Math.abs(h - rowH) > 0.5) { rowH = h; again = true; }
+    if (!rowH && shown.length) {
+      rowH = shown[0].tr.getBoundingClientRect().height;
+      again = rowH > 0;
     }
     shown.forEach(function (en) {
-      if (en.open) {
-        var dh = en.detail.getBoundingClientRect().height;
-        if (Math.abs(dh - en.dh) > 0.5) { en.dh = dh; again = true; }
+      if (en.open && !en.dh) {
+        en.dh = en.detail.getBoundingClientRect().height;
+        again = true;
         if (watcher) { watcher.observe(en.detail); }
       }
     });
     if (again && pass < 3) { layout(); render(pass + 1); }
+  }
+  // the scroll box is as tall as its rows, up to 75% of the window, and sized here (not by its
+  // content), so what changes inside it is laid out without the rest of the page
+  var headH = 0;
+  function sizeBox() {
+    if (!headH) { headH = document.querySelector("#case-table thead").getBoundingClientRect().height || 30; }
+    var want = Math.ceil(Math.min(tops[list.length] + headH + 2, window.innerHeight * 0.75)) + "px";
+    if (box.style.height !== want) { box.style.height = want; }
   }
   function schedule() {
     if (scheduled) { return; }
@@ -1264,7 +1274,7 @@ JS = r"""
     if (changed) { layout(); schedule(); }
   }) : null;
   box.addEventListener("scroll", schedule, { passive: true });
-  window.addEventListener("resize", schedule);
+  window.addEventListener("resize", function () { sizeBox(); schedule(); });
 
   function scrollToEntry(entry) {
     var i = list.indexOf(entry);
