@@ -133,19 +133,23 @@ class Chromium:
         page.send("Emulation.setDeviceMetricsOverride",
                   {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
         page.send("Runtime.enable")
+        page.send("Log.enable")  # what the browser itself logs: a blocked resource, a policy violation
         url = Path(path).resolve().as_uri() + (f"#{fragment}" if fragment else "")
         page.send("Page.navigate", {"url": url})
         page.wait_for(f"location.href === {json.dumps(url)} && ({ready})")
         return page
 
     def console_messages(self) -> list[str]:
-        """What pages wrote to the console, and uncaught exceptions (``Runtime.enable``d pages)."""
+        """What pages wrote to the console, uncaught exceptions, and the browser's own errors and
+        warnings about them (a policy violation, a blocked load)."""
         out = []
         for ev in self.events:
             if ev.get("method") == "Runtime.consoleAPICalled":
                 out.append(" ".join(str(a.get("value", a.get("description"))) for a in ev["params"].get("args", [])))
             elif ev.get("method") == "Runtime.exceptionThrown":
                 out.append(str(ev["params"]["exceptionDetails"].get("text")))
+            elif ev.get("method") == "Log.entryAdded" and ev["params"]["entry"].get("level") in ("error", "warning"):
+                out.append(str(ev["params"]["entry"].get("text")))
         return out
 
     def close(self) -> None:

@@ -666,8 +666,8 @@ def comparison(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
         if k in before and outcome_label(before[k]) != outcome_label(c):
             was, now = before[k].get("outcome"), c.get("outcome")
             kind = "regression" if was == "passed" else "fix" if now == "passed" else "changed"
-            flips.append({"key": k, "task": c.get("task"), "case_id": c.get("case_id"), "base": outcome_label(before[k]),
-                          "new": outcome_label(c), "base_outcome": was, "new_outcome": now, "kind": kind,
+            flips.append({"key": k, "task": c.get("task"), "case_id": c.get("case_id"),
+                          "base": outcome_label(before[k]), "new": outcome_label(c), "base_outcome": was, "new_outcome": now, "kind": kind,
                           "base_reason": reason_of(before[k]), "new_reason": reason_of(c)})
     return {"tasks": tasks, "summaries": summaries, "flips": flips,
             "only_base": [k for k in before if k not in after], "only_new": [k for k in after if k not in before]}
@@ -760,7 +760,8 @@ def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any], paired:
             test = _pass_test(by_task.get(f["task"]))
             p = "–" if test is None else f"{_p(test, n_resamples)} ({test.test or 'no test'})"
             rows.append(
-                f'<tr data-flip="{e(f["key"])}" class="{e(f["kind"])}"><td>{e(f["case_id"])}</td><td>{e(f["task"])}</td>'
+                f'<tr data-flip="{e(f["key"])}" class="{e(f["kind"])}"><td>{e(f["case_id"])}</td>'
+                f'<td>{e(f["task"])}</td>'
                 f'<td class="outcome {e(f["base_outcome"])}">{e(f["base"])}</td>'
                 f'<td class="outcome {e(f["new_outcome"])}">{e(f["new"])}</td>'
                 f'<td>{e(f["kind"])}</td><td class="flip-reason" data-side="base">{e(f["base_reason"])}</td>'
@@ -1319,7 +1320,9 @@ JS = r"""
         if (en && !open[en.c.key]) { open[en.c.key] = true; wanted.push(en); }
       });
     });
-    entries.forEach(function (en) { if (en.open !== !!open[en.c.key]) { en.open = !!open[en.c.key]; rowOf(en).classList.toggle("open", en.open); } });
+    entries.forEach(function (en) {
+      if (en.open !== !!open[en.c.key]) { en.open = !!open[en.c.key]; rowOf(en).classList.toggle("open", en.open); }
+    });
     apply();
     if (wanted.length) { scrollToEntry(wanted[0]); }
   }

@@ -321,6 +321,23 @@ def check_case_rows(dom: Node, rec: dict) -> None:
     assert shown.attrs["data-shown"] == shown.attrs["data-total"] == str(len(rec["cases"]))
 
 
+def check_strip(dom: Node, rec: dict) -> None:
+    """The summary strip: per task its cases by outcome (errors by kind) and its headline figure."""
+    for task, summary in rec["summary"].items():
+        cases = [c for c in rec["cases"] if c["task"] == task]
+        row = dom.one("tr", data_strip_task=task)
+        shown = {b.attrs["data-count"]: int(b.text()) for b in row.all("b", data_count=True)}
+        want = {f"{task}.cases": len(cases)}
+        for c in cases:
+            k = f"{task}.{c['outcome']}" + (f":{c['error']['kind']}" if c["error"] else "")
+            want[k] = want.get(k, 0) + 1
+        assert shown == want, task
+        assert [want[f"{task}.{o}"] for o in ("passed", "failed") if f"{task}.{o}" in want] == [
+            summary[f"n_{o}"] for o in ("passed", "failed") if summary[f"n_{o}"]]
+        first = next(k for k, spec in summary["specs"].items() if spec["kind"] not in ("count", "custom"))
+        assert row.one(data_headline=f"{task}.{first}").text() == fmt(summary[first])
+
+
 def visible(dom: Node) -> list[str]:
     return [r.attrs["data-key"] for r in case_rows(dom) if not r.hidden]
 
@@ -378,6 +395,18 @@ def test_report_command_writes_the_page_and_refuses_what_is_not_a_record(extract
     assert _report(str(record), str(record), str(record)) == 2
 
 
+def test_a_comparison_compare_refuses_says_why_instead_of_p_values(extraction):
+    new = extraction["record"]
+    base = json.loads(json.dumps(new))
+    for c in base["cases"]:
+        c["task"] = "other"
+    base["summary"] = {"other": base["summary"]["extraction"]}
+    dom = parse(html_report.render(new, base))
+    note = dom.one("p", data_paired="refused").text()
+    assert "no task in common" in note and "nothing to compare" in note
+    assert dom.all("tr", data_paired=True) == []
+
+
 def _report(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="groundeval")
     html_report.add_parser(parser.add_subparsers(dest="command", required=True))
@@ -397,6 +426,7 @@ def test_extraction_page_shows_the_record(extraction):
     check_metrics(dom, rec)
     check_usage(dom, rec)
     check_case_rows(dom, rec)
+    check_strip(dom, rec)
     # the F1 histogram: scored cases per bin (k/10 <= F1 < (k+1)/10; 1.0 its own), errors apart
     bins = {b.attrs["data-bin"]: b for b in dom.one(class_="f1-histogram").all("g", data_bin=True)}
     want = dict.fromkeys(html_report.HIST_BINS, 0)
@@ -456,6 +486,7 @@ def test_write_and_reconciliation_pages_show_dimensions_verdicts_and_transcripts
     check_metrics(dom, rec)
     check_usage(dom, rec)
     check_case_rows(dom, rec)
+    check_strip(dom, rec)
     # write: the pass rate per dimension, in the chart and its table, with the interval
     write, cases = rec["summary"]["write"], [c for c in rec["cases"] if c["task"] == "write"]
     dims = list(cases[0]["score"]["dimensions"]) + ["pass"]
@@ -683,10 +714,14 @@ def test_the_case_table_is_in_the_first_viewport(chromium, suites, extraction, e
     for page_path in (suites["html"], extraction["html"], diff):
         page = chromium.open(page_path, width=VIEWPORT[0], height=VIEWPORT[1])
         g = geometry(page)
-        page.close()
         assert g["errors"] == ""
         # the table, its header and its first row are on screen without scrolling
         assert 0 < g["table_top"] and g["first_row_top"] + 30 < VIEWPORT[1], (page_path.name, g)
+        if page_path == extraction["html"]:  # a count in the strip filters the table to its cases
+            page.evaluate('document.querySelector(\'#overview button[data-outcome="error:agent"]\').click()')
+            assert rendered_keys(page) == [key(c) for c in extraction["record"]["cases"] if c["outcome"] == "error"]
+            assert page.evaluate("location.hash") == "#" + urlencode({"outcome": "error:agent", "task": "extraction"})
+        page.close()
 
 
 def big_record(record: dict, n: int) -> dict:
