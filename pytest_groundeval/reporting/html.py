@@ -785,13 +785,14 @@ def _method_text(paired: Any) -> str:
 
 
 def _headline(summary: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
-    """The task's first declared figure that is a number (``pass`` when it has no spec)."""
-    for name, spec in specs_of(summary).items():
-        if spec.get("kind") not in ("count", "custom") and _number(summary.get(name)):
-            return name, summary[name], summary.get(f"{name}_ci95")
-    if _number(summary.get("pass")):
-        return "pass", summary["pass"], summary.get("pass_ci95")
-    return None
+    """The task's headline figure, read from its declared kinds: its overall F1 (a ``prf`` spec
+    of figure ``f1`` and no ``group``), else its ``pass`` rate, else its first declared number."""
+    specs = {k: v for k, v in specs_of(summary).items()
+             if v.get("kind") not in ("count", "custom") and _number(summary.get(k))}
+    name = (next((k for k, v in specs.items() if v.get("kind") == "prf" and v.get("figure") == "f1"
+                  and not v.get("group")), None)
+            or ("pass" if _number(summary.get("pass")) else None) or next(iter(specs), None))
+    return None if name is None else (name, summary[name], summary.get(f"{name}_ci95"))
 
 
 def _overview(record: Mapping[str, Any], base: Mapping[str, Any] | None, paired: Any) -> str:
@@ -893,11 +894,11 @@ td.num{white-space:nowrap}
 .controls input{width:260px}#shown{color:var(--muted)}
 #case-scroll{max-height:75vh;overflow:auto;contain:strict;border:1px solid var(--line);overscroll-behavior:contain}
 table.cases{width:100%;table-layout:fixed;margin:0}table.cases thead th{position:sticky;top:0;z-index:1}
-table.cases tr.case{cursor:pointer;scroll-margin-top:2.4em}table.cases tr.case:hover{background:#f0f4fa}
+table.cases tr.case{cursor:pointer}table.cases tr.case:hover{background:#f0f4fa}
 table.cases tr.case td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 table.cases tr.spacer td{padding:0;border:0}
-col.c-id{width:26%}col.c-task{width:8em}col.c-outcome,col.c-base{width:10em}col.c-summary{width:11em}
-col.c-num{width:6.5em}col.c-tokens{width:8em}
+col.c-id{width:22%}col.c-task{width:7em}col.c-outcome,col.c-base{width:8.5em}col.c-summary{width:9em}
+col.c-num{width:5.5em}col.c-tokens{width:7em}
 table.cases tr.case td.id::before{content:"▸ ";color:var(--muted)}table.cases tr.case.open td.id::before{content:"▾ "}
 .outcome.passed{color:var(--good)}.outcome.failed{color:var(--bad)}.outcome.error{color:var(--warn)}.outcome.skipped{color:var(--muted)}
 tr.detail>td{background:#fcfcfd;padding:8px 14px 14px}
@@ -1277,12 +1278,13 @@ JS = r"""
   box.addEventListener("scroll", schedule, { passive: true });
   window.addEventListener("resize", function () { sizeBox(); schedule(); });
 
-  function scrollToEntry(entry) {
+  function scrollToEntry(entry) {  // the row just below the table's (sticky) header, the table on screen
     var i = list.indexOf(entry);
     if (i < 0) { return false; }
+    document.getElementById("cases").scrollIntoView({ block: "start" });
     box.scrollTop = tops[i];
     render();
-    rowOf(entry).scrollIntoView({ block: "start" });
+    box.scrollTop = tops[i];  // the heights measured while rendering may have moved it
     render();
     return true;
   }
