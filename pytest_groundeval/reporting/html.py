@@ -5,8 +5,24 @@ or ``--groundeval-html PATH`` at the end of a pytest run. No network: the CSS, t
 and the SVG charts are inline, and the page's Content-Security-Policy allows nothing else
 (its one script and one style sheet by hash, no connection, no image but ``data:``).
 
-What is shown, all taken from the record (nothing is recomputed that the record holds):
+What is shown, all taken from the record (nothing is recomputed that the record holds), in
+the order one looks for it:
 
+* the summary strip: per task its cases by outcome (errors by kind: ``error:agent`` ...; each
+  count a button that filters the case table), its headline figure (by the declared kinds:
+  the overall F1, else ``pass``, else the first declared figure) with its interval; the gate,
+  completeness and cost; with a base run, each task's changed cases and the p-value of its
+  paired ``pass`` test;
+* the cases, right below (within the first screen): a table the page's script builds from the
+  record's cases (inlined as JSON), filtered by outcome (an error is shown, counted and
+  filtered as ``error (<kind>)``, never as failed) and task and searched by case id; a row
+  opens to predicted vs truth (codes the agent added or missed highlighted), the scorer's
+  reason per dimension and check, the tool-call transcript, the raw output and the attempts;
+* with a base run: per task the paired tests as ``groundeval compare`` computes them
+  (``compare.compare`` over the records, ``intersect``: the metrics, deltas with their 95%
+  interval, McNemar / bootstrap p-values; not recomputed here), each run's summary side by
+  side, and every case whose outcome changed with its outcome and reason in both runs and
+  its task's ``pass`` p-value;
 * the run header: agent, model, what was requested, git sha, times, completeness, gate,
   options, versions;
 * per task: the outcome counts and every declared summary figure (the record's
@@ -16,12 +32,14 @@ What is shown, all taken from the record (nothing is recomputed that the record 
   per-case ``f1``: extraction, reconciliation), and per class of a declared breakdown (the
   prf specs with a ``group``: reconciliation's verdicts) precision / recall / F1 with the
   summed TP / FP / FN;
-* tokens and cost, for the run and per task;
-* with a base run: the two summaries side by side and the cases whose outcome changed;
-* the cases: a table the page's script builds from the record's cases (inlined as JSON),
-  filtered by outcome and task and searched by case id; a row opens to predicted vs truth
-  (codes the agent added or missed highlighted), the scorer's reason per dimension and
-  check, the tool-call transcript, the raw output and the attempts.
+* tokens and cost, for the run and per task.
+
+The case table is virtualised: its scroll box (sized by the script: as tall as its rows, at
+most 75% of the window; a layout boundary) holds only the rows in and near its view, two
+spacer rows standing for the others (one-line rows of one measured height; an open row's
+detail measured when first shown, later by a ``ResizeObserver``); the search is applied
+40 ms after the last keystroke. A 5,000-case page so lays out a few dozen rows per keystroke
+(``scripts/bench_report_search.py`` measures it in Chromium).
 
 Every figure is formatted here, once (:func:`num`: 3 decimals; :func:`usd`: 4), and the
 script only places the strings: what the page shows is what the record holds. Every record
@@ -30,9 +48,12 @@ block has ``<``, ``>`` and ``&`` as ``\\u003c`` ... (so no ``</script>`` can end
 script sets text only (``textContent``; no ``innerHTML``).
 
 The script's state is in the URL fragment, so a view can be linked (and tested):
-``#q=<id substring>&outcome=failed&task=write&change=changed&open=<task>:<case_id>``.
-A script error is written into ``#errors`` (also ``console.error``); when the script has
-run to its end, ``<body>`` carries ``data-ready="1"``.
+``#q=<id substring>&outcome=failed&task=write&change=changed&case=<task>:<case_id>``;
+``outcome=error:<kind>`` keeps one error kind; ``case=`` (``open=``, its older name, works
+too; ``[rK]`` after the id names repeat K) opens that case and scrolls it just below the
+table's header, on load and when the fragment changes. A script error, or anything the
+page's policy blocked (``securitypolicyviolation``), is written into ``#errors`` (also
+``console.error``); when the script has run to its end, ``<body>`` carries ``data-ready="1"``.
 """
 
 from __future__ import annotations
@@ -933,6 +954,9 @@ JS = r"""
   }
   window.addEventListener("error", function (ev) { report("error: " + (ev.message || ev.type)); });
   window.addEventListener("unhandledrejection", function (ev) { report("unhandled rejection: " + ev.reason); });
+  document.addEventListener("securitypolicyviolation", function (ev) {
+    report("blocked by the page's policy: " + ev.violatedDirective + " " + (ev.blockedURI || ""));
+  });
   var consoleError = console.error;
   console.error = function () {
     report("console.error: " + Array.prototype.map.call(arguments, String).join(" "));
