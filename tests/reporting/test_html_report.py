@@ -813,3 +813,16 @@ def test_the_virtualised_table_finds_filters_and_opens_any_row(chromium, big_pag
                   f"{rec['cases'][keys.index(errored[-1])]['error']['message']}"
     assert "case=" in page.evaluate("location.hash")  # the opened row is in the URL, to be linked
     page.close()
+
+
+@needs_chromium
+def test_what_the_pages_policy_blocks_is_reported_on_the_page(chromium, extraction):
+    """The script sizes the table's rows through the CSSOM, which the policy allows; an inline
+    style attribute it would block lands in ``#errors``, which every page test reads."""
+    page = chromium.open(extraction["html"], width=VIEWPORT[0], height=VIEWPORT[1])
+    assert page.evaluate('document.getElementById("errors").textContent') == ""
+    page.evaluate('document.body.appendChild(document.createElement("div")).setAttribute("style", "color:red")')
+    errors = page.wait_for('document.getElementById("errors").textContent')
+    page.close()
+    assert errors.startswith("blocked by the page's policy: style-src-attr")
+    chromium.events.clear()  # the browser logged the violation too: expected here
