@@ -735,11 +735,13 @@ def big_record(record: dict, n: int) -> dict:
 
 
 @pytest.fixture
-def big_page(extraction, tmp_path):
-    rec = big_record(extraction["record"], 3000)
-    page = tmp_path / "big.html"
-    html_report.write(rec, page)
-    return rec, page
+def big_page(extraction, tmp_path_factory):
+    if "big" not in _RUNS:  # made once per session, like the records
+        rec = big_record(extraction["record"], 3000)
+        page = tmp_path_factory.mktemp("big") / "big.html"
+        html_report.write(rec, page)
+        _RUNS["big"] = (rec, page)
+    return _RUNS["big"]
 
 
 @needs_chromium
