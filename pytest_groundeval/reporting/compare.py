@@ -206,14 +206,24 @@ def read_run(path: Path, *, with_reviews: bool = False) -> LoadedRun:
     once a record holds repeats), and a record's human reviews (``store/reviews.py``).
     ``with_reviews``: its cases as the reviews say (the record unchanged; its own summary is
     then not the figures' check, as it is the scorer's)."""
-    from pytest_groundeval.store import Journal, StoreError, read
-    from pytest_groundeval.store.reviews import ReviewError, Reviews, read_reviews, reviewed
+    from pytest_groundeval.store import StoreError, read
 
     path = Path(path)
     try:
         stored = read(path)
     except StoreError as e:
         raise CompareError(str(e)) from None
+    return loaded_run(stored, str(path), reviews_at=path, with_reviews=with_reviews)
+
+
+def loaded_run(stored: Any, path: str, *, reviews_at: Path | None = None, with_reviews: bool = False) -> LoadedRun:
+    """A run already read (a ``RunRecord`` or a ``Journal``, as ``store.read`` returns them),
+    ``path`` naming it in messages: what :func:`read_run` returns for its file (the HTML report
+    compares the records it was given through this). ``reviews_at``: the record file whose
+    human reviews (beside it) are read; None: none."""
+    from pytest_groundeval.store import Journal
+    from pytest_groundeval.store.reviews import ReviewError, Reviews, read_reviews, reviewed
+
     summary: dict[str, TaskSummary] = {}
     if isinstance(stored, Journal):
         if stored.cases and stored.specs is None:
@@ -230,7 +240,8 @@ def read_run(path: Path, *, with_reviews: bool = False) -> LoadedRun:
         comp = stored.completeness
         info = RunInfo(str(path), "record", stored.run_id, stored.agent, stored.model, comp.cut_short, comp.reason)
     try:
-        reviews = read_reviews(path, stored) if not isinstance(stored, Journal) else Reviews(path)
+        reviews = (read_reviews(reviews_at, stored) if reviews_at is not None and not isinstance(stored, Journal)
+                   else Reviews(Path(reviews_at or path)))
     except ReviewError as e:
         raise CompareError(str(e)) from None
     standing = reviews.standing

@@ -5,8 +5,24 @@ or ``--groundeval-html PATH`` at the end of a pytest run. No network: the CSS, t
 and the SVG charts are inline, and the page's Content-Security-Policy allows nothing else
 (its one script and one style sheet by hash, no connection, no image but ``data:``).
 
-What is shown, all taken from the record (nothing is recomputed that the record holds):
+What is shown, all taken from the record (nothing is recomputed that the record holds), in
+the order one looks for it:
 
+* the summary strip: per task its cases by outcome (errors by kind: ``error:agent`` ...; each
+  count a button that filters the case table), its headline figure (by the declared kinds:
+  the overall F1, else ``pass``, else the first declared figure) with its interval; the gate,
+  completeness and cost; with a base run, each task's changed cases and the p-value of its
+  paired ``pass`` test;
+* the cases, right below (within the first screen): a table the page's script builds from the
+  record's cases (inlined as JSON), filtered by outcome (an error is shown, counted and
+  filtered as ``error (<kind>)``, never as failed) and task and searched by case id; a row
+  opens to predicted vs truth (codes the agent added or missed highlighted), the scorer's
+  reason per dimension and check, the tool-call transcript, the raw output and the attempts;
+* with a base run: per task the paired tests as ``groundeval compare`` computes them
+  (``compare.compare`` over the records, ``intersect``: the metrics, deltas with their 95%
+  interval, McNemar / bootstrap p-values; not recomputed here), each run's summary side by
+  side, and every case whose outcome changed with its outcome and reason in both runs and
+  its task's ``pass`` p-value;
 * the run header: agent, model, what was requested, git sha, times, completeness, gate,
   options, versions;
 * per task: the outcome counts and every declared summary figure (the record's
@@ -16,12 +32,14 @@ What is shown, all taken from the record (nothing is recomputed that the record 
   per-case ``f1``: extraction, reconciliation), and per class of a declared breakdown (the
   prf specs with a ``group``: reconciliation's verdicts) precision / recall / F1 with the
   summed TP / FP / FN;
-* tokens and cost, for the run and per task;
-* with a base run: the two summaries side by side and the cases whose outcome changed;
-* the cases: a table the page's script builds from the record's cases (inlined as JSON),
-  filtered by outcome and task and searched by case id; a row opens to predicted vs truth
-  (codes the agent added or missed highlighted), the scorer's reason per dimension and
-  check, the tool-call transcript, the raw output and the attempts.
+* tokens and cost, for the run and per task.
+
+The case table is virtualised: its scroll box (sized by the script: as tall as its rows, at
+most 75% of the window; a layout boundary) holds only the rows in and near its view, two
+spacer rows standing for the others (one-line rows of one measured height; an open row's
+detail measured when first shown, later by a ``ResizeObserver``); the search is applied
+40 ms after the last keystroke. A 5,000-case page so lays out a few dozen rows per keystroke
+(``scripts/bench_report_search.py`` measures it in Chromium).
 
 Every figure is formatted here, once (:func:`num`: 3 decimals; :func:`usd`: 4), and the
 script only places the strings: what the page shows is what the record holds. Every record
@@ -30,9 +48,12 @@ block has ``<``, ``>`` and ``&`` as ``\\u003c`` ... (so no ``</script>`` can end
 script sets text only (``textContent``; no ``innerHTML``).
 
 The script's state is in the URL fragment, so a view can be linked (and tested):
-``#q=<id substring>&outcome=failed&task=write&change=changed&open=<task>:<case_id>``.
-A script error is written into ``#errors`` (also ``console.error``); when the script has
-run to its end, ``<body>`` carries ``data-ready="1"``.
+``#q=<id substring>&outcome=failed&task=write&change=changed&case=<task>:<case_id>``;
+``outcome=error:<kind>`` keeps one error kind; ``case=`` (``open=``, its older name, works
+too; ``[rK]`` after the id names repeat K) opens that case and scrolls it just below the
+table's header, on load and when the fragment changes. A script error, or anything the
+page's policy blocked (``securitypolicyviolation``), is written into ``#errors`` (also
+``console.error``); when the script has run to its end, ``<body>`` carries ``data-ready="1"``.
 """
 
 from __future__ import annotations
@@ -312,7 +333,7 @@ def case_view(case: Mapping[str, Any], base: Mapping[str, Any] | None) -> dict[s
     score = case.get("score") if isinstance(case.get("score"), dict) else None
     error = case.get("error") if isinstance(case.get("error"), dict) else None
     usage = case.get("usage") if isinstance(case.get("usage"), dict) else None
-    reason = (error or {}).get("message") or (score or {}).get("reason") or case.get("skip_reason") or ""
+    reason = reason_of(case)
     tokens = ""
     if usage and (_number(usage.get("input_tokens")) or _number(usage.get("output_tokens"))):
         tokens = f"{num(usage.get('input_tokens'))} / {num(usage.get('output_tokens'))}"
@@ -324,7 +345,7 @@ def case_view(case: Mapping[str, Any], base: Mapping[str, Any] | None) -> dict[s
                                 for ch in d.get("checks") or [] if isinstance(ch, dict)]})
     structured = case.get("structured_output")
     view = {
-        "key": f"{case.get('task')}:{case.get('case_id')}",
+        "key": _key(case),
         "id": case.get("case_id"), "task": case.get("task"), "outcome": case.get("outcome"),
         "kind": (error or {}).get("kind"), "reason": reason, "summary": case_summary(case),
         "duration": seconds(case.get("duration_s")), "tokens": tokens,
@@ -350,7 +371,42 @@ def case_view(case: Mapping[str, Any], base: Mapping[str, Any] | None) -> dict[s
     }
     if base is not None:
         view["base_outcome"] = base.get("outcome")
+        view["base_kind"] = (base.get("error") or {}).get("kind") if isinstance(base.get("error"), dict) else None
     return view
+
+
+def outcome_label(case: Mapping[str, Any]) -> str:
+    """The outcome as the page writes it: an error with its kind (``error (agent)``)."""
+    error = case.get("error") if isinstance(case.get("error"), dict) else None
+    outcome = str(case.get("outcome") or "–")
+    return f"{outcome} ({error.get('kind')})" if outcome == "error" and error and error.get("kind") else outcome
+
+
+def reason_of(case: Mapping[str, Any]) -> str:
+    """The case's reason (``CaseResult.reason``): the error's message, the scorer's reason, or
+    why it was skipped."""
+    error = case.get("error") if isinstance(case.get("error"), dict) else None
+    score = case.get("score") if isinstance(case.get("score"), dict) else None
+    return (error or {}).get("message") or (score or {}).get("reason") or case.get("skip_reason") or ""
+
+
+def outcome_counts(cases: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Cases per outcome, errors also per kind (``error:agent``), in :data:`OUTCOMES` order
+    (the kinds after ``error``, in order of first appearance)."""
+    counts: dict[str, int] = {o: 0 for o in OUTCOMES}
+    kinds: dict[str, int] = {}
+    for c in cases:
+        o = str(c.get("outcome"))
+        counts[o] = counts.get(o, 0) + 1
+        if o == "error":
+            kind = ((c.get("error") or {}) if isinstance(c.get("error"), dict) else {}).get("kind") or "unknown"
+            kinds[f"error:{kind}"] = kinds.get(f"error:{kind}", 0) + 1
+    out: dict[str, int] = {}
+    for o, n in counts.items():
+        out[o] = n
+        if o == "error":
+            out.update(kinds)
+    return out
 
 
 def _fhir_view(fhir: Any) -> dict[str, Any] | None:
@@ -609,12 +665,15 @@ def _usage_section(record: Mapping[str, Any]) -> str:
 
 
 def _key(c: Mapping[str, Any]) -> str:
-    return f"{c.get('task')}:{c.get('case_id')}"
+    """A result's key on the page (``#case=``): ``task:case_id``, and ``[rK]`` for repeat K."""
+    repeat = c.get("repeat")
+    return f"{c.get('task')}:{c.get('case_id')}" + (f"[r{repeat}]" if repeat is not None else "")
 
 
 def comparison(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The side-by-side of two runs: per task the summary figures of both, and the cases
-    whose outcome changed (``regression``: was passed, now not; ``fix``: now passed)."""
+    whose outcome changed (``regression``: was passed, now not; ``fix``: now passed), each
+    with its outcome (an error with its kind) and its reason in both runs."""
     tasks = tasks_of(base) + [t for t in tasks_of(new) if t not in tasks_of(base)]
     summaries = {}
     for t in tasks:
@@ -625,16 +684,48 @@ def comparison(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
     after = {_key(c): c for c in new.get("cases") or []}
     flips = []
     for k, c in after.items():
-        if k in before and before[k].get("outcome") != c.get("outcome"):
+        if k in before and outcome_label(before[k]) != outcome_label(c):
             was, now = before[k].get("outcome"), c.get("outcome")
             kind = "regression" if was == "passed" else "fix" if now == "passed" else "changed"
-            flips.append({"key": k, "task": c.get("task"), "case_id": c.get("case_id"), "base": was, "new": now,
-                          "kind": kind})
+            flips.append({"key": k, "task": c.get("task"), "case_id": c.get("case_id"),
+                          "base": outcome_label(before[k]), "new": outcome_label(c), "base_outcome": was, "new_outcome": now, "kind": kind,
+                          "base_reason": reason_of(before[k]), "new_reason": reason_of(c)})
     return {"tasks": tasks, "summaries": summaries, "flips": flips,
             "only_base": [k for k in before if k not in after], "only_new": [k for k in after if k not in before]}
 
 
-def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+def paired_tests(base: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Any, str]:
+    """``groundeval compare``'s own comparison of the two records (``compare.compare``, the
+    cases both hold: ``intersect``), and why there is none when it refuses them (no task in
+    common, a record it cannot read): ``(Comparison | None, message)``."""
+    from pydantic import ValidationError
+
+    from pytest_groundeval.model import RunRecord
+    from pytest_groundeval.reporting.compare import CompareError, compare, loaded_run
+
+    try:
+        runs = [loaded_run(RunRecord.model_validate({k: v for k, v in r.items() if k != "reviews"}),
+                           f"{side} ({r.get('run_id')})")
+                for side, r in (("BASE", base), ("NEW", new))]
+        return compare(runs[0], runs[1], intersect=True), ""
+    except CompareError as exc:
+        return None, str(exc)
+    except ValidationError as exc:
+        return None, f"a record is not a valid run record ({exc.error_count()} problems): no paired test"
+
+
+def _p(m: Any, n_resamples: int) -> str:
+    from pytest_groundeval.reporting.compare import _fmt_p
+
+    return _fmt_p(m.p_value, n_resamples, m.test)
+
+
+def _pass_test(task: Any) -> Any:
+    """The task's paired test of ``pass`` (compare's first metric), or None."""
+    return next((m for m in task.metrics if m.metric == "pass"), None) if task is not None else None
+
+
+def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any], paired: Any, refused: str) -> str:
     cmp = comparison(base, new)
     head = _table(("", "base", "new"), [
         f'<tr><td>{e(label)}</td><td data-base="{e(f)}">{e(base.get(f) or "–")}</td>'
@@ -642,7 +733,31 @@ def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any]) -> str:
         for label, f in (("run id", "run_id"), ("agent", "agent"), ("model", "model"), ("git sha", "git_sha"),
                          ("started", "started_at"))], "compare-head")
     parts = ['<section id="comparison"><h2>Comparison with the base run</h2>', head]
+    by_task = {t.task: t for t in paired.tasks} if paired is not None else {}
+    if paired is None:
+        parts.append(f'<p class="warn" data-paired="refused">No paired test: {e(refused)}</p>')
+    else:
+        parts.append('<p class="method">Paired tests as <code>groundeval compare</code> computes them: '
+                     f'{e(_method_text(paired))}.</p>')
+        parts += [f'<p class="warn" data-compare-warning>{e(w)}</p>' for w in paired.warnings]
+    n_resamples = paired.n_resamples if paired is not None else 0
     for t in cmp["tasks"]:
+        parts.append(f"<h3>{e(t)}</h3>")
+        tc = by_task.get(t)
+        if tc is not None:
+            rows = []
+            for m in tc.metrics:
+                verdict = "REGRESSION" if m.regression else "improved" if m.improvement else ""
+                rows.append(f'<tr data-paired="{e(t)}.{e(m.metric)}" class="{"regression" if m.regression else ""}">'
+                            f'<td>{e(m.metric)}</td><td class="num" data-side="base">{e(num(m.base))}</td>'
+                            f'<td class="num" data-side="new">{e(num(m.new))}</td>'
+                            f'<td class="num" data-side="delta">{e(delta(m.new, m.base))}</td>'
+                            f'<td class="num" data-side="delta_ci95">{e(interval(m.ci95))}</td>'
+                            f'<td data-side="test">{e(m.test or "–")}</td>'
+                            f'<td class="num" data-side="p">{e(_p(m, n_resamples))}</td><td>{e(verdict)}</td></tr>')
+            parts.append(f'<p class="facts">{tc.n_cases} paired cases</p>'
+                         + _table(("metric", "base", "new", "Δ", "Δ 95%", "test", "p", ""), rows, "paired")
+                         + "".join(f'<p class="facts note">{e(n)}</p>' for n in tc.notes))
         b_sum, n_sum = (base.get("summary") or {}).get(t) or {}, (new.get("summary") or {}).get(t) or {}
         rows = []
         for k, bv, nv in cmp["summaries"][t]:
@@ -652,7 +767,8 @@ def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any]) -> str:
                         f'<td class="num" data-side="new">{_value(nv)}</td>'
                         f'<td class="num ci">{e(interval(n_sum.get(f"{k}_ci95")))}</td>'
                         f'<td class="num" data-side="delta">{e(delta(nv, bv))}</td></tr>')
-        parts.append(f"<h3>{e(t)}</h3>" + _table(("metric", "base", "95%", "new", "95%", "Δ"), rows, "compare"))
+        parts.append("<details><summary>each run's own summary</summary>"
+                     + _table(("metric", "base", "95%", "new", "95%", "Δ"), rows, "compare") + "</details>")
     flips = cmp["flips"]
     n_reg = sum(f["kind"] == "regression" for f in flips)
     n_fix = sum(f["kind"] == "fix" for f in flips)
@@ -661,11 +777,20 @@ def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any]) -> str:
                  f'<b data-only="base">{len(cmp["only_base"])}</b> only in the base run, '
                  f'<b data-only="new">{len(cmp["only_new"])}</b> only in the new run.</p>')
     if flips:
-        parts.append(_table(("case", "task", "base", "new", ""), [
-            f'<tr data-flip="{e(f["key"])}" class="{e(f["kind"])}"><td>{e(f["case_id"])}</td><td>{e(f["task"])}</td>'
-            f'<td class="outcome {e(f["base"])}">{e(f["base"])}</td>'
-            f'<td class="outcome {e(f["new"])}">{e(f["new"])}</td>'
-            f'<td>{e(f["kind"])}</td></tr>' for f in flips], "flips"))
+        rows = []
+        for f in flips:
+            test = _pass_test(by_task.get(f["task"]))
+            p = "–" if test is None else f"{_p(test, n_resamples)} ({test.test or 'no test'})"
+            rows.append(
+                f'<tr data-flip="{e(f["key"])}" class="{e(f["kind"])}"><td>{e(f["case_id"])}</td>'
+                f'<td>{e(f["task"])}</td>'
+                f'<td class="outcome {e(f["base_outcome"])}">{e(f["base"])}</td>'
+                f'<td class="outcome {e(f["new_outcome"])}">{e(f["new"])}</td>'
+                f'<td>{e(f["kind"])}</td><td class="flip-reason" data-side="base">{e(f["base_reason"])}</td>'
+                f'<td class="flip-reason" data-side="new">{e(f["new_reason"])}</td>'
+                f'<td class="num" data-side="p">{e(p)}</td></tr>')
+        parts.append(_table(("case", "task", "base", "new", "", "reason in base", "reason in new",
+                             "task's pass: p (test)"), rows, "flips"))
     for side in ("only_base", "only_new"):
         if cmp[side]:
             parts.append(f"<details><summary>only in the {side[5:]} run</summary><ul>"
@@ -675,22 +800,96 @@ def _comparison_section(base: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _method_text(paired: Any) -> str:
+    from pytest_groundeval.reporting.compare import _method
+
+    return _method(paired)
+
+
+def _headline(summary: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
+    """The task's headline figure, read from its declared kinds: its overall F1 (a ``prf`` spec
+    of figure ``f1`` and no ``group``), else its ``pass`` rate, else its first declared number."""
+    specs = {k: v for k, v in specs_of(summary).items()
+             if v.get("kind") not in ("count", "custom") and _number(summary.get(k))}
+    name = (next((k for k, v in specs.items() if v.get("kind") == "prf" and v.get("figure") == "f1"
+                  and not v.get("group")), None)
+            or ("pass" if _number(summary.get("pass")) else None) or next(iter(specs), None))
+    return None if name is None else (name, summary[name], summary.get(f"{name}_ci95"))
+
+
+def _overview(record: Mapping[str, Any], base: Mapping[str, Any] | None, paired: Any) -> str:
+    """The strip at the top: per task its cases by outcome (errors by kind; each count a button
+    that filters the case table), its headline figure, and with a base run its outcome changes
+    and the p of its paired ``pass`` test; then the gate, completeness and cost."""
+    flips = comparison(base, record)["flips"] if base is not None else []
+    by_task = {t.task: t for t in paired.tasks} if paired is not None else {}
+    rows = []
+    for task in tasks_of(record):
+        cases = cases_of(record, task)
+        counts = outcome_counts(cases)
+        buttons = []
+        for o, n in counts.items():
+            if not n or (o == "error" and any(k.startswith("error:") for k in counts)):
+                continue  # the errors are shown by kind
+            label = f"{o[6:]} error{'s' if n != 1 else ''}" if o.startswith("error:") else o
+            buttons.append(f'<button type="button" class="count outcome {e(o.split(":")[0])}" data-task="{e(task)}" '
+                           f'data-outcome="{e(o)}"><b data-count="{e(task)}.{e(o)}">{n}</b> {e(label)}</button>')
+        cells = [f'<th scope="row">{e(task)}</th>',
+                 f'<td><button type="button" class="count" data-task="{e(task)}" data-outcome="">'
+                 f'<b data-count="{e(task)}.cases">{len(cases)}</b> cases</button> {" ".join(buttons)}</td>']
+        head = _headline((record.get("summary") or {}).get(task) or {})
+        cells.append('<td class="headline">' + ("" if head is None else
+                     f'{e(head[0])} <b data-headline="{e(task)}.{e(head[0])}">{e(num(head[1]))}</b> '
+                     f'<span class="ci">{e(interval(head[2]))}</span>') + "</td>")
+        if base is not None:
+            mine = [f for f in flips if f["task"] == task]
+            reg = sum(f["kind"] == "regression" for f in mine)
+            test = _pass_test(by_task.get(task))
+            p = "" if test is None else f"; pass Δ {delta(test.new, test.base)}, p {_p(test, paired.n_resamples)}"
+            cells.append(f'<td><button type="button" class="count" data-task="{e(task)}" data-change="changed">'
+                         f'<b data-count="{e(task)}.changed">{len(mine)}</b> changed</button> '
+                         f'({reg} regression{"s" if reg != 1 else ""}{e(p)})</td>')
+        rows.append(f'<tr data-strip-task="{e(task)}">{"".join(cells)}</tr>')
+    gate = record.get("gate")
+    comp = record.get("completeness") or {}
+    facts = ['gate <b data-strip="gate">' + ("none" if gate is None else "PASSED" if gate.get("passed") else "FAILED")
+             + "</b>",
+             ('<b class="bad" data-strip="completeness">cut short</b>' if comp.get("cut_short")
+              else '<span data-strip="completeness">complete</span>'),
+             f'cost <b data-strip="cost">{e(usd((record.get("usage") or {}).get("cost_usd")))}</b>']
+    return ('<section id="overview"><table class="strip"><tbody>' + "".join(rows) + "</tbody></table>"
+            f'<p class="facts">{" · ".join(facts)} · details below: '
+            '<button type="button" class="jump" data-jump="run">run</button> '
+            + ('<button type="button" class="jump" data-jump="comparison">comparison</button> '
+               if base is not None else "")
+            + "".join(f'<button type="button" class="jump" data-jump="task-{e(t)}">{e(t)}</button> '
+                      for t in tasks_of(record))
+            + '<button type="button" class="jump" data-jump="usage">tokens and cost</button></p></section>')
+
+
+CASE_COLUMNS = (("case", "c-id"), ("task", "c-task"), ("outcome", "c-outcome"), ("base", "c-base"),
+                ("score", "c-summary"), ("reason", "c-reason"), ("time", "c-num"), ("tokens in / out", "c-tokens"),
+                ("cost", "c-num"))
+
+
 def _cases_section(record: Mapping[str, Any], comparing: bool) -> str:
-    outcomes = [o for o in OUTCOMES if any(c.get("outcome") == o for c in record.get("cases") or [])]
-    opt = "".join(f'<option value="{e(o)}">{e(o)}</option>' for o in outcomes)
+    counts = outcome_counts(record.get("cases") or [])
+    opt = "".join(f'<option value="{e(o)}">{e("error: " + o[6:] if o.startswith("error:") else o)} ({n})</option>'
+                  for o, n in counts.items() if n)
     topt = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in tasks_of(record))
     change = ('<label>change <select id="change"><option value="">all</option>'
               '<option value="changed">outcome changed</option></select></label>') if comparing else ""
-    cols = (["case", "task", "outcome"] + (["base"] if comparing else [])
-            + ["score", "reason", "time", "tokens in / out", "cost"])
+    cols = [c for c in CASE_COLUMNS if comparing or c[0] != "base"]
+    colgroup = "".join(f'<col class="{cls}">' for _, cls in cols)
+    head = "".join(f"<th>{e(name)}</th>" for name, _ in cols)
     return ('<section id="cases"><h2>Cases</h2><div class="controls">'
             '<label>search <input id="q" type="search" placeholder="case id" autocomplete="off"></label>'
             f'<label>outcome <select id="outcome"><option value="">all</option>{opt}</select></label>'
             f'<label>task <select id="task"><option value="">all</option>{topt}</select></label>{change}'
             '<span id="shown" aria-live="polite"></span></div>'
             '<noscript>The case table needs JavaScript; every case is in the run record.</noscript>'
-            + _table(cols, [], "cases").replace('<table class="cases">', '<table class="cases" id="case-table">', 1)
-            + "</section>")
+            f'<div id="case-scroll"><table class="cases" id="case-table"><colgroup>{colgroup}</colgroup>'
+            f"<thead><tr>{head}</tr></thead><tbody></tbody></table></div></section>")
 
 
 def reviews_section(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
@@ -746,14 +945,18 @@ svg .hist-bin.extra .bar{fill:var(--warn)}svg .m-recall .bar{fill:#7aa6d8}svg .m
 td.num{white-space:nowrap}
 .controls{display:flex;flex-wrap:wrap;gap:14px;align-items:center;margin:8px 0}
 .controls input{width:260px}#shown{color:var(--muted)}
-table.cases{width:100%}table.cases tr.case{cursor:pointer}table.cases tr.case:hover{background:#f0f4fa}
-table.cases td.reason{max-width:380px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+#case-scroll{max-height:75vh;overflow:auto;contain:strict;border:1px solid var(--line);overscroll-behavior:contain}
+table.cases{width:100%;table-layout:fixed;margin:0}table.cases thead th{position:sticky;top:0;z-index:1}
+table.cases tr.case{cursor:pointer}table.cases tr.case:hover{background:#f0f4fa}
+table.cases tr.case td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+table.cases tr.spacer td{padding:0;border:0}
+col.c-id{width:22%}col.c-task{width:7em}col.c-outcome,col.c-base{width:8.5em}col.c-summary{width:9em}
+col.c-num{width:5.5em}col.c-tokens{width:7em}
 table.cases tr.case td.id::before{content:"▸ ";color:var(--muted)}table.cases tr.case.open td.id::before{content:"▾ "}
 .outcome.passed{color:var(--good)}.outcome.failed{color:var(--bad)}.outcome.error{color:var(--warn)}.outcome.skipped{color:var(--muted)}
 tr.detail>td{background:#fcfcfd;padding:8px 14px 14px}
 .detail h4{margin:12px 0 4px}
 .side{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px}
-table.cases td.id{overflow-wrap:anywhere;min-width:12em}table.cases td.summary{min-width:9em}
 tr.code-added td{background:#fdecea}tr.code-missed td{background:#fff4e0}tr.code-wrong-verdict td{background:#f3e8fd}
 tr.code-match td{background:#eef8f0}
 .tag{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px;font-weight:600}
@@ -763,6 +966,13 @@ tr.code-match td{background:#eef8f0}
 ol.transcript>li{margin-bottom:8px}
 #errors{border:2px solid var(--bad);color:var(--bad);padding:8px;white-space:pre-wrap}
 tr.regression td{background:#fdecea}tr.fix td{background:#eef8f0}
+#overview{margin:6px 0 4px}table.strip{margin:4px 0}table.strip th{background:none;padding-right:14px}
+table.strip td{border:0}table.strip tr{border-bottom:1px solid var(--line)}
+button.count,button.jump{font:inherit;border:1px solid var(--line);background:#fff;border-radius:4px;padding:0 8px;
+margin:1px 2px;cursor:pointer}button.count:hover,button.jump:hover{background:#f0f4fa}
+button.count.error b{color:var(--warn)}button.count.failed b{color:var(--bad)}button.count.passed b{color:var(--good)}
+.headline b{font-size:15px}.ci{color:var(--muted)}.facts{color:var(--muted)}
+table.flips td.flip-reason{max-width:30em;overflow-wrap:anywhere}
 """
 
 JS = r"""
@@ -776,6 +986,9 @@ JS = r"""
   }
   window.addEventListener("error", function (ev) { report("error: " + (ev.message || ev.type)); });
   window.addEventListener("unhandledrejection", function (ev) { report("unhandled rejection: " + ev.reason); });
+  document.addEventListener("securitypolicyviolation", function (ev) {
+    report("blocked by the page's policy: " + ev.violatedDirective + " " + (ev.blockedURI || ""));
+  });
   var consoleError = console.error;
   console.error = function () {
     report("console.error: " + Array.prototype.map.call(arguments, String).join(" "));
@@ -825,7 +1038,6 @@ JS = r"""
   var CASES = DATA.cases;
   var comparing = !!DATA.comparing;
   var tbody = document.querySelector("#case-table tbody");
-  var rows = [];
 
   function codesTable(codes) {
     var withVerdicts = codes.some(function (c) { return c.truth_verdict || c.predicted_verdict; });
@@ -971,48 +1183,166 @@ JS = r"""
     return box;
   }
 
-  CASES.forEach(function (c) {
-    var tr = el("tr", "case");
+  // ---------------------------------------------------------------- the case table, virtualised
+  // Only the rows in (and near) the scroll box's view are in the DOM: `list` holds the cases the
+  // filters let through, `tops` each one's offset (a row, plus its detail when open), and two
+  // spacer rows stand for the rest. A search is applied after a pause in typing (DEBOUNCE_MS).
+  var DEBOUNCE_MS = 40, OVERSCAN_PX = 600, DETAIL_GUESS_PX = 320;
+  var box = document.getElementById("case-scroll");
+  var ncols = document.querySelectorAll("#case-table thead th").length;
+  var entries = CASES.map(function (c, i) {
+    return { c: c, i: i, tr: null, detail: null, open: false, dh: 0, id: String(c.id).toLowerCase(),
+             changed: comparing && !!c.base_outcome && (c.base_outcome !== c.outcome || c.base_kind !== c.kind) };
+  });
+  var byKey = {};
+  entries.forEach(function (en) { if (!byKey[en.c.key]) { byKey[en.c.key] = en; } });
+  var list = entries, tops = [0], rowH = 0, scheduled = false;
+  var spacerTop = spacer(), spacerBottom = spacer();
+
+  function spacer() {
+    var tr = el("tr", "spacer"), td = el("td");
+    tr.setAttribute("aria-hidden", "true");
+    td.colSpan = ncols;
+    add(tr, td);
+    return tr;
+  }
+  function outcomeText(outcome, kind) { return outcome + (outcome === "error" && kind ? " (" + kind + ")" : ""); }
+
+  function rowOf(entry) {
+    if (entry.tr) { return entry.tr; }
+    var c = entry.c, tr = el("tr", "case");
     tr.setAttribute("data-key", c.key);
     tr.setAttribute("data-case-id", c.id);
     tr.setAttribute("data-task", c.task);
     tr.setAttribute("data-outcome", c.outcome);
+    if (c.kind) { tr.setAttribute("data-error-kind", c.kind); }
     tr.tabIndex = 0;
-    var outcome = el("td", "outcome " + c.outcome, c.outcome + (c.kind ? " (" + c.kind + ")" : ""));
-    var cells = [el("td", "id", c.id), el("td", "task", c.task), outcome];
+    var id = el("td", "id", c.id);
+    id.title = c.id;
+    var cells = [id, el("td", "task", c.task), el("td", "outcome " + c.outcome, outcomeText(c.outcome, c.kind))];
     if (comparing) {
-      var b = c.base_outcome || "–";
-      cells.push(el("td", "outcome base " + b, b));
-      if (c.base_outcome && c.base_outcome !== c.outcome) { tr.setAttribute("data-changed", "1"); }
+      var b = c.base_outcome ? outcomeText(c.base_outcome, c.base_kind) : "–";
+      cells.push(el("td", "outcome base " + (c.base_outcome || ""), b));
+      if (entry.changed) { tr.setAttribute("data-changed", "1"); }
     }
     var reason = el("td", "reason", c.reason);
     reason.title = c.reason;
     cells.push(el("td", "summary", c.summary), reason, el("td", "num", c.duration), el("td", "num", c.tokens),
                el("td", "num", c.cost));
     cells.forEach(function (td) { add(tr, td); });
-    var entry = { c: c, tr: tr, detail: null, open: false };
-    function toggle() { setOpen(entry, !entry.open); sync(); }
+    function toggle() { setOpen(entry, !entry.open); sync(); render(); }
     tr.addEventListener("click", toggle);
     tr.addEventListener("keydown", function (ev) {
       if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); toggle(); }
     });
-    add(tbody, tr);
-    rows.push(entry);
-  });
-
-  function setOpen(entry, open) {
-    entry.open = open;
-    entry.tr.classList.toggle("open", open);
-    if (open && !entry.detail) {
-      var d = el("tr", "detail");
+    entry.tr = tr;
+    return tr;
+  }
+  function detailOf(entry) {
+    if (!entry.detail) {
+      var d = el("tr", "detail"), td = el("td");
       d.setAttribute("data-for", entry.c.key);
-      var td = el("td");
-      td.colSpan = entry.tr.children.length;
+      td.colSpan = ncols;
       add(d, add(td, detailFor(entry.c)));
-      entry.tr.parentNode.insertBefore(d, entry.tr.nextSibling);
       entry.detail = d;
     }
-    if (entry.detail) { entry.detail.hidden = !open || entry.tr.hidden; }
+    return entry.detail;
+  }
+  function setOpen(entry, open) {
+    entry.open = open;
+    rowOf(entry).classList.toggle("open", open);
+    layout();
+  }
+
+  function layout() {
+    var y = 0, n = list.length;
+    tops = new Array(n + 1);
+    for (var i = 0; i < n; i++) {
+      tops[i] = y;
+      y += (rowH || 28) + (list[i].open ? (list[i].dh || DETAIL_GUESS_PX) : 0);
+    }
+    tops[n] = y;
+    sizeBox();
+  }
+  function firstBelow(y) {  // the first index whose bottom is below y
+    var lo = 0, hi = list.length;
+    while (lo < hi) {
+      var mid = (lo + hi) >> 1;
+      if (tops[mid + 1] <= y) { lo = mid + 1; } else { hi = mid; }
+    }
+    return lo;
+  }
+  function render(pass) {
+    pass = pass || 0;
+    var n = list.length, view = Math.max(box.clientHeight, window.innerHeight);
+    var from = firstBelow(Math.max(0, box.scrollTop - OVERSCAN_PX));
+    var to = Math.min(n, firstBelow(box.scrollTop + view + OVERSCAN_PX) + 1);
+    var frag = document.createDocumentFragment(), shown = [];
+    spacerTop.firstChild.style.height = tops[from] + "px";
+    spacerTop.hidden = tops[from] === 0;
+    add(frag, spacerTop);
+    for (var i = from; i < to; i++) {
+      add(frag, rowOf(list[i]));
+      if (list[i].open) { add(frag, detailOf(list[i])); }
+      shown.push(list[i]);
+    }
+    spacerBottom.firstChild.style.height = (tops[n] - tops[to]) + "px";
+    spacerBottom.hidden = tops[n] === tops[to];
+    add(frag, spacerBottom);
+    tbody.replaceChildren(frag);
+    // measured heights replace the guesses, once: a row's (every row is one line), a detail's when
+    // it is first shown (later changes come from the ResizeObserver); no forced layout otherwise
+    var again = false;
+    if (!rowH && shown.length) {
+      rowH = shown[0].tr.getBoundingClientRect().height;
+      again = rowH > 0;
+    }
+    shown.forEach(function (en) {
+      if (en.open && !en.dh) {
+        en.dh = en.detail.getBoundingClientRect().height;
+        again = true;
+        if (watcher) { watcher.observe(en.detail); }
+      }
+    });
+    if (again && pass < 3) { layout(); render(pass + 1); }
+  }
+  // the scroll box is as tall as its rows, up to 75% of the window, and sized here (not by its
+  // content), so what changes inside it is laid out without the rest of the page
+  var headH = 0;
+  function sizeBox() {
+    if (!headH) { headH = document.querySelector("#case-table thead").getBoundingClientRect().height || 30; }
+    var want = Math.ceil(Math.min(tops[list.length] + headH + 2, window.innerHeight * 0.75)) + "px";
+    if (box.style.height !== want) { box.style.height = want; }
+  }
+  function schedule() {
+    if (scheduled) { return; }
+    scheduled = true;
+    requestAnimationFrame(function () { scheduled = false; render(); });
+  }
+  // an open detail whose height changes (a <details> opened inside it): lay the rows out again
+  var watcher = typeof ResizeObserver === "function" ? new ResizeObserver(function (items) {
+    var changed = false;
+    items.forEach(function (it) {
+      var en = byKey[it.target.getAttribute("data-for")];
+      if (en && en.open && it.target.isConnected) {
+        var dh = it.target.getBoundingClientRect().height;
+        if (Math.abs(dh - en.dh) > 0.5) { en.dh = dh; changed = true; }
+      }
+    });
+    if (changed) { layout(); schedule(); }
+  }) : null;
+  box.addEventListener("scroll", schedule, { passive: true });
+  window.addEventListener("resize", function () { sizeBox(); schedule(); });
+
+  function scrollToEntry(entry) {  // the row just below the table's (sticky) header, the table on screen
+    var i = list.indexOf(entry);
+    if (i < 0) { return false; }
+    document.getElementById("cases").scrollIntoView({ block: "start" });
+    box.scrollTop = tops[i];
+    render();
+    box.scrollTop = tops[i];  // the heights measured while rendering may have moved it
+    render();
+    return true;
   }
 
   var q = document.getElementById("q"), fo = document.getElementById("outcome"),
@@ -1024,8 +1354,7 @@ JS = r"""
     if (fo.value) { p.set("outcome", fo.value); }
     if (ft.value) { p.set("task", ft.value); }
     if (fc && fc.value) { p.set("change", fc.value); }
-    var open = rows.filter(function (r) { return r.open; }).map(function (r) { return r.c.key; });
-    open.forEach(function (k) { p.append("open", k); });
+    entries.forEach(function (en) { if (en.open) { p.append("case", en.c.key); } });
     return p.toString();
   }
   function sync() {
@@ -1041,31 +1370,66 @@ JS = r"""
     choose(fo, p.get("outcome") || "");
     choose(ft, p.get("task") || "");
     if (fc) { choose(fc, p.get("change") || ""); }
-    var open = {};
-    p.getAll("open").forEach(function (k) { k.split(",").forEach(function (x) { open[x] = true; }); });
-    rows.forEach(function (r) { if (open[r.c.key] || r.open) { setOpen(r, !!open[r.c.key]); } });
+    // #case=<task>:<id> (#open= its older name; several, or comma-separated): open them, show the first
+    var wanted = [], open = {};
+    p.getAll("case").concat(p.getAll("open")).forEach(function (k) {
+      k.split(",").forEach(function (x) {
+        var en = byKey[x] || byKey[x + "[r1]"];
+        if (en && !open[en.c.key]) { open[en.c.key] = true; wanted.push(en); }
+      });
+    });
+    entries.forEach(function (en) {
+      if (en.open !== !!open[en.c.key]) { en.open = !!open[en.c.key]; rowOf(en).classList.toggle("open", en.open); }
+    });
     apply();
+    if (wanted.length) { scrollToEntry(wanted[0]); }
+  }
+  function matches(en, needle, o, t, ch) {
+    var c = en.c;
+    if (needle && en.id.indexOf(needle) < 0) { return false; }
+    if (o) {
+      if (o.indexOf("error:") === 0) {
+        if (c.outcome !== "error" || c.kind !== o.slice(6)) { return false; }
+      } else if (c.outcome !== o) { return false; }
+    }
+    return (!t || c.task === t) && (!ch || en.changed);
   }
   function apply() {
     var needle = q.value.trim().toLowerCase(), o = fo.value, t = ft.value, ch = fc ? fc.value : "";
-    var shown = 0;
-    rows.forEach(function (r) {
-      var c = r.c;
-      var visible = (!needle || String(c.id).toLowerCase().indexOf(needle) >= 0) && (!o || c.outcome === o)
-        && (!t || c.task === t) && (!ch || r.tr.getAttribute("data-changed") === "1");
-      r.tr.hidden = !visible;
-      if (r.detail) { r.detail.hidden = !visible || !r.open; }
-      if (visible) { shown++; }
-    });
+    list = needle || o || t || ch ? entries.filter(function (en) { return matches(en, needle, o, t, ch); }) : entries;
+    layout();
+    if (box.scrollTop > tops[list.length]) { box.scrollTop = 0; }
+    render();
     var counter = document.getElementById("shown");
-    counter.textContent = shown + " of " + rows.length + " cases shown";
-    counter.setAttribute("data-shown", String(shown));
-    counter.setAttribute("data-total", String(rows.length));
+    counter.textContent = list.length + " of " + entries.length + " cases shown";
+    counter.setAttribute("data-shown", String(list.length));
+    counter.setAttribute("data-total", String(entries.length));
   }
-  [q, fo, ft, fc].forEach(function (input) {
-    if (!input) { return; }
-    input.addEventListener("input", function () { apply(); sync(); });
-    input.addEventListener("change", function () { apply(); sync(); });
+  var typing = null;
+  q.addEventListener("input", function () {
+    clearTimeout(typing);
+    typing = setTimeout(function () { typing = null; apply(); sync(); }, DEBOUNCE_MS);
+  });
+  [fo, ft, fc].forEach(function (input) {
+    if (input) { input.addEventListener("change", function () { apply(); sync(); }); }
+  });
+  // the summary strip: a count filters the table to its cases; the other buttons jump to a section
+  Array.prototype.forEach.call(document.querySelectorAll("#overview button[data-task]"), function (b) {
+    b.addEventListener("click", function () {
+      q.value = "";
+      choose(ft, b.getAttribute("data-task"));
+      choose(fo, b.getAttribute("data-outcome") || "");
+      if (fc) { choose(fc, b.getAttribute("data-change") || ""); }
+      apply(); sync();
+      box.scrollTop = 0;
+      document.getElementById("cases").scrollIntoView({ block: "start" });
+    });
+  });
+  Array.prototype.forEach.call(document.querySelectorAll("#overview button[data-jump]"), function (b) {
+    b.addEventListener("click", function () {
+      var target = document.getElementById(b.getAttribute("data-jump"));
+      if (target) { target.scrollIntoView({ block: "start" }); }
+    });
   });
   window.addEventListener("hashchange", fromHash);
   fromHash();
@@ -1102,11 +1466,15 @@ def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> 
     title = f"groundeval {record.get('run_id') or ''}" + (f" vs {base.get('run_id')}" if base is not None else "")
     gate = record.get("gate")
     verdict = "" if gate is None else (" — gate PASSED" if gate.get("passed") else " — gate FAILED")
-    sections = [_header(record), reviews_section(record, base)]
+    paired, refused = paired_tests(base, record) if base is not None else (None, "")
+    # what one looks for first (the summary strip, the cases), then the details of the run
+    sections = [_overview(record, base, paired), _cases_section(record, base is not None),
+                reviews_section(record, base)]
     if base is not None:
-        sections.append(_comparison_section(base, record))
+        sections.append(_comparison_section(base, record, paired, refused))
+    sections.append(_header(record))
     sections += [_task_section(t, record) for t in tasks_of(record)]
-    sections += [_usage_section(record), _cases_section(record, base is not None)]
+    sections.append(_usage_section(record))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{e(csp)}">'

@@ -11,6 +11,7 @@ equals the record's, formatted the way the page promises (3 decimals, USD with 4
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -201,7 +202,8 @@ def parse(text: str) -> Node:
 
 
 def browse(page: Path, fragment: str = "") -> Node:
-    """The page's DOM after its script ran, asserting it loaded cleanly: no console message
+    """The page's DOM after its script ran (in a window tall enough for every row of these
+    small records to be rendered), asserting it loaded cleanly: no console message
     (Chromium's log of the page's console and of uncaught errors), nothing in ``#errors``
     (the page's own catcher), and its script ran to the end (``data-ready``)."""
     profile = page.parent / f".chromium-{uuid.uuid4().hex[:8]}"
@@ -210,6 +212,9 @@ def browse(page: Path, fragment: str = "") -> Node:
         proc = subprocess.run(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
              f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0",
+             # a tall window: the case table renders only the rows in its view (virtualised), and these
+             # small records' rows, opened details included, are all to be read back from the DOM
+             "--window-size=1280,30000",
              "--dump-dom", url],
             capture_output=True, text=True, timeout=180)
     finally:
@@ -316,6 +321,23 @@ def check_case_rows(dom: Node, rec: dict) -> None:
     assert shown.attrs["data-shown"] == shown.attrs["data-total"] == str(len(rec["cases"]))
 
 
+def check_strip(dom: Node, rec: dict) -> None:
+    """The summary strip: per task its cases by outcome (errors by kind) and its headline figure."""
+    for task, summary in rec["summary"].items():
+        cases = [c for c in rec["cases"] if c["task"] == task]
+        row = dom.one("tr", data_strip_task=task)
+        shown = {b.attrs["data-count"]: int(b.text()) for b in row.all("b", data_count=True)}
+        want = {f"{task}.cases": len(cases)}
+        for c in cases:
+            k = f"{task}.{c['outcome']}" + (f":{c['error']['kind']}" if c["error"] else "")
+            want[k] = want.get(k, 0) + 1
+        assert shown == want, task
+        assert [want[f"{task}.{o}"] for o in ("passed", "failed") if f"{task}.{o}" in want] == [
+            summary[f"n_{o}"] for o in ("passed", "failed") if summary[f"n_{o}"]]
+        headline = {"extraction": "micro_f1", "reconciliation": "micro_f1", "write": "pass"}[task]
+        assert row.one(data_headline=f"{task}.{headline}").text() == fmt(summary[headline])
+
+
 def visible(dom: Node) -> list[str]:
     return [r.attrs["data-key"] for r in case_rows(dom) if not r.hidden]
 
@@ -373,6 +395,18 @@ def test_report_command_writes_the_page_and_refuses_what_is_not_a_record(extract
     assert _report(str(record), str(record), str(record)) == 2
 
 
+def test_a_comparison_compare_refuses_says_why_instead_of_p_values(extraction):
+    new = extraction["record"]
+    base = json.loads(json.dumps(new))
+    for c in base["cases"]:
+        c["task"] = "other"
+    base["summary"] = {"other": base["summary"]["extraction"]}
+    dom = parse(html_report.render(new, base))
+    note = dom.one("p", data_paired="refused").text()
+    assert "no task in common" in note and "nothing to compare" in note
+    assert dom.all("tr", data_paired=True) == []
+
+
 def _report(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="groundeval")
     html_report.add_parser(parser.add_subparsers(dest="command", required=True))
@@ -392,6 +426,7 @@ def test_extraction_page_shows_the_record(extraction):
     check_metrics(dom, rec)
     check_usage(dom, rec)
     check_case_rows(dom, rec)
+    check_strip(dom, rec)
     # the F1 histogram: scored cases per bin (k/10 <= F1 < (k+1)/10; 1.0 its own), errors apart
     bins = {b.attrs["data-bin"]: b for b in dom.one(class_="f1-histogram").all("g", data_bin=True)}
     want = dict.fromkeys(html_report.HIST_BINS, 0)
@@ -451,6 +486,7 @@ def test_write_and_reconciliation_pages_show_dimensions_verdicts_and_transcripts
     check_metrics(dom, rec)
     check_usage(dom, rec)
     check_case_rows(dom, rec)
+    check_strip(dom, rec)
     # write: the pass rate per dimension, in the chart and its table, with the interval
     write, cases = rec["summary"]["write"], [c for c in rec["cases"] if c["task"] == "write"]
     dims = list(cases[0]["score"]["dimensions"]) + ["pass"]
@@ -543,6 +579,15 @@ def test_agent_output_renders_as_text_not_markup(evil, tmp_path):
     assert names  # the displays the agent answered, shown as the text they are
 
 
+def label(c: dict) -> str:
+    """A case's outcome as the page writes it: an error with its kind."""
+    return f"{c['outcome']} ({c['error']['kind']})" if c["error"] else c["outcome"]
+
+
+def reason(c: dict) -> str:
+    return c["error"]["message"] if c["error"] else c["score"]["reason"] if c["score"] else c["skip_reason"] or ""
+
+
 @needs_chromium
 def test_two_runs_compared(evalproject, tmp_path):
     new = _extraction(evalproject)
@@ -553,17 +598,233 @@ def test_two_runs_compared(evalproject, tmp_path):
     assert _report(str(evalproject.path / "base.json"), str(new["path"] / "record.json"), "-o", str(page)) == 0
     dom = browse(page)
     check_metrics(dom, new_rec)
-    before = {key(c): c["outcome"] for c in base_rec["cases"]}
-    flips = {key(c): (before[key(c)], c["outcome"]) for c in new_rec["cases"] if before[key(c)] != c["outcome"]}
-    assert len(flips) == 3
+    before = {key(c): c for c in base_rec["cases"]}
+    flips = {key(c): (before[key(c)], c) for c in new_rec["cases"] if before[key(c)]["outcome"] != c["outcome"]}
+    assert len(flips) == 3 and any(c["outcome"] == "error" for _, c in flips.values())
+    # each flipped case: its outcome in both runs (an error with its kind, not "failed") and its reason in both
     rows = {r.attrs["data-flip"]: r for r in dom.all("tr", data_flip=True)}
-    assert {k: (r.all("td")[2].text(), r.all("td")[3].text()) for k, r in rows.items()} == flips
+    assert {k: [td.text() for td in r.all("td")[2:4]] for k, r in rows.items()} == {
+        k: [label(b), label(n)] for k, (b, n) in flips.items()}
+    assert {k: (r.one("td", data_side="base").text(), r.one("td", data_side="new").text()) for k, r in rows.items()} \
+        == {k: (reason(b), reason(n)) for k, (b, n) in flips.items()}
+    assert all(reason(n) for _, n in flips.values())
     assert dom.one(data_flips="regression").text() == "3"
+    # the p-values are groundeval compare's own, for every metric it tests, and each flip names its task's pass test
+    from pytest_groundeval.reporting import compare as compare_mod
+
+    cmp = compare_mod.compare_paths(evalproject.path / "base.json", new["path"] / "record.json")
+    (task,) = cmp.tasks
+    for m in task.metrics:
+        row = dom.one("tr", data_paired=f"extraction.{m.metric}")
+        assert row.one(data_side="p").text() == compare_mod._fmt_p(m.p_value, cmp.n_resamples, m.test), m.metric
+        assert row.one(data_side="test").text() == (m.test or "–")
+        assert row.one(data_side="delta_ci95").text() == fmt_ci(m.ci95)
+    pass_test = next(m for m in task.metrics if m.metric == "pass")
+    assert (pass_test.test, pass_test.discordant, pass_test.p_value) == ("mcnemar", {"b": 3, "c": 0}, 0.25)
+    assert {r.one("td", data_side="p").text() for r in rows.values()} == {"0.25 (mcnemar)"}
+    assert dom.one("tr", data_strip_task="extraction").one(data_count="extraction.changed").text() == "3"
     for k in ("micro_f1", "n_passed", "macro_f1"):
         row = dom.one("tr", data_compare=f"extraction.{k}")
         b, n = base_rec["summary"]["extraction"][k], new_rec["summary"]["extraction"][k]
         assert (row.one(data_side="base").text(), row.one(data_side="new").text()) == (fmt(b), fmt(n))
         assert row.one(data_side="delta").text() == (f"{n - b:+d}" if isinstance(n, int) else f"{n - b:+.3f}")
-    assert [r.all("td")[3].text() for r in case_rows(dom)] == [before[key(c)] for c in new_rec["cases"]]
+    assert [r.all("td")[3].text() for r in case_rows(dom)] == [label(before[key(c)]) for c in new_rec["cases"]]
     dom = browse(page, urlencode({"change": "changed"}))
     assert visible(dom) == [k for k in (key(c) for c in new_rec["cases"]) if k in flips]
+
+
+@needs_chromium
+def test_errors_are_shown_as_errors_with_their_kind(extraction):
+    rec = extraction["record"]
+    errored = [c for c in rec["cases"] if c["outcome"] == "error"]
+    assert [c["error"]["kind"] for c in errored] == ["agent"]
+    dom = browse(extraction["html"])
+    strip = dom.one("tr", data_strip_task="extraction")
+    assert strip.one(data_count="extraction.error:agent").text() == "1"  # counted as an agent error ...
+    assert strip.one(data_count="extraction.failed").text() == str(sum(c["outcome"] == "failed" for c in rec["cases"]))
+    assert strip.all(data_count="extraction.error") == []  # ... and not once more without its kind
+    options = {o.attrs["value"]: o.text() for o in dom.one("select", id="outcome").all("option")}
+    assert options["error:agent"] == "error: agent (1)" and options["failed"] == "failed (2)"
+    row = dom.one("tr", data_key=key(errored[0]))
+    assert row.attrs["data-outcome"] == "error" and row.attrs["data-error-kind"] == "agent"
+    assert row.all("td")[2].text() == "error (agent)" and "error" in row.all("td")[2].attrs["class"].split()
+    dom = browse(extraction["html"], urlencode({"outcome": "error:agent"}))
+    assert visible(dom) == [key(errored[0])] and dom.one(id="shown").attrs["data-shown"] == "1"
+    dom = browse(extraction["html"], urlencode({"outcome": "failed"}))
+    assert visible(dom) == [key(c) for c in rec["cases"] if c["outcome"] == "failed"]  # the error is not a failure
+
+
+# ---------------------------------------------------------------- measured in a real viewport (DevTools over a pipe)
+def _chromium_module():
+    spec = importlib.util.spec_from_file_location("_chromium", ROOT / "scripts" / "_chromium.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    module = _chromium_module()
+    with module.Chromium(CHROMIUM) as browser:
+        yield browser
+        assert browser.console_messages() == []
+
+
+VIEWPORT = (1280, 900)
+
+# where the table is, where a row is (None: not rendered), and what the box holds
+GEOMETRY = """(function (key) {
+  var t = document.getElementById("case-table").getBoundingClientRect();
+  var box = document.getElementById("case-scroll").getBoundingClientRect();
+  var row = null, open = false, detail = false;
+  document.querySelectorAll("#case-table tr.case").forEach(function (tr) {
+    if (tr.getAttribute("data-key") === key) {
+      var r = tr.getBoundingClientRect();
+      row = {top: r.top, bottom: r.bottom}; open = tr.classList.contains("open");
+      var d = tr.nextElementSibling;
+      detail = !!d && d.classList.contains("detail") && d.getAttribute("data-for") === key;
+    }
+  });
+  return {head_bottom: document.querySelector("#case-table thead").getBoundingClientRect().bottom,
+          table_top: t.top, first_row_top: (document.querySelector("#case-table tr.case") || t)
+            .getBoundingClientRect().top, box: {top: box.top, bottom: box.bottom}, row: row, open: open,
+          detail: detail, rendered: document.querySelectorAll("#case-table tr.case").length,
+          shown: document.getElementById("shown").getAttribute("data-shown"),
+          errors: document.getElementById("errors").textContent, height: innerHeight};
+})(%s)"""
+
+
+def geometry(page, case_key: str = "") -> dict:
+    return page.evaluate(GEOMETRY % json.dumps(case_key))
+
+
+def in_view(g: dict) -> bool:
+    """The row is drawn inside the window and inside the table's scroll box, below its sticky header."""
+    r = g["row"]
+    return r is not None and 0 <= r["top"] and r["bottom"] <= g["height"] and \
+        g["head_bottom"] - 0.5 <= r["top"] and r["bottom"] <= g["box"]["bottom"]
+
+
+@needs_chromium
+def test_the_case_table_is_in_the_first_viewport(chromium, suites, extraction, evalproject, tmp_path):
+    _extraction(evalproject)
+    evalproject.runpytest("test_evals.py", "--agent", "agents_under_test:Correct", "--data-dir", "data",
+                          "--run-record", "base.json", "-p", "no:cacheprovider")
+    diff = tmp_path / "diff.html"
+    html_report.write(extraction["record"], diff, read_record(evalproject, "base.json"))
+    for page_path in (suites["html"], extraction["html"], diff):
+        page = chromium.open(page_path, width=VIEWPORT[0], height=VIEWPORT[1])
+        g = geometry(page)
+        assert g["errors"] == ""
+        # the table, its header and its first row are on screen without scrolling
+        assert 0 < g["table_top"] and g["first_row_top"] + 30 < VIEWPORT[1], (page_path.name, g)
+        if page_path == extraction["html"]:  # a count in the strip filters the table to its cases
+            page.evaluate('document.querySelector(\'#overview button[data-outcome="error:agent"]\').click()')
+            assert rendered_keys(page) == [key(c) for c in extraction["record"]["cases"] if c["outcome"] == "error"]
+            assert page.evaluate("location.hash") == "#" + urlencode({"outcome": "error:agent", "task": "extraction"})
+        page.close()
+
+
+def big_record(record: dict, n: int) -> dict:
+    """``record`` with ``n`` cases: copies of its cases, each with its own id (``<id>-00042``)."""
+    rec = json.loads(json.dumps(record))
+    cases = rec["cases"]
+    rec["cases"] = [dict(cases[i % len(cases)], case_id=f"{cases[i % len(cases)]['case_id']}-{i:05d}")
+                    for i in range(n)]
+    return rec
+
+
+@pytest.fixture
+def big_page(extraction, tmp_path_factory):
+    if "big" not in _RUNS:  # made once per session, like the records
+        rec = big_record(extraction["record"], 3000)
+        page = tmp_path_factory.mktemp("big") / "big.html"
+        html_report.write(rec, page)
+        _RUNS["big"] = (rec, page)
+    return _RUNS["big"]
+
+
+@needs_chromium
+def test_case_link_scrolls_to_and_opens_the_case(chromium, big_page, suites):
+    rec, path = big_page
+    far = rec["cases"][2731]
+    for name in ("case", "open"):  # #open= is the older name of #case=
+        page = chromium.open(path, urlencode({name: key(far)}), width=VIEWPORT[0], height=VIEWPORT[1])
+        g = geometry(page, key(far))
+        assert g["open"] and g["detail"] and in_view(g), (name, g)
+        assert g["rendered"] < 200 and g["shown"] == "3000"  # virtualised: a window of the rows is in the DOM
+        # a link followed on the open page (hashchange) goes there too
+        near = rec["cases"][5]
+        page.evaluate(f"location.hash = {json.dumps(urlencode({'case': key(near)}))}")
+        page.wait_for(f"({GEOMETRY % json.dumps(key(near))}).open")
+        g = geometry(page, key(near))
+        assert in_view(g) and g["detail"] and not geometry(page, key(far))["open"]
+        page.close()
+    # a small page (the committed suites' record): the last case, opened, is on screen
+    last = suites["record"]["cases"][-1]
+    page = chromium.open(suites["html"], urlencode({"case": key(last)}), width=VIEWPORT[0], height=VIEWPORT[1])
+    g = geometry(page, key(last))
+    page.close()
+    assert g["open"] and g["detail"] and in_view(g), g
+
+
+SEARCH = """(function (value) {
+  var q = document.getElementById("q");
+  q.value = value;
+  q.dispatchEvent(new Event("input", {bubbles: true}));
+})(%s)"""
+
+
+def rendered_keys(page) -> list[str]:
+    return page.evaluate('Array.prototype.map.call(document.querySelectorAll("#case-table tr.case"), '
+                         'function (tr) { return tr.getAttribute("data-key"); })')
+
+
+@needs_chromium
+def test_the_virtualised_table_finds_filters_and_opens_any_row(chromium, big_page):
+    rec, path = big_page
+    keys = [key(c) for c in rec["cases"]]
+    page = chromium.open(path, width=VIEWPORT[0], height=VIEWPORT[1])
+    first = rendered_keys(page)
+    assert 10 < len(first) < 200 and first == keys[:len(first)]  # the top of the table, in the record's order
+    # search (debounced: wait for the counter) finds a row far down; clearing brings every row back
+    far = rec["cases"][2950]
+    page.evaluate(SEARCH % json.dumps(far["case_id"][-12:].upper()))
+    page.wait_for('document.getElementById("shown").getAttribute("data-shown") === "1"')
+    assert rendered_keys(page) == [key(far)]
+    page.evaluate(SEARCH % json.dumps(""))
+    page.wait_for('document.getElementById("shown").getAttribute("data-shown") === "3000"')
+    assert rendered_keys(page) == first
+    # a filter: every errored case, wherever it is; the box scrolled to its end shows the last of them
+    page.evaluate('var o = document.getElementById("outcome"); o.value = "error:agent";'
+                  'o.dispatchEvent(new Event("change"));')
+    errored = [key(c) for c in rec["cases"] if c["outcome"] == "error"]
+    assert page.evaluate('document.getElementById("shown").getAttribute("data-shown")') == str(len(errored)) == "750"
+    shown = rendered_keys(page)
+    assert shown == errored[:len(shown)] and len(shown) < 200
+    page.evaluate('var b = document.getElementById("case-scroll"); b.scrollTop = b.scrollHeight;')
+    page.wait_for(f"({GEOMETRY % json.dumps(errored[-1])}).row !== null")
+    assert rendered_keys(page)[-1] == errored[-1]
+    # a click on that far row opens it where it is
+    page.evaluate(f'document.querySelector(\'#case-table tr.case[data-key="{errored[-1]}"]\').click()')
+    g = geometry(page, errored[-1])
+    assert g["open"] and g["detail"]
+    err = page.evaluate(f'document.querySelector(\'tr.detail[data-for="{errored[-1]}"] pre.error-message\')'
+                        '.textContent')
+    assert err == f"{rec['cases'][keys.index(errored[-1])]['error']['error_class']}: " \
+                  f"{rec['cases'][keys.index(errored[-1])]['error']['message']}"
+    assert "case=" in page.evaluate("location.hash")  # the opened row is in the URL, to be linked
+    page.close()
+
+
+@needs_chromium
+def test_what_the_pages_policy_blocks_is_reported_on_the_page(chromium, extraction):
+    """The script sizes the table's rows through the CSSOM, which the policy allows; an inline
+    style attribute it would block lands in ``#errors``, which every page test reads."""
+    page = chromium.open(extraction["html"], width=VIEWPORT[0], height=VIEWPORT[1])
+    assert page.evaluate('document.getElementById("errors").textContent') == ""
+    page.evaluate('document.body.appendChild(document.createElement("div")).setAttribute("style", "color:red")')
+    errors = page.wait_for('document.getElementById("errors").textContent')
+    page.close()
+    assert errors.startswith("blocked by the page's policy: style-src-attr")
+    chromium.events.clear()  # the browser logged the violation too: expected here
