@@ -343,7 +343,7 @@ class Reporter:
         if langsmith is not None:  # the experiments' summary feedback; their URLs go in the record
             langsmith = langsmith.finish(_plain({"summary": summary, "gate": gate, "agent": agent, "model": model,
                                                  "finished_at": finished_at, "completeness": completeness}),
-                                         [o.langsmith for o in self.workers if o.langsmith])
+                                         [o.langsmith for o in self.workers if o.langsmith], cases)
         return build_record(
             run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
             requested=self.requested(), options=self.options(), cases=cases, summary=summary,
