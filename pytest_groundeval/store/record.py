@@ -129,8 +129,8 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
 ) -> RunRecord:
     """The run record, built once from every part (nothing is patched in after). A merged run
     passes its shards' ``finished_at``, ``provenance`` (commit, package versions) and ``git``
-    block; a session leaves them to be read here (now, ``rootdir``'s commit and git block, the
-    installed packages)."""
+    block; a session passes the ``git`` block it read (the one its LangSmith experiments carry)
+    and leaves the rest to be read here (now, ``rootdir``'s commit, the installed packages)."""
     from pytest_groundeval.run.repeats import repeat_records
 
     return RunRecord(
@@ -139,7 +139,7 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
         started_at=started_at,
         finished_at=finished_at or now_iso(),
         git_sha=provenance[0] if provenance is not None else git_sha(rootdir),
-        git=git if provenance is not None else git_info(rootdir),
+        git=git if provenance is not None or git is not None else git_info(rootdir),
         agent=agent,
         model=model,
         requested=requested,

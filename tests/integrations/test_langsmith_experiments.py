@@ -856,3 +856,22 @@ def test_under_repeat_the_experiment_is_made_and_ended_as_the_sdks_evaluate_make
     assert meta["git"] == {k: sdk_meta["git"][k] for k in ("commit", "branch", "dirty")}
     assert meta["dataset_splits"] == sdk_meta["dataset_splits"]
     assert datetime.fromisoformat(meta["dataset_version"]) == datetime.fromisoformat(sdk_meta["dataset_version"])
+
+
+def test_the_experiments_git_block_is_the_records_even_when_the_run_dirties_the_tree(extraction, fake, monkeypatch):
+    """The record and its journal land in the work tree (not ignored here; the run's lock file
+    is): read at the end, the tree would be dirty while the experiment, made at the start, said
+    clean. The block is read once (as the SDK reads its own once) and both carry it."""
+    server = fake()
+    _env(monkeypatch, server.url)
+    (extraction.path / ".gitignore").write_text("*.lock\n__pycache__/\n.groundeval/\nrunpytest-current\nstdout\n"
+                                                "stderr\n")
+    _git(extraction.path, "init", "-q", "-b", "main")
+    _git(extraction.path, "add", "-A")
+    _git(extraction.path, "commit", "-q", "-m", "the eval project")
+    result, rec, _ = _run(extraction)
+    result.assert_outcomes(passed=len(SMALL_SET))
+    assert "record.json" in _git(extraction.path, "status", "--porcelain")  # the run left the tree dirty
+    [project] = server.projects.values()
+    assert project["extra"]["metadata"]["git"] == rec["git"] == {
+        "commit": _git(extraction.path, "rev-parse", "HEAD"), "branch": "main", "dirty": False}  # as it started

@@ -37,7 +37,7 @@ def register(config: pytest.Config, settings: Any, evaluator: Any, reporter: Any
         run_id = reporter.run_id if reporter is not None else \
             "xdist-" + (environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex)[:12]
         prefix = (environ.get("LANGSMITH_EXPERIMENT") or "").strip() or settings.agent.name
-        git = git_info(settings.rootdir)
+        git = reporter.git if reporter is not None else git_info(settings.rootdir)  # the record's, read now
         metadata = {"groundeval_run_id": run_id, "agent": settings.agent.name, "model": settings.agent.model,
                     "mode": settings.mode, "stored_run": settings.stored_spec,
                     "git_sha": git.commit if git is not None else None,
