@@ -13,7 +13,12 @@ the real ``langsmith`` client:
   never duplicates.
 * **an experiment per suite and session**: a project named ``<agent> <task> <run id>``
   (``LANGSMITH_EXPERIMENT`` replaces ``<agent>``) whose ``reference_dataset_id`` is the
-  dataset; git sha, record path, run id, agent and model are its metadata. The controller
+  dataset, made and ended as the SDK's ``evaluate(..., num_repetitions=N)`` does: ``num_examples``
+  and ``num_repetitions`` (``--repeat N``) on it, and in its metadata ``num_repetitions``, the
+  SDK's ``git`` block (commit, branch, dirty), ``dataset_version`` and ``dataset_splits``, besides
+  git sha, record path, run id, agent and model. At the end the dataset version is tagged as the
+  langsmith pytest plugin tags it (``git:commit:<sha>``, ``git:branch:<name>``) and with the
+  suite version (``suite:<12 hex>`` of the session's cases and their content). The controller
   (``controller.py``) names it and hands the run id to every pytest-xdist worker
   (``pytest_configure_node``):
   all workers post to the one experiment (the first creates it, the others find it). A
@@ -26,8 +31,9 @@ the real ``langsmith`` client:
   case that made no call here (``--rescore``, ``--resume``) gets its root run from the
   stored output, its transcript as child runs.
 * **feedback** per case: each numeric metric (not the task's raw counts), each pass/fail
-  dimension (its reason as comment), and ``pass``; per experiment, the suite's summary and
-  the gate as experiment-level feedback (``project_id``, as the SDK's summary evaluators).
+  dimension (its reason as comment), and ``pass``; per experiment, the suite's summary figures
+  whose declared kind is not ``count`` and the gate as experiment-level feedback
+  (``project_id``, as the SDK's summary evaluators).
 * the experiments' URLs in the terminal summary and in the record (``RunRecord.langsmith``).
 
 LangSmith never fails, slows or stalls a case. Nothing is imported or contacted until eval
