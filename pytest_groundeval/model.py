@@ -823,6 +823,17 @@ class RecordOptions(_Model):
         return data
 
 
+class GitInfo(_Model):
+    """The working tree a run was made from, read as the ``langsmith`` SDK reads it for an
+    experiment's ``git`` block (``langsmith.env.get_git_info``): ``git rev-parse HEAD``, ``git
+    rev-parse --abbrev-ref HEAD`` (``HEAD`` when detached) and whether ``git status
+    --porcelain`` lists anything (uncommitted or untracked files)."""
+
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool | None = None
+
+
 class RunRecord(_Model):
     """``runs/<run_id>.json``: one session's cases, summary, usage, budget and gate."""
 
@@ -831,6 +842,7 @@ class RunRecord(_Model):
     started_at: str
     finished_at: str
     git_sha: str | None
+    git: GitInfo | None = None  # commit, branch, dirty (None: not in a git work tree, or an older record)
     agent: str  # the agent that answered, as it names itself (several: comma-separated)
     model: str | None  # the model the agent reports using (else the one asked for)
     requested: dict[str, str | None]  # what --agent / --model asked for (what --resume matches)

@@ -32,7 +32,7 @@ from pytest_groundeval.run.runner import (UNOBSERVED, Called, CallObservers, age
                                           load_case, not_run, reuse)
 from pytest_groundeval.store.resume import needs_call
 from pytest_groundeval.tasks.base import Task
-from pytest_groundeval.run.usage import Budget, call_floor, unpriced_budget
+from pytest_groundeval.run.usage import Budget, call_floor, retirement, unpriced_budget
 
 
 def load_stored(settings: Settings) -> StoredRun | None:
@@ -142,9 +142,10 @@ class Evaluator:
         return self._refs[task]
 
     # -- the agent --
-    def preflight(self) -> None:
+    def preflight(self) -> list[str]:
         """At start, once: the chosen agent can be built, its server answers, and with
-        ``--max-cost`` its model has a price; else one usage error, not one traceback per case."""
+        ``--max-cost`` its model has a price; else one usage error, not one traceback per case.
+        Returns what to warn of: a model Anthropic has retired (``prices.json``)."""
         spec = self.settings.agent
         if spec.base_url:
             why = probe_url(spec.base_url)
@@ -161,6 +162,9 @@ class Evaluator:
         problem = unpriced_budget(model, self.settings.max_cost, agent_name(agent))
         if problem is not None:
             raise pytest.UsageError(f"groundeval: --agent={spec.name}: {problem}")
+        retired = retirement(model)
+        return [f"groundeval: --agent={spec.name}: {retired}; its price still applies to the tokens "
+                "reported (a partner platform may still serve it)"] if retired else []
 
     # -- the agent --
     def get_agent(self) -> Any:

@@ -140,7 +140,10 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None
     if chosen and settings.preflight and settings.mode != "rescore" and not settings.is_worker \
             and not config.option.help:
-        evaluator.preflight()
+        from pytest_groundeval.run.usage import RetiredModelWarning
+
+        for note in evaluator.preflight():  # a retired model: warned (-W error makes it fatal), still run
+            config.issue_config_time_warning(RetiredModelWarning(note), stacklevel=2)
     from pytest_groundeval.pytest.signals import install as handle_sigterm
 
     handle_sigterm(config)  # SIGTERM as Ctrl-C: the record of what finished

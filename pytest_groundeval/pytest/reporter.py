@@ -9,6 +9,7 @@ controller's other parts it finds under their stash keys (``keys.py``).
 
 from __future__ import annotations
 
+import functools
 import gc
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -26,7 +27,8 @@ from pytest_groundeval.pytest.items import REPORT_ATTR
 from pytest_groundeval.pytest.keys import CRASHES, LANGSMITH_CONTROLLER
 from pytest_groundeval.pytest.options import Settings
 from pytest_groundeval.pytest.workeroutput import WorkerOutput, WorkerOutputError, parse
-from pytest_groundeval.store.record import build_record, case_json, new_run_id, now_iso, sort_cases, summarize, user_subset
+from pytest_groundeval.store.record import (build_record, case_json, git_info, new_run_id, now_iso, sort_cases, summarize,
+                                            user_subset)
 from pytest_groundeval.store.redact import redact_obj
 from pytest_groundeval.run.runner import not_run
 from pytest_groundeval.pytest.signals import terminated
@@ -330,6 +332,12 @@ class Reporter:
                 if report is not None:
                     report.longrepr = pointer(task, c.case_id, len(cases))
 
+    @functools.cached_property
+    def git(self) -> Any:
+        """The record's git block, read once: when LangSmith names its experiments (at start, as
+        the SDK reads its own once) or else when the record is built; the same for both."""
+        return git_info(self.settings.rootdir)
+
     def selected_any(self) -> bool:
         """Did this session select any eval item (here, or on any xdist worker)?"""
         return any(o.selected for o in self.outputs())
@@ -369,12 +377,12 @@ class Reporter:
         if langsmith is not None:  # the experiments' summary feedback; their URLs go in the record
             langsmith = langsmith.finish(_plain({"summary": summary, "gate": gate, "agent": agent, "model": model,
                                                  "finished_at": finished_at, "completeness": completeness}),
-                                         [o.langsmith for o in self.workers if o.langsmith])
+                                         [o.langsmith for o in self.workers if o.langsmith], cases)
         return build_record(
             run_id=self.run_id, started_at=self.started_at, agent=agent, model=model,
             requested=self.requested(), options=self.options(), cases=cases, summary=summary,
             completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=self.settings.rootdir,
-            reruns=self.reruns, langsmith=langsmith, finished_at=finished_at,
+            reruns=self.reruns, langsmith=langsmith, finished_at=finished_at, git=self.git,
         )
 
     def _write(self, session: pytest.Session) -> bool:

@@ -7,8 +7,8 @@ some repeats and failed others), each with a Wilson interval. Threshold names: `
 ``TASK.pass_at_k`` and ``TASK.flaky`` (declared lower-is-better: a threshold on it is a maximum).
 Each figure is declared (:data:`REPEAT_SPECS`), and the record carries the declarations.
 
-``pass_hat_1`` .. ``pass_hat_K`` are tau-bench's pass^k (Yao et al. 2024, "τ-bench", section
-5): for each k, the mean over cases of C(c, k) / C(n, k), a case with n results of which c
+``pass_hat_1`` .. ``pass_hat_K`` are tau-bench's pass^k (Yao et al. 2024, "τ-bench",
+arXiv:2406.12045, section 5): for each k, the mean over cases of C(c, k) / C(n, k), a case with n results of which c
 passed, i.e. the chance that k results drawn from its n all pass; K is the fewest results any
 case has (every case has at least k). ``pass_hat_1`` is the mean pass rate; ``pass_hat_N``
 with every case at N results is ``pass_hat_k``, the share of cases that passed every repeat.

@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import threading
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
@@ -30,13 +31,33 @@ RATES = ("input_per_mtok", "output_per_mtok", "cache_write_5m_per_mtok", "cache_
          "cache_read_per_mtok")
 
 
+RETIRED = "retired"  # an entry's mark: true, or the ISO date Anthropic retired the model on
+
+
+class RetiredModelWarning(UserWarning):
+    """A run asks for a model Anthropic has retired (``prices.json``: ``retired``)."""
+
+
+def _retired_ok(value: Any) -> bool:
+    if value is True:
+        return True
+    try:
+        return isinstance(value, str) and date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        return False
+
+
 @lru_cache(maxsize=1)
 def price_table() -> dict[str, Any]:
     table = json.loads(PRICES_PATH.read_text())
     for name, entry in table["models"].items():
         missing = [r for r in RATES if not isinstance(entry.get(r), (int, float))]
-        if missing or set(entry) - set(RATES):
-            raise ValueError(f"{PRICES_PATH}: model {name!r} needs exactly the rates {', '.join(RATES)}")
+        if missing or set(entry) - set(RATES) - {RETIRED}:
+            raise ValueError(f"{PRICES_PATH}: model {name!r} needs exactly the rates {', '.join(RATES)} "
+                             f"(and optionally {RETIRED!r})")
+        if RETIRED in entry and not _retired_ok(entry[RETIRED]):
+            raise ValueError(f"{PRICES_PATH}: model {name!r}: {RETIRED!r} is true or a YYYY-MM-DD date, "
+                             f"not {entry[RETIRED]!r}")
     for alias, target in table.get("aliases", {}).items():
         if target not in table["models"] or alias in table["models"]:
             raise ValueError(f"{PRICES_PATH}: alias {alias!r} must name a listed model, not be one")
@@ -62,8 +83,29 @@ def priced_name(model: str | None) -> str | None:
 
 
 def price_for(model: str | None) -> dict[str, Any] | None:
+    """The model's five rates (its retirement mark left out: a retired model is priced)."""
     name = priced_name(model)
-    return price_table()["models"][name] if name is not None else None
+    if name is None:
+        return None
+    return {k: v for k, v in price_table()["models"][name].items() if k in RATES}
+
+
+def retirement(model: str | None, today: date | None = None) -> str | None:
+    """Why a new run should not count on ``model``: Anthropic has retired it (as of ``today``),
+    or has set the date it retires on; None for a model the table does not mark (or does not
+    list). A retired model keeps its price: runs made before its retirement still cost it."""
+    name = priced_name(model)
+    mark = price_table()["models"][name].get(RETIRED) if name is not None else None
+    if mark is None:
+        return None
+    label = name if name == model else f"{model} ({name})"
+    where = f"{PRICES_PATH.name}, from {price_table().get('sources', {}).get('deprecations', price_table()['source'])}"
+    if mark is True:
+        return f"model {label} is retired on Anthropic's API ({where}): calls to it there fail"
+    on = date.fromisoformat(mark)
+    if on > (today or date.today()):
+        return f"model {label} retires on {mark} on Anthropic's API ({where})"
+    return f"model {label} was retired on {mark} on Anthropic's API ({where}): calls to it there fail"
 
 
 def _count(usage: dict[str, Any], key: str) -> float | None:

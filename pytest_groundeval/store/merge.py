@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_groundeval.reporting.gate import parse_threshold, run_gate
-from pytest_groundeval.model import Completeness, Review, RunRecord, ShardRecord
+from pytest_groundeval.model import Completeness, GitInfo, Review, RunRecord, ShardRecord
 from pytest_groundeval.store.files import Journal, StoreError, read, write
 from pytest_groundeval.store.record import build_record, new_run_id, summarize, user_subset
 from pytest_groundeval.store.reviews import ReviewError, append, describe, read_reviews, reviews_path
@@ -281,8 +281,22 @@ def merge_with_reviews(paths: list[Path], thresholds: list[str] | None = None) -
         model=answered.model, requested=first.requested, options=options, cases=cases, summary=summary,
         completeness=completeness, usage=usage, budget=budget, gate=gate, rootdir=Path.cwd(), reruns=reruns,
         finished_at=max(r.finished_at for _, r in ordered),
-        provenance=(next((r.git_sha for _, r in ordered if r.git_sha), None), first.versions))
+        provenance=(next((r.git_sha for _, r in ordered if r.git_sha), None), first.versions),
+        git=merged_git([r for _, r in ordered]))
     return record, tasks, [r.model_copy(update={"run_id": record.run_id}) for r in reviews]
+
+
+def merged_git(shards: Iterable[RunRecord]) -> GitInfo | None:
+    """The merged run's ``git`` block: the shards' commit (merge refuses shards of different
+    commits), the first branch a shard names, and dirty when any shard's tree was (None when
+    no shard knew); None when no shard had one (records from before the block)."""
+    blocks = [r.git for r in shards if r.git is not None]
+    if not blocks:
+        return None
+    dirty = [b.dirty for b in blocks if b.dirty is not None]
+    return GitInfo(commit=next((b.commit for b in blocks if b.commit), None),
+                   branch=next((b.branch for b in blocks if b.branch), None),
+                   dirty=any(dirty) if dirty else None)
 
 
 def _ini_thresholds(shards: Iterable[RunRecord]) -> set[str]:

@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from pytest_groundeval.store.redact import redact_json
-from pytest_groundeval.model import (SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, LangSmithRecord,
-                                     RunRecord, RunUsage, TaskSummary)
+from pytest_groundeval.model import (SCHEMA_VERSION, BudgetRecord, CaseResult, Completeness, GateRecord, GitInfo,
+                                     LangSmithRecord, RunRecord, RunUsage, TaskSummary)
 
 SCHEMA_PATH = Path(__file__).parent.parent / "record.schema.json"
 KEY_PACKAGES = (
@@ -50,6 +50,27 @@ def git_sha(cwd: Path) -> str | None:
         return None
     sha = out.stdout.strip()
     return sha if out.returncode == 0 and len(sha) == 40 else None
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    """``git ARGS`` in ``cwd``: its output, stripped (None: git missing, not a work tree, failed)."""
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_info(cwd: Path) -> GitInfo | None:
+    """The record's ``git`` block (:class:`GitInfo`), read as the langsmith SDK reads its own
+    (``langsmith.env.get_git_info``: ``rev-parse HEAD``, ``rev-parse --abbrev-ref HEAD``,
+    ``status --porcelain`` non-empty); None outside a work tree or before its first commit."""
+    commit = git_sha(cwd)
+    if commit is None:
+        return None
+    status = _git(cwd, "status", "--porcelain")
+    return GitInfo(commit=commit, branch=_git(cwd, "rev-parse", "--abbrev-ref", "HEAD") or None,
+                   dirty=None if status is None else status != "")
 
 
 def versions() -> dict[str, str | None]:
@@ -104,10 +125,12 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
     langsmith: LangSmithRecord | None = None,
     finished_at: str | None = None,
     provenance: tuple[str | None, dict[str, str | None]] | None = None,
+    git: GitInfo | None = None,
 ) -> RunRecord:
     """The run record, built once from every part (nothing is patched in after). A merged run
-    passes its shards' ``finished_at`` and ``provenance`` (commit, package versions); a session
-    leaves them to be read here (now, ``rootdir``'s commit, the installed packages)."""
+    passes its shards' ``finished_at``, ``provenance`` (commit, package versions) and ``git``
+    block; a session passes the ``git`` block it read (the one its LangSmith experiments carry)
+    and leaves the rest to be read here (now, ``rootdir``'s commit, the installed packages)."""
     from pytest_groundeval.run.repeats import repeat_records
 
     return RunRecord(
@@ -116,6 +139,7 @@ def build_record(  # noqa: PLR0913 - every part of the record, named
         started_at=started_at,
         finished_at=finished_at or now_iso(),
         git_sha=provenance[0] if provenance is not None else git_sha(rootdir),
+        git=git if provenance is not None or git is not None else git_info(rootdir),
         agent=agent,
         model=model,
         requested=requested,

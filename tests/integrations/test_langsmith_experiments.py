@@ -64,6 +64,8 @@ class FakeLangSmith:
         self.datasets: dict[str, dict] = {}
         self.examples: dict[str, dict] = {}
         self.projects: dict[str, dict] = {}
+        self.versions: dict[str, list[str]] = {}  # dataset id -> its versions' timestamps (each change one)
+        self.tags: dict[str, dict[str, str]] = {}  # dataset id -> tag -> the version it is on
         self.lock = threading.Lock()
         fake = self
 
@@ -140,7 +142,24 @@ class FakeLangSmith:
                   "data_type": data.get("data_type", "kv"), "created_at": _stamp(), "modified_at": _stamp(),
                   "example_count": 0, "metadata": (data.get("extra") or {}).get("metadata")}
             self.datasets[ds["id"]] = ds
+            self.versions[ds["id"]] = [ds["created_at"]]
             return 200, ds
+        if path.startswith("/datasets/") and path.endswith("/version") and method == "GET":
+            ds_id = path.split("/")[2]
+            as_of = datetime.fromisoformat(one["as_of"])
+            before = [v for v in self.versions.get(ds_id, []) if datetime.fromisoformat(v) <= as_of]
+            if not before:
+                return 404, {"detail": "no version at that time"}
+            latest = max(before, key=datetime.fromisoformat)
+            return 200, {"as_of": latest, "tags": sorted(t for t, v in self.tags.get(ds_id, {}).items() if v == latest)}
+        if path.startswith("/datasets/") and path.endswith("/tags") and method == "PUT":
+            ds_id, data = path.split("/")[2], json.loads(body)
+            exact = [v for v in self.versions.get(ds_id, [])
+                     if datetime.fromisoformat(v) == datetime.fromisoformat(data["as_of"])]
+            if not exact:  # as LangSmith: a tag goes on an exact version
+                return 404, {"detail": "no version of this dataset at that time"}
+            self.tags.setdefault(ds_id, {})[data["tag"]] = exact[0]  # a tag on another version moves
+            return 200, {}
         if path.startswith("/datasets/") and method == "GET":
             ds = self.datasets.get(path.rsplit("/", 1)[1])
             return (200, ds) if ds else (404, {"detail": "not found"})
@@ -154,10 +173,12 @@ class FakeLangSmith:
             items = json.loads(body)
             if any(e["id"] in self.examples for e in items):
                 return 409, {"detail": "example already exists"}
+            stamp = _stamp()  # one request, one new version of the dataset
             for e in items:
                 self.examples[e["id"]] = {"id": e["id"], "dataset_id": e["dataset_id"], "inputs": e.get("inputs"),
                                           "outputs": e.get("outputs"), "metadata": e.get("metadata"),
-                                          "created_at": _stamp(), "modified_at": _stamp()}
+                                          "created_at": stamp, "modified_at": stamp}
+                self.versions.setdefault(e["dataset_id"], []).append(stamp)
             return 200, [self.examples[e["id"]] for e in items]
         if path == "/examples/bulk" and method == "PATCH":
             items = json.loads(body)
@@ -166,6 +187,7 @@ class FakeLangSmith:
                 if cur is None:
                     return 404, {"detail": "no such example"}
                 cur.update({k: e[k] for k in ("inputs", "outputs", "metadata") if k in e}, modified_at=_stamp())
+                self.versions.setdefault(cur["dataset_id"], []).append(cur["modified_at"])
             return 200, {"message": f"{len(items)} examples updated", "count": len(items)}
         if path == "/sessions":
             if method == "GET":
@@ -176,7 +198,8 @@ class FakeLangSmith:
                 return 409, {"detail": "Session with this name already exists."}
             project = {"id": data.get("id") or str(uuid.uuid4()), "name": data["name"], "tenant_id": TENANT_ID,
                        "start_time": _stamp(), "extra": data.get("extra"), "description": data.get("description"),
-                       "reference_dataset_id": data.get("reference_dataset_id"), "end_time": None}
+                       "reference_dataset_id": data.get("reference_dataset_id"), "end_time": None,
+                       "num_examples": data.get("num_examples"), "num_repetitions": data.get("num_repetitions")}
             self.projects[project["id"]] = project
             return 200, project
         if path.startswith("/sessions/"):
@@ -433,6 +456,10 @@ def test_a_session_is_a_dataset_examples_an_experiment_root_runs_and_feedback(ex
     assert "git_sha" in meta and meta["git_sha"] == rec["git_sha"]
     assert meta["gate_passed"] is None and meta["n_cases"] == len(SMALL_SET)  # updated at the end
     assert project["end_time"]
+    # no --repeat: one run per example, as evaluate() says it; no git work tree: a block of nulls
+    assert project["num_repetitions"] == 1 == meta["num_repetitions"] and project["num_examples"] == len(SMALL_SET)
+    assert rec["git"] is None and meta["git"] == {"commit": None, "branch": None, "dirty": None}
+    assert server.tags[dataset["id"]] == {f"suite:{meta['suite_version']}": meta["dataset_version"]}  # no git tags
 
     # each case a root run in the experiment, referencing its example
     runs, feedback = server.decoded()
@@ -459,9 +486,9 @@ def test_a_session_is_a_dataset_examples_an_experiment_root_runs_and_feedback(ex
 
     # the summary as experiment-level feedback
     summary = _experiment_feedback(feedback, project["id"])
-    numbers = {k for k, v in rec["summary"]["extraction"].items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and not k.startswith("n_")}
-    assert set(summary) == numbers and numbers
+    specs = rec["summary"]["extraction"]["specs"]
+    scores = {n for n, spec in specs.items() if spec["kind"] != "count"}  # kinds as the record declares them
+    assert set(summary) == scores and scores and not set(summary) & COUNTS
     assert summary["micro_f1"]["score"] == pytest.approx(rec["summary"]["extraction"]["micro_f1"], abs=1e-4)
 
     # the URL in the record and in the terminal; no warning
@@ -727,3 +754,124 @@ def test_langsmith_tracing_false_keeps_the_run_local_with_the_key_set(extraction
     result, rec, _ = _run(extraction)
     result.assert_outcomes(passed=len(SMALL_SET))
     assert server.paths() == [] and rec.get("langsmith") is None
+
+
+# ------------------------------------------------------------------ like the SDK's evaluate()
+SDK_EVALUATE = '''
+import json, sys
+from langsmith import Client
+from langsmith.evaluation import evaluate
+
+client = Client(api_url=sys.argv[1], api_key="test")
+evaluate(lambda inputs: {"echo": inputs["prompt"][:10]}, data=sys.argv[2], num_repetitions=int(sys.argv[3]),
+         client=client, experiment_prefix="sdk-evaluate")
+client.flush()
+'''
+
+
+def _git(path: Any, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.test", *args], cwd=path,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _session_bodies(server: FakeLangSmith, project_id: str) -> tuple[dict, list[dict]]:
+    """The POST /sessions body that made ``project_id`` and the PATCH bodies that changed it."""
+    with server.lock:
+        reqs = list(server.requests)
+    made = [json.loads(r["body"]) for r in reqs if (r["method"], r["path"]) == ("POST", "/sessions")
+            and r["status"] == 200 and json.loads(r["body"])["id"] == project_id]
+    patches = [json.loads(r["body"]) for r in reqs if (r["method"], r["path"]) == ("PATCH", f"/sessions/{project_id}")]
+    return made[0], patches
+
+
+def test_under_repeat_the_experiment_is_made_and_ended_as_the_sdks_evaluate_makes_and_ends_it(
+        extraction, fake, monkeypatch):
+    """``--repeat 2`` in a git work tree: the experiment's ``num_repetitions`` (the create body
+    and the metadata), its ``git`` block, ``dataset_version`` and ``dataset_splits`` are what
+    the SDK's own ``evaluate(..., num_repetitions=2)`` sends for the same dataset from the same
+    tree (run here against the same endpoint); the dataset version carries the pytest plugin's
+    ``git:commit:`` / ``git:branch:`` tags and the suite version; the experiment-level feedback
+    is the declared non-count figures (no tp/fp/fn sums, no ``repeats``)."""
+    import subprocess
+    import sys
+
+    server = fake()
+    _env(monkeypatch, server.url)
+    # what the run and pytester write beside the project: ignored, so the tree is clean
+    (extraction.path / ".gitignore").write_text("record*\n__pycache__/\n.groundeval/\nrunpytest-current\nstdout\nstderr\n")
+    _git(extraction.path, "init", "-q", "-b", "feature/ls-repeat")
+    _git(extraction.path, "add", "-A")
+    _git(extraction.path, "commit", "-q", "-m", "the eval project")
+    sha = _git(extraction.path, "rev-parse", "HEAD")
+    result, rec, _ = _run(extraction, "--repeat", "2")
+    result.assert_outcomes(passed=2 * len(SMALL_SET))
+    assert rec["git"] == {"commit": sha, "branch": "feature/ls-repeat", "dirty": False}, _git(extraction.path, "status", "--porcelain")
+    assert rec["git_sha"] == sha
+
+    [project] = server.projects.values()
+    made, patches = _session_bodies(server, project["id"])
+    assert made["num_repetitions"] == 2 and made["num_examples"] == len(SMALL_SET)
+    meta = project["extra"]["metadata"]
+    assert meta["num_repetitions"] == 2
+    assert meta["git"] == rec["git"] and meta["git_sha"] == sha
+    assert meta["dataset_splits"] == ["base"]
+    [dataset] = server.datasets.values()
+    version = meta["dataset_version"]
+    assert version is not None and version == max(server.versions[dataset["id"]], key=datetime.fromisoformat)
+    assert meta["suite_version"] and len(meta["suite_version"]) == 12
+    assert server.tags[dataset["id"]] == {f"git:commit:{sha}": version, "git:branch:feature/ls-repeat": version,
+                                          f"suite:{meta['suite_version']}": version}
+
+    # each repeat its own root run on the one example (LangSmith's repetitions of an example)
+    runs, feedback = server.decoded()
+    roots = _roots(runs)
+    assert set(roots) == {f"extraction:{c}[r{k}]" for c in SMALL_SET for k in (1, 2)}
+    for c in SMALL_SET:
+        assert roots[f"extraction:{c}[r1]"]["reference_example_id"] == roots[f"extraction:{c}[r2]"]["reference_example_id"]
+
+    # experiment-level feedback: the declared figures that are scores (kinds from the record's specs)
+    summary = rec["summary"]["extraction"]
+    counts = {n for n, s in summary["specs"].items() if s["kind"] == "count"}
+    assert {"tp", "fp", "fn", "repeats"} <= counts
+    got = _experiment_feedback(feedback, project["id"])
+    assert rec["gate"] is None  # no thresholds: no gate feedback either
+    assert set(got) == {n for n in summary["specs"] if n not in counts and isinstance(summary[n], (int, float))}
+    assert not set(got) & (counts | {"n_cases", "n_passed"})
+    assert {"micro_f1", "pass_rate", "pass_hat_k", "pass_hat_1", "pass_hat_2"} <= set(got)
+    assert got["pass_hat_2"]["score"] == pytest.approx(summary["pass_hat_2"], abs=1e-6)
+
+    # the SDK's own evaluate(), num_repetitions=2, on the same dataset from the same work tree
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
+    proc = subprocess.run([sys.executable, "-c", SDK_EVALUATE, server.url, dataset["name"], "2"],  # no file in the tree
+                          cwd=extraction.path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [sdk] = [p for p in server.projects.values() if p["name"].startswith("sdk-evaluate")]
+    sdk_made, _ = _session_bodies(server, sdk["id"])
+    sdk_meta = sdk["extra"]["metadata"]
+    assert sdk_meta["__ls_runner"] == "py_sdk_evaluate"  # it is the SDK's, ended as the SDK ends it
+    assert made["num_repetitions"] == sdk_made["num_repetitions"] == 2
+    assert meta["num_repetitions"] == sdk_meta["num_repetitions"]
+    assert meta["git"] == {k: sdk_meta["git"][k] for k in ("commit", "branch", "dirty")}
+    assert meta["dataset_splits"] == sdk_meta["dataset_splits"]
+    assert datetime.fromisoformat(meta["dataset_version"]) == datetime.fromisoformat(sdk_meta["dataset_version"])
+
+
+def test_the_experiments_git_block_is_the_records_even_when_the_run_dirties_the_tree(extraction, fake, monkeypatch):
+    """The record and its journal land in the work tree (not ignored here; the run's lock file
+    is): read at the end, the tree would be dirty while the experiment, made at the start, said
+    clean. The block is read once (as the SDK reads its own once) and both carry it."""
+    server = fake()
+    _env(monkeypatch, server.url)
+    (extraction.path / ".gitignore").write_text("*.lock\n__pycache__/\n.groundeval/\nrunpytest-current\nstdout\n"
+                                                "stderr\n")
+    _git(extraction.path, "init", "-q", "-b", "main")
+    _git(extraction.path, "add", "-A")
+    _git(extraction.path, "commit", "-q", "-m", "the eval project")
+    result, rec, _ = _run(extraction)
+    result.assert_outcomes(passed=len(SMALL_SET))
+    assert "record.json" in _git(extraction.path, "status", "--porcelain")  # the run left the tree dirty
+    [project] = server.projects.values()
+    assert project["extra"]["metadata"]["git"] == rec["git"] == {
+        "commit": _git(extraction.path, "rev-parse", "HEAD"), "branch": "main", "dirty": False}  # as it started

@@ -74,12 +74,36 @@ def test_case_feedback_rules() -> None:
     assert got["pass"] == (0.0, f"coding: {CODING_REASON}")
 
 
-def test_summary_feedback_is_the_suites_numbers_and_the_gate() -> None:
-    record = {"summary": {"extraction": {"n_cases": 2, "n_errors": 1, "micro_f1": 0.5, "micro_f1_ci95": [0.0, 1.0]},
-                          "write": {"n_cases": 1, "pass": 0.0}},
+def test_summary_feedback_is_the_suites_declared_scores_and_the_gate() -> None:
+    """Kinds from the record's specs, not names: a ``count`` (raw tp/fp/fn sums, repeats) is no
+    score, whatever it is called; a figure named like a count but declared a rate is one."""
+    from pytest_groundeval.model import TaskSummary, metric, prf_specs
+    from pytest_groundeval.run.repeats import REPEAT_SPECS
+
+    specs = [*prf_specs("micro", ("tp", "fp", "fn")), metric("macro_f1", "mean"), metric("tp", "count"),
+             metric("fp", "count"), metric("fn", "count"), metric("grounded", "rate", among="applicable"),
+             metric("n_tp_rate", "rate"), *REPEAT_SPECS]
+    figures = {"n_cases": 2, "n_passed": 1, "n_failed": 0, "n_errors": 1, "n_skipped": 0,
+               "micro_precision": 0.5, "micro_recall": 1.0, "micro_f1": 0.6667, "macro_f1": 0.5,
+               "macro_f1_ci95": [0.0, 1.0], "tp": 3, "fp": 3, "fn": 0, "grounded": 1.0, "grounded_n": 1,
+               "grounded_ci95": [0.2, 1.0], "n_tp_rate": 0.25, "n_tp_rate_ci95": [0.0, 0.9], "repeats": 2,
+               "pass_rate": 0.75, "pass_rate_ci95": [0.5, 1.0], "pass_hat_k": 0.5, "pass_hat_k_ci95": [0.1, 0.9],
+               "pass_at_k": 1.0, "pass_at_k_ci95": [0.3, 1.0], "flaky": 0.5, "flaky_ci95": [0.1, 0.9]}
+    summary = TaskSummary.build(figures, specs).model_dump(mode="json")  # as the record carries it
+    record = {"summary": {"extraction": summary},
               "gate": {"passed": False, "thresholds": [{"metric": "extraction.f1", "passed": False}]}}
-    assert summary_feedback(record, "extraction") == [("micro_f1", 0.5, None), ("gate", 0.0, "missed: extraction.f1")]
-    assert summary_feedback({**record, "gate": None}, "write") == [("pass", 0.0, None)]
+    got = summary_feedback(record, "extraction")
+    assert got == [("micro_precision", 0.5, None), ("micro_recall", 1.0, None), ("micro_f1", 0.6667, None),
+                   ("macro_f1", 0.5, None), ("grounded", 1.0, None), ("n_tp_rate", 0.25, None),
+                   ("pass_rate", 0.75, None), ("pass_hat_k", 0.5, None), ("pass_at_k", 1.0, None),
+                   ("flaky", 0.5, None), ("gate", 0.0, "missed: extraction.f1")]
+    keys = {k for k, _, _ in got}
+    assert not keys & {"tp", "fp", "fn", "repeats", "grounded_n", "n_cases", "n_errors"}
+    # without a gate; a summary that declares nothing scores nothing (kinds are never guessed)
+    write = TaskSummary.build({"n_cases": 1, "n_passed": 0, "n_failed": 1, "n_errors": 0, "n_skipped": 0,
+                               "pass": 0.0, "pass_ci95": None}, [metric("pass", "rate")]).model_dump(mode="json")
+    assert summary_feedback({"summary": {"write": write}, "gate": None}, "write") == [("pass", 0.0, None)]
+    assert summary_feedback({"summary": {"write": {"n_cases": 1, "pass": 0.0}}}, "write") == []
 
 
 def test_example_ids_are_uuid5_of_task_and_content_hash() -> None:

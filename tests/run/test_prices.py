@@ -21,9 +21,17 @@ N = len(SMALL_SET)
 TOKENS = {"input_tokens": 12_345, "output_tokens": 6_789}
 
 # Anthropic's list prices, USD per million tokens (input, output), as published at
-# https://platform.claude.com/docs/en/about-claude/pricing — written here by hand, not read
-# from the table, so a wrong table entry fails.
+# https://platform.claude.com/docs/en/about-claude/pricing and each model's page
+# (https://platform.claude.com/docs/en/models/<model>/overview), read 2026-12-04 — written here
+# by hand, not read from the table, so a wrong table entry fails.
 LIST_PRICES = {
+    "claude-opus-5-5": (4.0, 20.0),
+    "claude-opus-5": (5.0, 25.0),
+    "claude-sonnet-5-5": (2.0, 10.0),
+    "claude-sonnet-5": (2.0, 10.0),
+    "claude-opus-4-7": (5.0, 25.0),
+    "claude-opus-4-6": (5.0, 25.0),
+    "claude-sonnet-4-6": (3.0, 15.0),
     "claude-opus-4-1": (15.0, 75.0),
     "claude-opus-4-5": (5.0, 25.0),
     "claude-sonnet-4-5": (3.0, 15.0),
@@ -50,6 +58,16 @@ def test_the_four_named_models_cost_their_list_price(model):
     assert cost == pytest.approx(figures[model], abs=1e-6)
 
 
+@pytest.mark.parametrize("model", sorted(LIST_PRICES))
+def test_every_listed_model_costs_its_list_price_and_every_entry_is_checked(model):
+    assert cost_usd(model, TOKENS) == pytest.approx(expected(LIST_PRICES[model], **TOKENS), abs=1e-8)
+
+
+def test_every_table_entry_is_checked_by_hand():
+    unchecked = set(price_table()["models"]) - set(LIST_PRICES)
+    assert not unchecked, unchecked
+
+
 @pytest.mark.parametrize("model, as_priced", [
     ("claude-opus-4-1-20250805", "claude-opus-4-1"),
     ("claude-opus-4-20250514", "claude-opus-4-0"),  # Opus 4 is $15/$75, not Opus 4.5's $5/$25
@@ -74,7 +92,10 @@ def test_snapshot_ids_and_the_provider_prefix_are_documented_aliases(model, as_p
     "claude-sonnet-4",
     "claude-haiku-4",
     "claude-opus-4-8-fast",
-    "claude-opus-4-7",  # a real model, not in this table: unpriced, not a neighbour's price
+    "claude-haiku-5-5",  # a real model, priced by each request's prompt length: unpriced, not a guessed band
+    "claude-opus-5.5",  # not an API id (dots)
+    "claude-opus-5-5-fast",
+    "claude-sonnet-5-0",
     "openai:claude-sonnet-4-5",  # another provider's endpoint: its prices are not Anthropic's
     "CLAUDE-OPUS-4-1",
     " claude-opus-4-1",
@@ -90,7 +111,7 @@ def test_the_table_has_exact_entries_only(tmp_path, monkeypatch):
     table = price_table()
     assert table["models"], "an empty table prices nothing"
     for name, entry in table["models"].items():
-        assert set(entry) == set(usage_mod.RATES), name  # no "match": "prefix", no extras
+        assert set(entry) - {"retired"} == set(usage_mod.RATES), name  # no "match": "prefix", no extras
     for alias, target in table["aliases"].items():
         assert target in table["models"] and alias not in table["models"]
     # the loader refuses a prefix entry rather than ignoring it
@@ -108,12 +129,22 @@ def test_the_table_has_exact_entries_only(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- prompt-cache rates
+# cache rates a model's page lists apart from the usual 0.1x read (Opus 5.5: $0.20 on $4 input)
+CACHE_READ = {"claude-opus-5-5": 0.20}
+
+
 def test_every_entry_has_anthropics_cache_multipliers():
-    """5-minute writes 1.25x input, 1-hour writes 2x, reads 0.1x (every model listed today)."""
+    """5-minute writes 1.25x input, 1-hour writes 2x (every model listed today), reads 0.1x
+    but where the model's page lists its own (written here by hand)."""
     for name, p in price_table()["models"].items():
         assert p["cache_write_5m_per_mtok"] == pytest.approx(1.25 * p["input_per_mtok"]), name
         assert p["cache_write_1h_per_mtok"] == pytest.approx(2.0 * p["input_per_mtok"]), name
-        assert p["cache_read_per_mtok"] == pytest.approx(0.1 * p["input_per_mtok"]), name
+        assert p["cache_read_per_mtok"] == pytest.approx(CACHE_READ.get(name, 0.1 * p["input_per_mtok"])), name
+    # Opus 5.5 (its page: $4 in, $20 out, $5 / $8 cache writes, $0.20 cache reads)
+    u = {"input_tokens": 10_000, "output_tokens": 2_000, "cache_creation_input_tokens": 30_000,
+         "cache_creation_1h_input_tokens": 10_000, "cache_read_input_tokens": 500_000}
+    assert cost_usd("claude-opus-5-5", u) == pytest.approx(
+        (10_000 * 4 + 2_000 * 20 + 20_000 * 5 + 10_000 * 8 + 500_000 * 0.2) / 1e6, abs=1e-8)  # 0.36
 
 
 def test_cache_tokens_are_priced_at_their_own_rates():
@@ -283,3 +314,76 @@ def test_the_record_carries_the_price_tables_date_and_source(project):
     assert rec["usage"]["prices_source"] == table["source"]
     assert table["source"].startswith("https://") and "pricing" in table["source"]
     assert len(table["as_of"]) == 10 and table["as_of"][4] == "-"  # an ISO date
+
+
+# ---------------------------------------------------------------- retired models
+# as Anthropic's pages say, read 2026-12-04: Sonnet 4.5 "retires on November 30, 2026" (its
+# model page); Opus 4.1 "(retired, except on Bedrock and Google Cloud)" and Opus 4 "(retired,
+# except on Google Cloud)" (the pricing page, no date). Written by hand, not read from the table.
+RETIRED = {"claude-sonnet-4-5": "2026-11-30", "claude-opus-4-1": True, "claude-opus-4-0": True}
+
+
+def test_the_retired_models_are_marked_and_still_priced():
+    marks = {n: e["retired"] for n, e in price_table()["models"].items() if "retired" in e}
+    assert marks == RETIRED
+    for name in RETIRED:  # a retired model prices the runs made with it before
+        assert price_for(name) is not None and set(price_for(name)) == set(usage_mod.RATES)
+        assert cost_usd(name, TOKENS) == pytest.approx(expected(LIST_PRICES[name], **TOKENS), abs=1e-8)
+    assert cost_usd("claude-sonnet-4-5-20250929", TOKENS) == pytest.approx(0.138870, abs=1e-6)  # its snapshot id
+
+
+def test_retirement_says_when_and_where():
+    from datetime import date
+
+    from pytest_groundeval.run.usage import retirement
+
+    note = retirement("claude-sonnet-4-5-20250929", today=date(2026, 12, 4))
+    assert note.startswith("model claude-sonnet-4-5-20250929 (claude-sonnet-4-5) was retired on 2026-11-30")
+    assert "model-deprecations" in note and "fail" in note
+    assert retirement("claude-sonnet-4-5", today=date(2026, 11, 1)).startswith(
+        "model claude-sonnet-4-5 retires on 2026-11-30")  # a date ahead: not yet retired
+    assert retirement("anthropic:claude-opus-4-1").startswith("model anthropic:claude-opus-4-1 (claude-opus-4-1) is "
+                                                              "retired on Anthropic's API")
+    for model in ("claude-opus-5-5", "claude-opus-4-8", "claude-haiku-4-5", "claude-haiku-5-5", "gpt-x", None):
+        assert retirement(model) is None
+
+
+@pytest.mark.parametrize("mark", ["yes", "2026-13-01", "30 November 2026", False, 20261130])
+def test_the_loader_refuses_a_retired_mark_that_is_not_true_or_a_date(tmp_path, monkeypatch, mark):
+    bad = json.loads(usage_mod.PRICES_PATH.read_text())
+    bad["models"]["claude-opus-4-5"] = {**bad["models"]["claude-opus-4-5"], "retired": mark}
+    (tmp_path / "prices.json").write_text(json.dumps(bad))
+    monkeypatch.setattr(usage_mod, "PRICES_PATH", tmp_path / "prices.json")
+    price_table.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="claude-opus-4-5.*retired"):
+            price_table()
+    finally:
+        monkeypatch.undo()
+        price_table.cache_clear()
+
+
+RETIRED_AGENT = '''
+from price_agents import _answer
+
+class Retired:
+    name = "retired"
+    model = "claude-sonnet-4-5-20250929"
+    def run(self, prompt):
+        return {"text": _answer(prompt), "usage": {"input_tokens": 1000, "output_tokens": 10}}
+'''
+
+
+def test_a_new_run_on_a_retired_model_is_warned_and_still_priced(project):
+    project.makepyfile(retired_agent=RETIRED_AGENT)
+    result = _run(project, "--agent=retired_agent:Retired")
+    result.assert_outcomes(passed=N, warnings=1)
+    out = result.stdout.str()
+    assert "RetiredModelWarning: groundeval: --agent=retired_agent:Retired: model claude-sonnet-4-5-20250929 " \
+           "(claude-sonnet-4-5) was retired on 2026-11-30" in out
+    rec = read_record(project)
+    assert all(c["cost_usd"] == pytest.approx((1000 * 3 + 10 * 15) / 1e6) for c in rec["cases"])
+    # a model that is not retired: no warning
+    plain = _run(project, "--agent=price_agents:Priced")
+    plain.assert_outcomes(passed=N)
+    assert "RetiredModelWarning" not in plain.stdout.str()

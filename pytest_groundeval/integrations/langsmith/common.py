@@ -13,7 +13,12 @@ the real ``langsmith`` client:
   never duplicates.
 * **an experiment per suite and session**: a project named ``<agent> <task> <run id>``
   (``LANGSMITH_EXPERIMENT`` replaces ``<agent>``) whose ``reference_dataset_id`` is the
-  dataset; git sha, record path, run id, agent and model are its metadata. The controller
+  dataset, made and ended as the SDK's ``evaluate(..., num_repetitions=N)`` does: ``num_examples``
+  and ``num_repetitions`` (``--repeat N``) on it, and in its metadata ``num_repetitions``, the
+  SDK's ``git`` block (commit, branch, dirty), ``dataset_version`` and ``dataset_splits``, besides
+  git sha, record path, run id, agent and model. At the end the dataset version is tagged as the
+  langsmith pytest plugin tags it (``git:commit:<sha>``, ``git:branch:<name>``) and with the
+  suite version (``suite:<12 hex>`` of the session's cases and their content). The controller
   (``controller.py``) names it and hands the run id to every pytest-xdist worker
   (``pytest_configure_node``):
   all workers post to the one experiment (the first creates it, the others find it). A
@@ -26,8 +31,9 @@ the real ``langsmith`` client:
   case that made no call here (``--rescore``, ``--resume``) gets its root run from the
   stored output, its transcript as child runs.
 * **feedback** per case: each numeric metric (not the task's raw counts), each pass/fail
-  dimension (its reason as comment), and ``pass``; per experiment, the suite's summary and
-  the gate as experiment-level feedback (``project_id``, as the SDK's summary evaluators).
+  dimension (its reason as comment), and ``pass``; per experiment, the suite's summary figures
+  whose declared kind is not ``count`` and the gate as experiment-level feedback
+  (``project_id``, as the SDK's summary evaluators).
 * the experiments' URLs in the terminal summary and in the record (``RunRecord.langsmith``).
 
 LangSmith never fails, slows or stalls a case. Nothing is imported or contacted until eval
@@ -219,19 +225,57 @@ def jury_calls(entry: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mappin
 
 
 def summary_feedback(record: Mapping[str, Any], task: str) -> list[tuple[str, float, str | None]]:
-    """Experiment-level feedback for one suite: its summary's numbers (not the ``n_`` counts,
-    not confidence intervals) and the gate."""
+    """Experiment-level feedback for one suite: each figure its summary declares a score (the
+    record's ``summary.<task>.specs``: every kind but ``count``, so no raw tp/fp/fn sums, no
+    ``repeats``; nor the ``n_`` outcome counts, an applicable metric's ``<name>_n`` or a
+    confidence interval), in declaration order, and the gate."""
     out: list[tuple[str, float, str | None]] = []
-    for key, value in ((record.get("summary") or {}).get(task) or {}).items():
-        number = _number(value)
-        if number is not None and not key.startswith("n_"):
-            out.append((key, number, None))
+    summary = (record.get("summary") or {}).get(task) or {}
+    for name, spec in (summary.get("specs") or {}).items():
+        if not isinstance(spec, Mapping) or spec.get("kind") == "count":
+            continue
+        number = _number(summary.get(name))
+        if number is not None:
+            out.append((name, number, None))
     gate = record.get("gate")
     if isinstance(gate, Mapping):
         missed = [c.get("metric") for c in gate.get("thresholds", []) if not c.get("passed")]
         out.append(("gate", 1.0 if gate.get("passed") else 0.0,
                     f"missed: {', '.join(map(str, missed))}" if missed else "all thresholds met"))
     return out
+
+
+# ------------------------------------------------------------------ git, suite version
+def git_metadata(git: Any) -> dict[str, Any]:
+    """The experiment's ``git`` block as the SDK's ``evaluate()`` sends it (its
+    ``get_git_info`` keys ``commit``, ``branch``, ``dirty``) from the record's
+    :class:`~pytest_groundeval.model.GitInfo` (None outside a work tree: all three None)."""
+    return {"commit": getattr(git, "commit", None), "branch": getattr(git, "branch", None),
+            "dirty": getattr(git, "dirty", None)}
+
+
+def suite_versions(cases: Iterable[Any]) -> dict[str, str]:
+    """Per task, the version of the suite the session ran: ``<12 hex>`` of the sha256 over its
+    cases' ``case id`` and content hash (each once, sorted; repeats count once). Another case,
+    or one whose files changed, is another version; the same cases, the same version."""
+    import hashlib
+
+    by_task: dict[str, set[str]] = {}
+    for c in cases:
+        task, case_id, content_hash = (getattr(c, k, None) if not isinstance(c, Mapping) else c.get(k)
+                                       for k in ("task", "case_id", "content_hash"))
+        if task and case_id and content_hash:
+            by_task.setdefault(task, set()).add(f"{len(case_id)}:{case_id}\n{content_hash}")
+    return {task: hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:12]
+            for task, lines in sorted(by_task.items())}
+
+
+def dataset_tags(git: Mapping[str, Any], suite_version: str | None) -> list[str]:
+    """The tags the suite's dataset version gets: the langsmith pytest plugin's
+    ``git:commit:<sha>`` and ``git:branch:<branch>`` (each when known), and
+    ``suite:<version>`` (:func:`suite_versions`)."""
+    tags = [f"git:{k}:{git[k]}" for k in ("commit", "branch") if git.get(k)]
+    return tags + ([f"suite:{suite_version}"] if suite_version else [])
 
 
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import pytest
 
-from pytest_groundeval.integrations.langsmith.common import WORKER_KEY, _relative, _scrub, api_key
+from pytest_groundeval.integrations.langsmith.common import WORKER_KEY, _relative, _scrub, api_key, git_metadata
 from pytest_groundeval.pytest.keys import LANGSMITH_CONTROLLER, LANGSMITH_WORKER
 
 
@@ -32,13 +32,19 @@ def register(config: pytest.Config, settings: Any, evaluator: Any, reporter: Any
     if isinstance(given, Mapping):  # an xdist worker: as its controller named the session
         run_id, prefix, metadata = str(given["run_id"]), str(given["prefix"]), dict(given["metadata"])
     else:
-        from pytest_groundeval.store.record import git_sha
+        from pytest_groundeval.store.record import git_info
 
         run_id = reporter.run_id if reporter is not None else \
             "xdist-" + (environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex)[:12]
         prefix = (environ.get("LANGSMITH_EXPERIMENT") or "").strip() or settings.agent.name
+        git = reporter.git if reporter is not None else git_info(settings.rootdir)  # the record's, read now
         metadata = {"groundeval_run_id": run_id, "agent": settings.agent.name, "model": settings.agent.model,
-                    "mode": settings.mode, "stored_run": settings.stored_spec, "git_sha": git_sha(settings.rootdir),
+                    "mode": settings.mode, "stored_run": settings.stored_spec,
+                    "git_sha": git.commit if git is not None else None,
+                    # the SDK's experiment block (evaluate(): metadata["git"]), its commit, branch and dirty
+                    "git": git_metadata(git),
+                    # as evaluate(..., num_repetitions=N) sends it: N results per example (--repeat N)
+                    "num_repetitions": settings.repeat,
                     "record_path": _relative(reporter.path, settings.rootdir) if reporter is not None else None}
     session = {"api_key": key, "endpoint": (environ.get("LANGSMITH_ENDPOINT") or "").strip() or None,
                "run_id": run_id, "prefix": prefix, "metadata": _scrub(metadata)}

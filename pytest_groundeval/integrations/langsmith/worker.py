@@ -157,6 +157,7 @@ class LangSmithWorker(Session):
         self._flush_scheduled = False
         self._synced: set[str] = set()  # example ids upserted in this session
         self._refs: dict[str, dict[str, Any]] = {}
+        self._case_ids: dict[str, set[str]] = {}  # by task: the selected cases (num_examples)
 
     def _gave_up(self) -> None:
         with self._lock:
@@ -175,7 +176,10 @@ class LangSmithWorker(Session):
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.config.option.collectonly or self.gave_up:
             return
-        tasks = sorted({ref.task for ref in map(case_ref, session.items) if ref is not None})
+        refs = [ref for ref in map(case_ref, session.items) if ref is not None]
+        for ref in refs:  # the examples each suite's experiment runs over (a case's repeats: one example)
+            self._case_ids.setdefault(ref.task, set()).add(ref.case_id)
+        tasks = sorted(self._case_ids)
         if tasks:
             self._setup(tasks)
 
@@ -218,8 +222,13 @@ class LangSmithWorker(Session):
                 dataset = client.read_dataset(dataset_name=name)
         exp_name = experiment_name(self.prefix, task, self.run_id)
         try:
+            # as evaluate(..., num_repetitions=N) makes it: the examples and the runs per example the
+            # experiment expects (LangSmith's progress and its per-example repetitions)
+            n_examples = len(self._case_ids.get(task, ())) or None
             project = client.create_project(exp_name, reference_dataset_id=dataset.id, metadata=self.metadata,
-                                            description=f"groundeval run {self.run_id} of {name}")
+                                            description=f"groundeval run {self.run_id} of {name}",
+                                            num_examples=n_examples,
+                                            num_repetitions=int(self.metadata.get("num_repetitions") or 1))
         except LangSmithConflictError:  # another worker of this session made it
             project = client.read_project(project_name=exp_name)
         host = getattr(client, "_host_url", None) or ""
