@@ -1508,16 +1508,13 @@ class ReportError(Exception):
 
 
 def load_record(path: Path) -> dict[str, Any]:
-    """A run record (``store.read``), as the JSON the page is rendered from."""
-    from pytest_groundeval.store import Journal, StoreError, read
+    """A run record (``store.read_record``), as the JSON the page is rendered from."""
+    from pytest_groundeval.store import StoreError, read_record
 
     try:
-        record = read(path)
+        record = read_record(path)
     except StoreError as exc:
         raise ReportError(str(exc)) from None
-    if isinstance(record, Journal):
-        raise ReportError(f"{path} is a journal (its run wrote no record: killed, or cut short before it could); "
-                          "give the run record (.json) its run wrote, or --resume the journal to get one")
     return page_data(path, record)
 
 

@@ -200,6 +200,16 @@ def read(path: Path | str, *, cases_only: bool = False) -> RunRecord | Journal:
     return _read_record(path, raw, cases_only)
 
 
+def read_record(path: Path | str) -> RunRecord:
+    """The run record at ``path`` (:func:`read`); a :class:`StoreError` for a journal too (for
+    the commands that take a finished run's record: report, review, export)."""
+    got = read(path)
+    if isinstance(got, Journal):
+        raise StoreError(f"{path} is a journal (its run wrote no record: killed, or cut short before it could): "
+                         "give the run record (.json) its run writes, or --resume the journal to get one")
+    return got
+
+
 def _indented(model: BaseModel) -> bytes:
     """``model`` as indented JSON (pydantic-core's serializer: no dict in between); a string
     JSON cannot carry as UTF-8 (a lone surrogate) escaped, never a crash."""

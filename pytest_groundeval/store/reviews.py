@@ -41,7 +41,8 @@ from typing import Any, Iterable
 from pydantic import ValidationError
 
 from pytest_groundeval.model import CaseResult, Review, ReviewVerdict, RunRecord
-from pytest_groundeval.store.files import REVIEWS_SUFFIX, Journal, StoreError, read
+from pytest_groundeval.store import files
+from pytest_groundeval.store.files import REVIEWS_SUFFIX, StoreError
 from pytest_groundeval.store.record import now_iso, write_json_atomic
 from pytest_groundeval.store.redact import redact_json
 
@@ -102,16 +103,12 @@ class Reviews:
 
 
 def read_record(path: Path | str) -> RunRecord:
-    """The run record at ``path`` (``store.read``); a :class:`ReviewError` for a journal (a
-    run's record is what is reviewed) or anything ``read`` refuses."""
+    """The run record at ``path`` (``store.read_record``); a :class:`ReviewError` for a journal
+    (a run's record is what is reviewed) or anything the reader refuses."""
     try:
-        record = read(path)
+        return files.read_record(path)
     except StoreError as e:
         raise ReviewError(str(e)) from None
-    if isinstance(record, Journal):
-        raise ReviewError(f"{path} is a journal (its run wrote no record: killed, or cut short before it could): "
-                          "review the run record (.json) its run writes; --resume the journal to get one")
-    return record
 
 
 def read_reviews(record_path: Path | str, record: RunRecord) -> Reviews:
