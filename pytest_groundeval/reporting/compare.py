@@ -734,7 +734,7 @@ def render_text(c: Comparison, *, max_flips: int = 20) -> str:
             for f in flips[:max_flips]:
                 rates = "" if not t.repeats else f" (pass rate {f.base_pass_rate:.2f} -> {f.new_pass_rate:.2f})"
                 out.append(f"    {f.case_id}{rates}: {_short(f.reason)}")
-                if f.reviewed:
+                if f.reviewed and f.reviewed not in (f.reason or ""):  # (--with-reviews: the reason says it)
                     out.append(f"      {_short(f.reviewed)}")
             if len(flips) > max_flips:
                 out.append(f"    ... and {len(flips) - max_flips} more (--max-flips, or --format json for all)")
@@ -796,7 +796,8 @@ def render_markdown(c: Comparison, *, max_flips: int = 20) -> str:
             out += [f"<details><summary>{title}: {len(flips)}</summary>", ""]
             for f in flips[:max_flips]:
                 rates = "" if not t.repeats else f" (pass rate {f.base_pass_rate:.2f} → {f.new_pass_rate:.2f})"
-                seen = f" — _{_md_cell(_short(f.reviewed))}_" if f.reviewed else ""
+                seen = (f" — _{_md_cell(_short(f.reviewed))}_"
+                        if f.reviewed and f.reviewed not in (f.reason or "") else "")
                 out.append(f"- {_md_code(f.case_id)}{rates}: {_md_cell(_short(f.reason))}{seen}")
             if len(flips) > max_flips:
                 out.append(f"- ... and {len(flips) - max_flips} more")

@@ -268,6 +268,8 @@ def test_a_review_shows_in_compare_and_only_with_reviews_gates_on_it(copy, runs,
     assert code == 1  # over the reviewed verdicts: six passes lost, McNemar p = 2 / 2**6
     assert "write.pass: 0.833 -> 0.708" in err and "mcnemar p=0.0312" in err
     assert "pass -> fail: 6" in out and "reviewed fail by Dr Ada Lee: unsafe for this patient" in out
+    flips = out.split("pass -> fail: 6", 1)[1].split("fail -> pass", 1)[0]
+    assert flips.count("reviewed fail by Dr Ada Lee: unsafe for this patient") == 6  # once per flip, not twice
     assert "over the reviewed verdicts (--with-reviews)" in out
     data = json.loads(run_cli(capsys, "compare", base, path, "--with-reviews", "--format", "json")[1])
     task = data["tasks"][0]
