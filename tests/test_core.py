@@ -189,7 +189,7 @@ def test_the_detector_catches_task_names():
 HOMONYMS = {
     'run/cache.py: write: MODES = ("off", "read", "write", "readwrite", "strict")',
     'run/cache.py: write: if self.mode in ("write", "readwrite"):',
-    'store/__init__.py: write: __all__ = ["Journal", "StoreError", "read", "write"]',
+    'store/__init__.py: write: __all__ = ["Journal", "StoreError", "read", "read_record", "write"]',
     'pytest/options.py: write: CACHE_MODES = ("off", "read", "write", "readwrite", "strict")',
 }
 
