@@ -226,8 +226,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keep", action="store_true", help="keep the temp project")
     a = p.parse_args(argv)
     sizes = sorted(set(a.cases))
-    if sizes[0] <= a.small:
-        p.error("--cases must all be larger than --small")
+    if a.small < 1 or sizes[0] <= a.small:
+        p.error("--cases must all be larger than --small, and --small >= 1")
+    if a.rounds < 1:
+        p.error("--rounds must be >= 1")
     use_runtime_env(a.dev_env)
     inspect_py = bench_env_python() if a.inspect else None
 
