@@ -265,23 +265,34 @@ class _Writer:
     them)."""
 
     BATCH = 64
+    MAX_BUNDLES = 8  # Bundles waiting to be pickled and written; beyond, a Bundle is not stored
 
     def __init__(self, write: Any) -> None:
         self._write = write
+        self._bundles = 0  # Bundles handed over, not yet written
         self._queue: "queue.Queue[list[tuple[str, str | None, Any]] | None]" = queue.Queue()
         self._pending: list[tuple[str, str | None, Any]] = []
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def put(self, job: tuple[str, str | None, Any]) -> None:
+    def put(self, job: tuple[str, str | None, Any]) -> bool:
         """A verdict waits for its batch; a Bundle goes at once (with the batch so far, in
-        order), so the writer never holds more than one batch of small entries back."""
+        order), so the writer never holds more than one batch of small entries back. A Bundle
+        is refused (False) while :attr:`MAX_BUNDLES` wait: the writer pickles under the GIL,
+        and where every case uses its Bundle (the baseline) it falls behind the item path, each
+        waiting Bundle held in memory (a 2,000-case run queued 200); the refused one is only
+        built again by the next run that needs it."""
         with self._lock:
+            if job[2] is not None:
+                if self._bundles >= self.MAX_BUNDLES:
+                    return False
+                self._bundles += 1
             self._pending.append(job)
             if len(self._pending) < self.BATCH and job[2] is None:
-                return
+                return True
             batch, self._pending = self._pending, []
             self._hand(batch)
+        return True
 
     def _hand(self, batch: list[tuple[str, str | None, Any]]) -> None:  # with the lock held
         if self._thread is None:
@@ -295,11 +306,17 @@ class _Writer:
             try:
                 if batch is None:
                     return
-                for job in batch:
+                for i, job in enumerate(batch):
+                    batch[i] = None  # (a written Bundle is not held while the rest of the batch is)
                     try:
                         self._write(*job)
                     except Exception:  # noqa: BLE001 - a cache that cannot be written is only a slower next run
                         pass
+                    finally:
+                        if job[2] is not None:
+                            with self._lock:
+                                self._bundles -= 1
+                    del job
             finally:
                 self._queue.task_done()
 
@@ -410,7 +427,9 @@ class BundleMemo:
             if key in self._bundle_stored:
                 return
             self._bundle_stored.add(key)
-        self._write(key, None, bundle)
+        if not self._write(key, None, bundle):  # the writer is behind: not stored (a later use may)
+            with self._lock:
+                self._bundle_stored.discard(key)
 
     # -- disk --
     def _read(self, key: str) -> tuple[str | None, bytes | None] | None:
@@ -427,13 +446,14 @@ class BundleMemo:
                 self.disk_rejected += 1
         return entry
 
-    def _write(self, key: str, issues: str | None, bundle: Any) -> None:
+    def _write(self, key: str, issues: str | None, bundle: Any) -> bool:
+        """False: the background writer refused a Bundle (too many wait); it is not stored."""
         if self.folder is None:
-            return
+            return True
         if self._writer is not None:
-            self._writer.put((key, issues, bundle))
-        else:
-            self._write_now(key, issues, bundle)
+            return self._writer.put((key, issues, bundle))
+        self._write_now(key, issues, bundle)
+        return True
 
     def _write_now(self, key: str, issues: str | None, bundle: Any) -> None:
         path = self.path(key)

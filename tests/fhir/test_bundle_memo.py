@@ -185,3 +185,37 @@ def test_the_binding_walk_finds_what_healthchains_finds_set_assigned_or_defaulte
     for model, bad in cases:
         assert bool(_check_bindings(model, "x")) is bad, model  # (the table itself is right)
         assert bundles._binding_issues(model) is bad, model
+
+
+def test_a_writer_behind_holds_at_most_max_bundles_and_a_refused_one_is_stored_by_a_later_use(tmp_path, monkeypatch):
+    """Where every case uses its Bundle the writer (pickling under the GIL) falls behind: at
+    most MAX_BUNDLES wait in memory, the rest are not stored (verdict only), and a later use
+    of a refused one stores it."""
+    memo = bundles.BundleMemo(tmp_path / "store", background=True)
+    writer = memo._writer
+    gate = threading.Event()
+    real = memo._write_now
+
+    def held(*args):
+        gate.wait()
+        real(*args)
+
+    monkeypatch.setattr(writer, "_write", held)
+    monkeypatch.setattr(bundles._Writer, "MAX_BUNDLES", 2)
+    raws = _distinct(4)
+    for raw in raws:
+        memo.verdict(raw, content_hash(raw)).bundle()  # the baseline: every case uses its Bundle
+    assert writer._bundles == 2  # two wait; the other two were refused, not queued
+    gate.set()
+    memo.flush()
+    assert writer._bundles == 0
+
+    def stored_bundles():
+        again = bundles.BundleMemo(tmp_path / "store")
+        return [again.verdict(raw, content_hash(raw))._blob is not None for raw in raws]
+
+    assert stored_bundles() == [True, True, False, False]  # every verdict on disk, two Bundles
+    for raw in raws[2:]:
+        memo.verdict(raw, content_hash(raw)).bundle()  # used again, the writer idle: stored now
+    memo.flush()
+    assert stored_bundles() == [True, True, True, True]
