@@ -145,6 +145,10 @@ def bench_per_case(proj: Path, warm: Path, sizes: list[int], n0: int, rounds: in
         record = warm / f"prime-{n}.json"
         run_pytest(warm, eval_args(proj, n, record), label=f"prime N={n}")
         check_eval(record, n, f"prime N={n}")(None)
+    stored = sum(1 for _ in (warm / ".groundeval" / "bundles").rglob("*.bin"))
+    if stored < max(sizes):  # else "warm" would silently be a second cold figure
+        raise BenchFailure(f"the warm project holds {stored} stored bundle verdicts after priming, expected at least "
+                           f"{max(sizes)} (is GROUNDEVAL_BUNDLE_CACHE off in this environment?)")
     print(f"timing {len(configs)} commands x {rounds} rounds, paired rotations:")
     per_round = paired_walls(configs, rounds)
     kinds = ["groundeval cold", "groundeval warm", "plain fhir", "plain json"] + (["inspect_ai"] if inspect_py else [])
