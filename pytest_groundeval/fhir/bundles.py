@@ -26,7 +26,8 @@ upgrade re-validates), holding the verdict and, for a valid bundle, the built Bu
 see half a file) and carry a SHA-256 of their payload: a file that is truncated, garbled
 or of another format is ignored and rebuilt, never trusted. A bundle edited in place has a
 new hash: it is validated again. The plugin's memo writes its files on a background
-thread (off the item path), flushed at the end of the session and of the process.
+thread (off the item path: verdicts handed over in batches, at most a few Bundles waiting,
+the rest left unstored), flushed at the end of the session and of the process.
 
 A verdict read from disk needs no Bundle: a prompt-only agent's case builds nothing; the
 Bundle is unpickled (or built) only when the baseline or a tool asks for it
