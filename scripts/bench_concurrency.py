@@ -6,7 +6,9 @@ in the temp project) in the runtime environment (``uv sync --no-dev`` into ``.ve
 ``--dev-env``: this interpreter's), over N distinct bundles (one committed fixture tagged with
 its index: N content hashes); every record must hold all cases, passed. Commands that are
 compared run ``--repeat`` paired rounds (every command once per round, the order rotated)
-and each one's median wall is kept.
+and each one's median wall is kept (for (1): the median of the per-round ratios). Every timed
+run finds its bundles' verdicts on disk (an untimed run of each data dir first), so none of
+them is the one that validates them.
 
 1. No slowdown from the prefetcher for instant agents. An agent that answers right at once
    (``bench_agents:Instant``), N cases at ``--concurrency 32`` vs ``--concurrency 1``;
@@ -47,7 +49,10 @@ from _bench_util import (  # noqa: E402
     bench_env_python,
     inspect_command,
     write_inspect_script,
+    median,
     median_walls,
+    paired_walls,
+    run_pytest,
     use_runtime_env,
     child_env,
     copy_evals,
@@ -88,19 +93,29 @@ class Suite:
 
 
 def bench_prefetch(proj: Path, env: dict[str, str], n: int, n0: int, conc: int, repeat: int):
-    print(f"\n1. instant agent, --concurrency {conc} vs 1: N={n} and N0={n0}, {repeat} rounds interleaved")
+    print(f"\n1. instant agent, --concurrency {conc} vs 1: N={n} and N0={n0}, {repeat} paired rounds (order rotated)")
     configs = [Suite(proj, size, "Instant", env).config(f"instant N={size} --concurrency {c}", f"--concurrency={c}")
                for size in (n0, n) for c in (1, conc)]
-    best = median_walls(configs, repeat)
-    pc = {c: per_case(best[f"instant N={n} --concurrency {c}"], best[f"instant N={n0} --concurrency {c}"], n, n0)
-          for c in (1, conc)}
+    # every timed run in the same state: the bundle verdicts of both data dirs on disk (an
+    # untimed run each), so no timed run is the one that validates them
+    for size in (n0, n):
+        prime = Suite(proj, size, "Instant", env).config(f"prime N={size}", "--concurrency=1")
+        prime.check(run_pytest(proj, prime.args, label=prime.label, env=env))
+    per_round = paired_walls(configs, repeat)
+    walls = {c.label: median([w[c.label] for w in per_round]) for c in configs}
+    pcs = {c: [per_case(w[f"instant N={n} --concurrency {c}"], w[f"instant N={n0} --concurrency {c}"], n, n0)
+               for w in per_round] for c in (1, conc)}
+    ratios = [a / b for a, b in zip(pcs[conc], pcs[1])]  # paired: within a round
+    pc = {c: median(v) for c, v in pcs.items()}
     print()
-    table(["", f"wall s N0={n0}", f"wall s N={n}", "µs/case"], [
-        [f"--concurrency {c}", f"{best[f'instant N={n0} --concurrency {c}']:.2f}",
-         f"{best[f'instant N={n} --concurrency {c}']:.2f}", f"{pc[c] * 1e6:.0f}"] for c in (1, conc)])
-    wall_ratio = best[f"instant N={n} --concurrency {conc}"] / best[f"instant N={n} --concurrency 1"]
-    print(f"  per case {conc} vs 1: {pc[conc] / pc[1]:.2f}x; whole wall at N={n}: {wall_ratio:.2f}x")
-    return pc[conc] / pc[1], pc, wall_ratio
+    table(["", f"wall s N0={n0}", f"wall s N={n}", "µs/case (median)", "per round µs/case"], [
+        [f"--concurrency {c}", f"{walls[f'instant N={n0} --concurrency {c}']:.2f}",
+         f"{walls[f'instant N={n} --concurrency {c}']:.2f}", f"{pc[c] * 1e6:.0f}",
+         " ".join(f"{x * 1e6:.0f}" for x in pcs[c])] for c in (1, conc)])
+    wall_ratio = median([w[f"instant N={n} --concurrency {conc}"] / w[f"instant N={n} --concurrency 1"] for w in per_round])
+    print(f"  per case {conc} vs 1 (median of the per-round ratios {' '.join(f'{r:.2f}' for r in ratios)}): "
+          f"{median(ratios):.2f}x; whole wall at N={n}: {wall_ratio:.2f}x")
+    return median(ratios), pc, wall_ratio
 
 
 def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool,
@@ -109,6 +124,8 @@ def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, rep
     suite = Suite(proj, m, "Sleepy", env)
     print(f"\n2. sleepy agent ({latency:g} s per call), {m} cases, --concurrency {conc}; "
           f"start-up = the same command with -k case-00000 (1 item) minus {latency:g} s; {repeat} rounds interleaved")
+    prime = Suite(proj, m, "Instant", env).config(f"prime M={m}", "--concurrency=1")  # verdicts on disk, untimed
+    prime.check(run_pytest(proj, prime.args, label=prime.label, env=env))
     full = suite.config(f"sleepy M={m} --concurrency {conc}", f"--concurrency={conc}")
     one = suite.config(f"sleepy 1 of M={m} --concurrency {conc}", f"--concurrency={conc}", "-k", "case-00000", expect=1)
     configs = [full, one]
@@ -184,6 +201,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-inspect", dest="inspect", action="store_false", help="skip the inspect_ai side of (2)")
     p.add_argument("--dev-env", action="store_true", help="run the children in this interpreter's environment")
     a = p.parse_args(argv)
+    if a.n0 < 1 or a.cases <= a.n0:
+        p.error(f"--cases ({a.cases}) must be larger than --n0 ({a.n0}) >= 1: the per-case cost is their difference")
+    if a.concurrency < 2 or a.workers < 1 or a.sleep_cases < 2 or a.tiny < 1 or a.repeat < 1:
+        p.error("--concurrency must be >= 2 (it is compared with 1), --workers, --tiny, --repeat >= 1, --sleep-cases >= 2")
+    if a.latency <= 0:
+        p.error("--latency must be > 0 (the ideal is counted in waves of it)")
     use_runtime_env(a.dev_env)
     inspect_py = bench_env_python() if a.inspect else None
 

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_util import (  # noqa: E402
+    BenchFailure,
     copy_evals,
     expect_cases,
     goal,
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dev-env", action="store_true", help="run the children in this interpreter's environment")
     p.add_argument("--keep", action="store_true", help="keep the temp project")
     a = p.parse_args(argv)
+    if a.small < 1 or a.large <= a.small or a.rounds < 1:
+        p.error(f"need 1 <= --small ({a.small}) < --large ({a.large}) and --rounds >= 1: per case is their difference")
     use_runtime_env(a.dev_env)
 
     with temp_project("groundeval-bench-mem-", keep=a.keep) as proj:
@@ -88,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
                 run = run_pytest(proj, ["test_extraction.py", f"--data-dir={data}", f"--agent={a.agent}",
                                         f"--run-record={record_path}"], label=f"{n} cases", ok=(0, 1), own_rss=True)
                 got = expect_cases(read_record(record_path), f"{n} cases", n)
+                if got.get("error"):  # an errored case did not do a case's work: what it keeps is not a case's
+                    raise BenchFailure(f"run '{n} cases': {got['error']} cases errored ({dict(got)}); "
+                                       f"the figure would not be a case's memory")
                 outcomes[n] = dict(got)
                 record_path.unlink()
                 record_path.with_suffix(".jsonl").unlink(missing_ok=True)

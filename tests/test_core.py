@@ -299,13 +299,21 @@ def test_the_prefetcher_stops_launching_for_an_instant_agent_and_keeps_going_for
         for i in keys:
             pf.advance(keys[i:i + pf.lookahead])
             assert pf.take(i) == seconds
+            if pf.idle and not hasattr(pf, "closed_when_idle"):
+                pf.closed_when_idle = pf.pool.closed  # (before stop(), which closes it anyway)
         pf.stop()
         return pf, calls
 
     fast, calls = run(0.0)
     assert fast.instant and sorted(calls) == list(range(40))  # every case still ran, once
+    # once instant and every launched call consumed, the rest ran inline, and the pool's
+    # threads ended (they are not left waiting for work that cannot come)
+    assert fast.closed_when_idle is True
+    for thread in fast.pool._threads:
+        thread.join()
     slow, calls = run(0.003)
     assert not slow.instant and sorted(calls) == list(range(40))
+    assert not hasattr(slow, "closed_when_idle")  # never idle: its calls kept running ahead
 
 
 # ---------------------------------------------------------------- the per-call timeout

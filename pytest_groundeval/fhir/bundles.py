@@ -26,7 +26,8 @@ upgrade re-validates), holding the verdict and, for a valid bundle, the built Bu
 see half a file) and carry a SHA-256 of their payload: a file that is truncated, garbled
 or of another format is ignored and rebuilt, never trusted. A bundle edited in place has a
 new hash: it is validated again. The plugin's memo writes its files on a background
-thread (off the item path), flushed at the end of the session and of the process.
+thread (off the item path: verdicts handed over in batches, at most a few Bundles waiting,
+the rest left unstored), flushed at the end of the session and of the process.
 
 A verdict read from disk needs no Bundle: a prompt-only agent's case builds nothing; the
 Bundle is unpickled (or built) only when the baseline or a tool asks for it
@@ -41,7 +42,6 @@ import os
 import pickle
 import queue
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from importlib import metadata
@@ -125,22 +125,25 @@ def _reject(data: Any) -> Any:
         raise InvalidBundle(describe(e)) from None
 
 
-_PLANS: dict[type, dict[str, frozenset]] = {}
+_PLANS: dict[type, tuple[dict[str, frozenset], tuple[str, ...]]] = {}
 
 
-def _plan(cls: type) -> dict[str, frozenset]:
-    """{field name: its required binding's allowed values} for the fields of ``cls`` that have
-    one, read once per class the way HealthChain's ``_check_bindings`` reads them
-    (``json_schema_extra["enum_values"]``)."""
+def _plan(cls: type) -> tuple[dict[str, frozenset], tuple[str, ...]]:
+    """``({field name: its required binding's allowed values}, the fields with a default other
+    than None)`` for ``cls``, read once per class the way HealthChain's ``_check_bindings``
+    reads the bindings (``json_schema_extra["enum_values"]``)."""
     plan = _PLANS.get(cls)
     if plan is None:
-        plan = {}
+        bindings = {}
+        defaulted = []
         for name, field in cls.model_fields.items():
             extra = field.json_schema_extra
             enum_values = extra.get("enum_values") if isinstance(extra, dict) else None
             if enum_values:
-                plan[name] = frozenset(enum_values)
-        _PLANS[cls] = plan
+                bindings[name] = frozenset(enum_values)
+            if field.default is not None or field.default_factory is not None:
+                defaulted.append(name)
+        plan = _PLANS[cls] = (bindings, tuple(defaulted))
     return plan
 
 
@@ -150,10 +153,13 @@ def _binding_issues(model: Any) -> bool:
     anywhere in the built Bundle: the same walk (every field with a value; a field with
     required-binding values checks its string values and is not descended into, any other
     model or list of models is), answering only whether there is one (the wording comes from
-    HealthChain itself, :func:`_reject`), with each class's bindings read once. A built
-    model's ``__dict__`` holds exactly its fields (pydantic keeps extras and private
-    attributes apart), so the walk reads the values there, without an attribute lookup per
-    field."""
+    HealthChain itself, :func:`_reject`), with each class's bindings read once.
+
+    A field holds a value other than None only if the input gave it (pydantic's
+    ``__pydantic_fields_set__``, which an assignment after validation joins too) or its
+    default is not None: the walk visits those fields only (a FHIR model has 10-40 fields, a
+    Synthea resource's sets 1-3 of them), reading the values from the model's ``__dict__``
+    (exactly its fields: pydantic keeps extras and private attributes apart)."""
     from pydantic import BaseModel
 
     plans = _PLANS
@@ -165,10 +171,16 @@ def _binding_issues(model: Any) -> bool:
         plan = plans.get(cls)
         if plan is None:
             plan = _plan(cls)
-        for name, value in m.__dict__.items():
+        bindings, defaulted = plan
+        values = m.__dict__
+        names = m.__pydantic_fields_set__
+        if defaulted:
+            names = names.union(defaulted)
+        for name in names:
+            value = values.get(name)
             if value is None:
                 continue
-            enum_values = plan.get(name) if plan else None
+            enum_values = bindings.get(name) if bindings else None
             if enum_values is not None:
                 for item in value if isinstance(value, list) else (value,):
                     if isinstance(item, str) and item not in enum_values:
@@ -245,45 +257,85 @@ def _unpickle(blob: bytes) -> Any:
 
 
 class _Writer:
-    """The on-disk entries written on one background thread, in order: a file write costs
-    the item path nothing (the disk calls release the GIL), and :meth:`flush` waits for
-    every entry handed in so far (the end of a session, so the next one reads them)."""
+    """The on-disk entries written on one background thread, in order, the verdicts handed
+    over in batches of :attr:`BATCH` (one thread wake-up per batch, not per entry: a wake-up
+    per entry cost the item path a GIL hand-off each; an entry holding a Bundle goes at once,
+    so no Bundle is kept alive waiting for its batch): a file write costs the item path nothing
+    (the disk calls release the GIL), and :meth:`flush` hands over the last, partial batch
+    and waits for every entry handed in so far (the end of a session, so the next one reads
+    them)."""
+
+    BATCH = 64
+    MAX_BUNDLES = 8  # Bundles waiting to be pickled and written; beyond, a Bundle is not stored
 
     def __init__(self, write: Any) -> None:
         self._write = write
-        self._queue: "queue.Queue[tuple[str, str | None, Any] | None]" = queue.Queue()
+        self._bundles = 0  # Bundles handed over, not yet written
+        self._queue: "queue.Queue[list[tuple[str, str | None, Any]] | None]" = queue.Queue()
+        self._pending: list[tuple[str, str | None, Any]] = []
         self._thread: threading.Thread | None = None
-        self._start = threading.Lock()
+        self._lock = threading.Lock()
 
-    def put(self, job: tuple[str, str | None, Any]) -> None:
+    def put(self, job: tuple[str, str | None, Any]) -> bool:
+        """A verdict waits for its batch; a Bundle goes at once (with the batch so far, in
+        order), so the writer never holds more than one batch of small entries back. A Bundle
+        is refused (False) while :attr:`MAX_BUNDLES` wait: the writer pickles under the GIL,
+        and where every case uses its Bundle (the baseline) it falls behind the item path, each
+        waiting Bundle held in memory (a 2,000-case run queued 200); the refused one is only
+        built again by the next run that needs it."""
+        with self._lock:
+            if job[2] is not None:
+                if self._bundles >= self.MAX_BUNDLES:
+                    return False
+                self._bundles += 1
+            self._pending.append(job)
+            if len(self._pending) < self.BATCH and job[2] is None:
+                return True
+            batch, self._pending = self._pending, []
+            self._hand(batch)
+        return True
+
+    def _hand(self, batch: list[tuple[str, str | None, Any]]) -> None:  # with the lock held
         if self._thread is None:
-            with self._start:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, daemon=True, name="groundeval-bundles")
-                    self._thread.start()
-        self._queue.put(job)
+            self._thread = threading.Thread(target=self._run, daemon=True, name="groundeval-bundles")
+            self._thread.start()
+        self._queue.put(batch)
 
     def _run(self) -> None:
         while True:
-            job = self._queue.get()
+            batch = self._queue.get()
             try:
-                if job is None:
+                if batch is None:
                     return
-                self._write(*job)
-            except Exception:  # noqa: BLE001 - a cache that cannot be written is only a slower next run
-                pass
+                for i, job in enumerate(batch):
+                    batch[i] = None  # (a written Bundle is not held while the rest of the batch is)
+                    try:
+                        self._write(*job)
+                    except Exception:  # noqa: BLE001 - a cache that cannot be written is only a slower next run
+                        pass
+                    finally:
+                        if job[2] is not None:
+                            with self._lock:
+                                self._bundles -= 1
+                    del job
             finally:
                 self._queue.task_done()
 
     def flush(self) -> None:
-        if self._thread is not None:
+        with self._lock:
+            if self._pending:
+                batch, self._pending = self._pending, []
+                self._hand(batch)
+            thread = self._thread
+        if thread is not None:
             self._queue.join()
 
     def close(self) -> None:
         self.flush()
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread = None
+        with self._lock:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread = None
 
 
 class BundleMemo:
@@ -295,6 +347,7 @@ class BundleMemo:
         self._verdicts: dict[str, tuple[str | None]] = {}  # key -> (issues,)
         self._built: "OrderedDict[str, Any]" = OrderedDict()  # key -> Bundle, the last KEEP_BUILT used
         self._bundle_stored: set[str] = set()  # keys whose Bundle this process stored
+        self._made: set[Path] = set()  # entry folders known to exist
         self._lock = threading.Lock()
         self._writer = _Writer(self._write_now) if background and self.folder is not None else None
         self.builds = 0  # bundles validated here (the counters the tests read)
@@ -375,7 +428,9 @@ class BundleMemo:
             if key in self._bundle_stored:
                 return
             self._bundle_stored.add(key)
-        self._write(key, None, bundle)
+        if not self._write(key, None, bundle):  # the writer is behind: not stored (a later use may)
+            with self._lock:
+                self._bundle_stored.discard(key)
 
     # -- disk --
     def _read(self, key: str) -> tuple[str | None, bytes | None] | None:
@@ -392,13 +447,14 @@ class BundleMemo:
                 self.disk_rejected += 1
         return entry
 
-    def _write(self, key: str, issues: str | None, bundle: Any) -> None:
+    def _write(self, key: str, issues: str | None, bundle: Any) -> bool:
+        """False: the background writer refused a Bundle (too many wait); it is not stored."""
         if self.folder is None:
-            return
+            return True
         if self._writer is not None:
-            self._writer.put((key, issues, bundle))
-        else:
-            self._write_now(key, issues, bundle)
+            return self._writer.put((key, issues, bundle))
+        self._write_now(key, issues, bundle)
+        return True
 
     def _write_now(self, key: str, issues: str | None, bundle: Any) -> None:
         path = self.path(key)
@@ -412,11 +468,24 @@ class BundleMemo:
             else:
                 payload = b"B" + pickle.dumps(bundle, protocol=pickle.HIGHEST_PROTOCOL)
             blob = MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+            # a temp name no other process or thread uses (pid, thread), then an atomic replace
+            tmp = path.parent / f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            if path.parent not in self._made:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(path.parent)
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(blob)
+                fd = os.open(tmp, flags, 0o644)
+            except FileNotFoundError:  # the folder was removed since (a cleaned cache)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(tmp, flags, 0o644)
+            try:
+                try:
+                    view = memoryview(blob)
+                    while view:
+                        view = view[os.write(fd, view):]
+                finally:
+                    os.close(fd)
                 os.replace(tmp, path)
             except BaseException:
                 try:

@@ -242,7 +242,8 @@ class Evaluator:
         if not ours or item.session.shouldfail or item.session.shouldstop:
             self.prefetcher.stop()  # an injected agent, -x / --maxfail: no more calls ahead
             return
-        self.prefetcher.advance(self._upcoming(item, ref))
+        if not self.prefetcher.idle:  # (an instant agent: calls run inline, no plan to keep)
+            self.prefetcher.advance(self._upcoming(item, ref))
 
     def _upcoming(self, item: pytest.Item, ref: CaseRef) -> list[tuple[str, str]]:
         if self.settings.is_worker:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 class DaemonPool:
     def __init__(self, workers: int) -> None:
+        self.closed = False
         self._queue: "queue.SimpleQueue[tuple[Future, Callable[[], Any]] | None]" = queue.SimpleQueue()
         self._threads = [threading.Thread(target=self._work, daemon=True, name=f"groundeval-{i}")
                          for i in range(workers)]
@@ -43,6 +44,10 @@ class DaemonPool:
         return future
 
     def shutdown(self) -> None:
+        """Each thread ends once the jobs queued before this are done (the first call only)."""
+        if self.closed:
+            return
+        self.closed = True
         for _ in self._threads:
             self._queue.put(None)
 
@@ -75,10 +80,16 @@ class Prefetcher:
         self.stopped = False
         self._lock = threading.RLock()
 
+    @property
+    def idle(self) -> bool:
+        """The agent answered instantly and no call is left in flight or unconsumed: every
+        call runs inline from now on, and no plan is needed."""
+        return self.instant and not self.futures
+
     def advance(self, upcoming: Iterable[Hashable]) -> None:
         """Set the plan: the current key first, then the next keys in run order."""
         with self._lock:
-            if self.stopped:
+            if self.stopped or self.idle:
                 return
             self.plan = list(upcoming)[: self.lookahead]
             wanted = set(self.plan)
@@ -109,6 +120,7 @@ class Prefetcher:
                     # the median: one call delayed by a GIL switch must not hide an instant agent
                     if len(self._latencies) == self.PROBE and sorted(self._latencies)[self.PROBE // 2] < self.INSTANT_S:
                         self.instant = True  # no more launches: take() calls inline from now on
+                        self.pool.shutdown()  # (its threads end once their running call is done)
         return value
 
     def _finished(self, future: Future) -> None:
@@ -119,6 +131,8 @@ class Prefetcher:
 
     def take(self, key: Hashable) -> Any:
         """The result for ``key``: waits for its prefetched call, or calls inline if none was launched."""
+        if self.idle:
+            return self.call(key)
         with self._lock:
             future = self.futures.pop(key, None)
             if key in self.plan:

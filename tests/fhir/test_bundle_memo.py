@@ -112,3 +112,110 @@ def test_extraction(case, agent, scorer, evaluate):
     second = pytester.runpytest_subprocess(*args)
     second.assert_outcomes(passed=3)
     assert "MEMO builds=0 disk_hits=3" in second.stdout.str()
+
+
+def test_verdicts_go_to_the_writer_in_batches_and_a_bundle_at_once(tmp_path, monkeypatch):
+    """One hand-over (a thread wake-up) per BATCH verdicts, not per entry; an entry holding a
+    Bundle is handed over at once (no Bundle waits for a batch); flush hands over the rest."""
+    memo = bundles.BundleMemo(tmp_path / "store", background=True)
+    writer = memo._writer
+    gate = threading.Event()
+    real = memo._write_now
+
+    def held(*args):
+        gate.wait()
+        real(*args)
+
+    monkeypatch.setattr(writer, "_write", held)
+    handed = []
+    hand = writer._hand
+    monkeypatch.setattr(writer, "_hand", lambda batch: (handed.append(len(batch)), hand(batch)))
+    monkeypatch.setattr(bundles._Writer, "BATCH", 4)
+    raws = _distinct(10)
+    verdicts = [memo.verdict(raw, content_hash(raw)) for raw in raws]
+    assert handed == [4, 4]  # two full batches; two verdicts still pending
+    verdicts[0].bundle()  # used: its Bundle is stored, handed over at once with the pending two
+    assert handed == [4, 4, 3]
+    gate.set()
+    memo.flush()
+    assert len(_entries(tmp_path / "store")) == 10
+    again = bundles.BundleMemo(tmp_path / "store")
+    assert all(again.verdict(raw, content_hash(raw)).valid for raw in raws) and again.builds == 0
+    assert again.verdict(raws[0], content_hash(raws[0]))._blob is not None  # the Bundle itself was stored
+
+
+def test_the_binding_walk_finds_what_healthchains_finds_set_assigned_or_defaulted():
+    """The walk visits the fields a model was given (pydantic's fields set, which assignment
+    joins) and those whose default is not None: a bad code in any of them is found, as
+    HealthChain's own walk over every field finds it, nested in models and lists."""
+    from healthchain.fhir.validation import _check_bindings
+    from pydantic import BaseModel, Field
+
+    bound = {"json_schema_extra": {"enum_values": ["a", "b"]}}
+
+    class Leaf(BaseModel):
+        status: str | None = Field(None, **bound)
+        note: str | None = None
+
+    class Middle(BaseModel):
+        leaves: list[Leaf] | None = None
+        leaf: Leaf | None = None
+        kind: str = Field("a", **bound)  # a default other than None
+
+    class Top(BaseModel):
+        middle: Middle | None = None
+        codes: list[str] | None = Field(None, **bound)
+
+    class Defaulted(BaseModel):
+        kind: str = Field("zz", **bound)  # not in its value set, never given
+
+    assigned = Top(middle=Middle())
+    assigned.middle.leaf = Leaf(status="bad")  # after validation: not in the input
+    cases = [
+        (Top(), False),
+        (Top(codes=["a", "b"]), False),
+        (Top(codes=["a", "x"]), True),
+        (Top(middle=Middle(leaves=[Leaf(status="a"), Leaf(status="c")])), True),
+        (Top(middle=Middle(leaves=[Leaf(status="a", note="c")])), False),
+        (Top(middle=Middle(kind="q")), True),
+        (assigned, True),
+        (Top(middle=Middle.model_validate({"leaf": {}})), False),
+        (Defaulted(), True),
+    ]
+    for model, bad in cases:
+        assert bool(_check_bindings(model, "x")) is bad, model  # (the table itself is right)
+        assert bundles._binding_issues(model) is bad, model
+
+
+def test_a_writer_behind_holds_at_most_max_bundles_and_a_refused_one_is_stored_by_a_later_use(tmp_path, monkeypatch):
+    """Where every case uses its Bundle the writer (pickling under the GIL) falls behind: at
+    most MAX_BUNDLES wait in memory, the rest are not stored (verdict only), and a later use
+    of a refused one stores it."""
+    memo = bundles.BundleMemo(tmp_path / "store", background=True)
+    writer = memo._writer
+    gate = threading.Event()
+    real = memo._write_now
+
+    def held(*args):
+        gate.wait()
+        real(*args)
+
+    monkeypatch.setattr(writer, "_write", held)
+    monkeypatch.setattr(bundles._Writer, "MAX_BUNDLES", 2)
+    raws = _distinct(4)
+    for raw in raws:
+        memo.verdict(raw, content_hash(raw)).bundle()  # the baseline: every case uses its Bundle
+    assert writer._bundles == 2  # two wait; the other two were refused, not queued
+    gate.set()
+    memo.flush()
+    assert writer._bundles == 0
+
+    def stored_bundles():
+        again = bundles.BundleMemo(tmp_path / "store")
+        return [again.verdict(raw, content_hash(raw))._blob is not None for raw in raws]
+
+    assert stored_bundles() == [True, True, False, False]  # every verdict on disk, two Bundles
+    for raw in raws[2:]:
+        memo.verdict(raw, content_hash(raw)).bundle()  # used again, the writer idle: stored now
+    memo.flush()
+    assert stored_bundles() == [True, True, True, True]
