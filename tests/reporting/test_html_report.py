@@ -11,13 +11,12 @@ equals the record's, formatted the way the page promises (3 decimals, USD with 4
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
 import shutil
 import stat
-import subprocess
-import uuid
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlencode
@@ -201,28 +200,43 @@ def parse(text: str) -> Node:
     return b.root
 
 
+_BROWSER: list = []  # this process's one headless Chromium (DevTools over a pipe), closed at exit
+
+
+def _browser():
+    if not _BROWSER or _BROWSER[0].proc.poll() is not None:
+        browser = _chromium_module().Chromium(CHROMIUM)
+        atexit.register(browser.close)
+        _BROWSER[:] = [browser]
+    return _BROWSER[0]
+
+
+# the page is done: its script ran to its end, or its catcher wrote what stopped it
+_DONE = ("document.readyState === 'complete' && document.body && (document.body.getAttribute('data-ready') === '1'"
+         " || !!(document.getElementById('errors') && document.getElementById('errors').textContent))")
+
+
 def browse(page: Path, fragment: str = "") -> Node:
     """The page's DOM after its script ran (in a window tall enough for every row of these
     small records to be rendered), asserting it loaded cleanly: no console message
-    (Chromium's log of the page's console and of uncaught errors), nothing in ``#errors``
-    (the page's own catcher), and its script ran to the end (``data-ready``)."""
-    profile = page.parent / f".chromium-{uuid.uuid4().hex[:8]}"
-    url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
+    (the page's console, uncaught errors and the browser's own errors about the page), nothing
+    in ``#errors`` (the page's own catcher), and its script ran to the end (``data-ready``).
+    One browser per test process; each page its own tab, closed after."""
+    browser = _browser()
+    tab = browser.open(page, fragment, width=1280, height=30000, ready=_DONE)
     try:
-        proc = subprocess.run(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-             f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0",
-             # a tall window: the case table renders only the rows in its view (virtualised), and these
-             # small records' rows, opened details included, are all to be read back from the DOM
-             "--window-size=1280,30000",
-             "--dump-dom", url],
-            capture_output=True, text=True, timeout=180)
+        text = tab.evaluate("document.documentElement.outerHTML")
     finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    console = [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
+        tab.close()
+    mine = [ev for ev in browser.events if ev.get("sessionId") == tab.session]
+    browser.events[:] = [ev for ev in browser.events if ev.get("sessionId") != tab.session]
+    saved, browser.events = browser.events, mine
+    try:
+        console = browser.console_messages()
+    finally:
+        browser.events = saved
     assert console == [], console
-    dom = parse(proc.stdout)
+    dom = parse(text)
     body = dom.one("body")
     assert body.attrs.get("data-ready") == "1", "the page's script did not run to its end"
     errors = dom.one(id="errors")
