@@ -69,15 +69,21 @@ def project(tmp_path_factory) -> Project:
     _ok(_run([UV, "build", "--wheel", "--no-build-isolation", "-o", str(dist), str(ROOT)], ROOT,
              env={"UV_OFFLINE": "1"}))
     wheel = next(dist.glob("groundeval-*.whl"))
+    proj, pins = _fresh_project(base, wheel)
+    proj.install("-r", str(pins), str(wheel))
+    return proj
+
+
+def _fresh_project(base: Path, wheel: Path) -> tuple[Project, Path]:
+    """A new project folder with an empty venv, and this checkout's locked runtime dependencies
+    as a requirements file (what a user's install resolves to, from uv's cache)."""
     pins = base / "requirements.txt"
     _ok(_run([UV, "export", "--project", str(ROOT), "--frozen", "--no-emit-project", "--no-dev", "--no-hashes",
               "-q", "-o", str(pins)], ROOT))
     path = base / "my-project"
     path.mkdir()
     _ok(_run([UV, "venv", "-q", "--python", sys.executable, str(path / ".venv")], path))
-    proj = Project(path, wheel)
-    proj.install("-r", str(pins), str(wheel))
-    return proj
+    return Project(path, wheel), pins
 
 
 def test_the_project_runs_the_installed_wheel_not_this_checkout(project):
@@ -333,15 +339,9 @@ def git_project(tmp_path_factory) -> tuple[Project, Path, str]:
     init = clone / "pytest_groundeval" / "__init__.py"
     init.write_text(init.read_text() + "\nPAST_THE_TAG = True\n")
     _ok(_run(["git", *GIT, "commit", "-q", "-am", "past the tag"], clone))
-    pins = base / "requirements.txt"
-    _ok(_run([UV, "export", "--project", str(ROOT), "--frozen", "--no-emit-project", "--no-dev", "--no-hashes",
-              "-q", "-o", str(pins)], ROOT))
-    path = base / "my-project"
-    path.mkdir()
-    _ok(_run([UV, "venv", "-q", "--python", sys.executable, str(path / ".venv")], path))
-    proj = Project(path, wheel=Path())
+    proj, pins = _fresh_project(base, wheel=Path())
     _ok(_run([UV, "pip", "install", "-q", "--python", str(proj.bin / "python"), "-r", str(pins),
-              f"groundeval @ git+{clone.as_uri()}@{TAG}"], path, env=NO_NETWORK))
+              f"groundeval @ git+{clone.as_uri()}@{TAG}"], proj.path, env=NO_NETWORK))
     return proj, clone, tagged
 
 

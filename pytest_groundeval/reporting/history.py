@@ -53,9 +53,7 @@ later file is an error, the pages already written stay and the index is not writ
 from __future__ import annotations
 
 import argparse
-import base64
 import functools
-import hashlib
 import re
 import sys
 from dataclasses import dataclass, field
@@ -65,7 +63,7 @@ from typing import Any, Iterable, Sequence
 from urllib.parse import quote
 
 from pytest_groundeval.model import MetricSpec, RunRecord, TaskSummary
-from pytest_groundeval.reporting.html import data_json, e, interval, num
+from pytest_groundeval.reporting.html import JS_CATCHER, csp_hash, data_json, e, interval, num
 from pytest_groundeval.store.record import open_private
 
 HEADLINE_KINDS = ("rate", "mean", "prf")
@@ -382,23 +380,7 @@ svg .ci{stroke:#111;stroke-width:1;opacity:.55}svg .grid{stroke:#ddd}svg text{fo
 ul.skipped{color:var(--warn)}
 """
 
-JS = r"""
-(function () {
-  "use strict";
-  var errs = [];
-  function report(msg) {
-    errs.push(String(msg));
-    var box = document.getElementById("errors");
-    if (box) { box.hidden = false; box.textContent = errs.join("\n"); }
-  }
-  window.addEventListener("error", function (ev) { report("error: " + (ev.message || ev.type)); });
-  window.addEventListener("unhandledrejection", function (ev) { report("unhandled rejection: " + ev.reason); });
-  var consoleError = console.error;
-  console.error = function () {
-    report("console.error: " + Array.prototype.map.call(arguments, String).join(" "));
-    return consoleError.apply(console, arguments);
-  };
-
+JS = JS_CATCHER + r"""
   var DATA = JSON.parse(document.getElementById("groundeval-history").textContent);
   var NS = "http://www.w3.org/2000/svg";
   var W = 300, H = 110, L = 34, R = 8, T = 8, B = 8, P = 6;
@@ -502,10 +484,6 @@ JS = r"""
 """
 
 
-def _sha256(text: str) -> str:
-    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
-
-
 def _select(name: str, values: Iterable[str]) -> str:
     options = "".join(f'<option value="{e(v)}">{e(v)}</option>' for v in sorted(set(values)))
     return (f'<label>{e(name)} <select id="filter-{e(name)}"><option value="">all</option>{options}</select>'
@@ -544,7 +522,7 @@ def render(history: History) -> str:
     runs = history.runs
     lead = leads(runs)
     css, js = CSS.strip(), JS.strip()
-    csp = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; img-src data:; "
+    csp = (f"default-src 'none'; script-src '{csp_hash(js)}'; style-src '{csp_hash(css)}'; img-src data:; "
            "base-uri 'none'; form-action 'none'")
     head = ["started", "run", "agent", "model", "branch", "gate"]
     for task, metric in lead.items():

@@ -975,7 +975,10 @@ button.count.error b{color:var(--warn)}button.count.failed b{color:var(--bad)}bu
 table.flips td.flip-reason{max-width:30em;overflow-wrap:anywhere}
 """
 
-JS = r"""
+# the start of every page script of groundeval's (this report, the history page): whatever
+# goes wrong in the page (an error, a rejected promise, what its policy blocks, console.error)
+# is written into #errors, so a test (and a reader) sees it
+JS_CATCHER = r"""
 (function () {
   "use strict";
   var errs = [];
@@ -994,6 +997,9 @@ JS = r"""
     report("console.error: " + Array.prototype.map.call(arguments, String).join(" "));
     return consoleError.apply(console, arguments);
   };
+"""
+
+JS = JS_CATCHER + r"""
 
   function el(tag, cls, text) {
     var n = document.createElement(tag);
@@ -1438,7 +1444,8 @@ JS = r"""
 """
 
 
-def _sha256(text: str) -> str:
+def csp_hash(text: str) -> str:
+    """A script's or style sheet's hash as a Content-Security-Policy source."""
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
@@ -1461,7 +1468,7 @@ def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> 
     views = [case_view(c, before.get(_key(c)) if base is not None else None) for c in record.get("cases") or []]
     data = data_json({"comparing": base is not None, "cases": views})
     css, js = CSS.strip(), JS.strip()
-    csp = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; img-src data:; "
+    csp = (f"default-src 'none'; script-src '{csp_hash(js)}'; style-src '{csp_hash(css)}'; img-src data:; "
            "base-uri 'none'; form-action 'none'")
     title = f"groundeval {record.get('run_id') or ''}" + (f" vs {base.get('run_id')}" if base is not None else "")
     gate = record.get("gate")

@@ -31,7 +31,8 @@ def _entries(folder) -> list:
     return sorted(folder.rglob("*.bin"))
 
 
-def test_flush_returns_once_every_entry_handed_to_the_writer_is_on_disk(tmp_path, monkeypatch):
+def _held_memo(tmp_path, monkeypatch) -> tuple[bundles.BundleMemo, threading.Event]:
+    """A memo with a background writer that writes nothing until the returned event is set."""
     memo = bundles.BundleMemo(tmp_path / "store", background=True)
     gate = threading.Event()
     real = memo._write_now
@@ -41,6 +42,11 @@ def test_flush_returns_once_every_entry_handed_to_the_writer_is_on_disk(tmp_path
         real(*args)
 
     monkeypatch.setattr(memo._writer, "_write", held)
+    return memo, gate
+
+
+def test_flush_returns_once_every_entry_handed_to_the_writer_is_on_disk(tmp_path, monkeypatch):
+    memo, gate = _held_memo(tmp_path, monkeypatch)
     raws = _distinct(12)
     for raw in raws:
         assert memo.verdict(raw, content_hash(raw)).valid
@@ -117,16 +123,8 @@ def test_extraction(case, agent, scorer, evaluate):
 def test_verdicts_go_to_the_writer_in_batches_and_a_bundle_at_once(tmp_path, monkeypatch):
     """One hand-over (a thread wake-up) per BATCH verdicts, not per entry; an entry holding a
     Bundle is handed over at once (no Bundle waits for a batch); flush hands over the rest."""
-    memo = bundles.BundleMemo(tmp_path / "store", background=True)
+    memo, gate = _held_memo(tmp_path, monkeypatch)
     writer = memo._writer
-    gate = threading.Event()
-    real = memo._write_now
-
-    def held(*args):
-        gate.wait()
-        real(*args)
-
-    monkeypatch.setattr(writer, "_write", held)
     handed = []
     hand = writer._hand
     monkeypatch.setattr(writer, "_hand", lambda batch: (handed.append(len(batch)), hand(batch)))
@@ -191,16 +189,8 @@ def test_a_writer_behind_holds_at_most_max_bundles_and_a_refused_one_is_stored_b
     """Where every case uses its Bundle the writer (pickling under the GIL) falls behind: at
     most MAX_BUNDLES wait in memory, the rest are not stored (verdict only), and a later use
     of a refused one stores it."""
-    memo = bundles.BundleMemo(tmp_path / "store", background=True)
+    memo, gate = _held_memo(tmp_path, monkeypatch)
     writer = memo._writer
-    gate = threading.Event()
-    real = memo._write_now
-
-    def held(*args):
-        gate.wait()
-        real(*args)
-
-    monkeypatch.setattr(writer, "_write", held)
     monkeypatch.setattr(bundles._Writer, "MAX_BUNDLES", 2)
     raws = _distinct(4)
     for raw in raws:
