@@ -609,6 +609,7 @@ class MetricSpec(_Model):
     unscored: UnscoredCounts | None = None  # count: what an unscored case adds (None: 0)
     group: str | None = None  # the class a per-class breakdown shows it under (a verdict)
     aliases: list[str] = Field(default_factory=list)  # other threshold names (``f1`` for ``micro_f1``)
+    headline: bool | None = None  # True on the one figure that stands for the task (``Task.headline``)
 
     @model_serializer(mode="wrap")
     def _set_fields_only(self, handler: Any) -> dict[str, Any]:
@@ -646,6 +647,21 @@ def metric(name: str, kind: MetricKind, **kw: Any) -> MetricSpec:
     """A spec with the interval its kind has by default (rate: Wilson, mean: bootstrap)."""
     kw.setdefault("interval", {"rate": "wilson", "mean": "bootstrap"}.get(kind, "none"))
     return MetricSpec(name=name, kind=kind, **kw)
+
+
+def headline_of(specs: Iterable[MetricSpec]) -> str | None:
+    """The one figure that stands for a task (the HTML report's strip, the history's lead
+    column): the spec its task declared ``headline``; for a record whose task declared none,
+    its overall F1 (a ``prf`` of figure ``f1`` outside a breakdown), else its ``pass`` rate,
+    else its first rate or mean with an interval, else its first rate, mean or F1."""
+    usable = [s for s in specs if s.kind in ("rate", "mean", "prf") and s.group is None]
+    for rule in (lambda s: s.headline is True, lambda s: s.kind == "prf" and s.figure == "f1",
+                 lambda s: s.name == "pass" and s.kind == "rate", lambda s: s.kind != "prf" and s.interval != "none",
+                 lambda s: True):
+        found = next((s.name for s in usable if rule(s)), None)
+        if found is not None:
+            return found
+    return None
 
 
 def prf_specs(prefix: str, counts: tuple[str, str, str], *, group: str | None = None,

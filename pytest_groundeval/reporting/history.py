@@ -25,9 +25,10 @@ What is shown, all from the records (nothing recomputed that a record holds):
   per-class breakdown (no ``group``): counts are parts of other figures, ``custom`` figures
   and per-class breakdowns stay on each run's own page. Kinds are read from the specs, never
   from names;
-* a task's *lead* figure (one per task, in the table): its first declared ungrouped ``prf``
-  F1 (``figure: f1``), else its first declared ``rate`` or ``mean`` with an interval, else its
-  first headline metric; ``groundeval runs --metric TASK.METRIC`` names another.
+* a task's *lead* figure (one per task, in the table): the figure its task declares as its
+  headline (``Task.headline``: ``headline: true`` on its spec in the record; the same figure
+  as the run report's strip, ``model.headline_of``); ``groundeval runs --metric TASK.METRIC``
+  names another.
 
 The branch is the record's ``git`` block (``{commit, branch, dirty}``) when the record has one;
 a record without it (written before it) shows ``unknown`` and its ``git_sha`` as the commit.
@@ -62,7 +63,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 from urllib.parse import quote
 
-from pytest_groundeval.model import MetricSpec, RunRecord, TaskSummary
+from pytest_groundeval.model import MetricSpec, RunRecord, TaskSummary, headline_of
 from pytest_groundeval.reporting.html import JS_CATCHER, csp_hash, data_json, e, interval, num
 from pytest_groundeval.store.record import open_private
 
@@ -84,13 +85,7 @@ def headline_specs(summary: TaskSummary) -> list[MetricSpec]:
 
 def lead_metric(specs: Sequence[MetricSpec]) -> str | None:
     """The one figure the table shows per task (see the module's docstring)."""
-    for s in specs:
-        if s.kind == "prf" and s.figure == "f1":
-            return s.name
-    for s in specs:
-        if s.kind in ("rate", "mean") and s.interval != "none":
-            return s.name
-    return specs[0].name if specs else None
+    return headline_of(specs)
 
 
 def git_of(record: Any) -> tuple[str, str | None, bool | None]:

@@ -71,6 +71,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
+from pytest_groundeval.model import MetricSpec, headline_of
 from pytest_groundeval.store.record import escape_unencodable, open_private
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -807,13 +808,18 @@ def _method_text(paired: Any) -> str:
 
 
 def _headline(summary: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
-    """The task's headline figure, read from its declared kinds: its overall F1 (a ``prf`` spec
-    of figure ``f1`` and no ``group``), else its ``pass`` rate, else its first declared number."""
-    specs = {k: v for k, v in specs_of(summary).items()
-             if v.get("kind") not in ("count", "custom") and _number(summary.get(k))}
-    name = (next((k for k, v in specs.items() if v.get("kind") == "prf" and v.get("figure") == "f1"
-                  and not v.get("group")), None)
-            or ("pass" if _number(summary.get("pass")) else None) or next(iter(specs), None))
+    """The task's headline figure (``model.headline_of`` over its declared specs, among the
+    figures the summary holds a number for): the one its task declares, else (a record of a
+    task that declares none) its overall F1, else its ``pass`` rate, else its first figure."""
+    specs = []
+    for k, v in specs_of(summary).items():
+        try:
+            spec = MetricSpec.model_validate(v)
+        except ValueError:
+            continue
+        if spec.name == k and _number(summary.get(k)):
+            specs.append(spec)
+    name = headline_of(specs)
     return None if name is None else (name, summary[name], summary.get(f"{name}_ci95"))
 
 

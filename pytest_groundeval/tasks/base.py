@@ -98,6 +98,9 @@ class Task(ABC):
     # derived from ``specs``: the figures a threshold may name (``TASK.KEY``), and their aliases
     metrics: ClassVar[tuple[str, ...]]
     metric_aliases: ClassVar[dict[str, str]] = {}
+    # the one figure that stands for the task (the report's strip, the history's lead column):
+    # the name of a declared rate, mean or F1; marked ``headline`` on its spec in the record
+    headline: ClassVar[str | None] = None
     # for tool-using agents (None: the agent's generic prompt; no tools)
     agent_system_prompt: ClassVar[str | None] = None
     answer_tool: ClassVar[str | None] = None
@@ -105,9 +108,21 @@ class Task(ABC):
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         specs = cls.__dict__.get("specs")
-        if specs is not None:
+        if specs is not None or "headline" in cls.__dict__:
+            specs = cls._mark_headline(tuple(getattr(cls, "specs", ())), cls.headline)
+            cls.specs = specs
             cls.metrics = tuple(s.name for s in specs if s.kind != "count")
             cls.metric_aliases = {a: s.name for s in specs if s.kind != "count" for a in s.aliases}
+
+    @classmethod
+    def _mark_headline(cls, specs: tuple[MetricSpec, ...], name: str | None) -> tuple[MetricSpec, ...]:
+        """``specs`` with ``headline`` set on ``name``'s spec alone (a task's author error, named,
+        when ``name`` is not one of its rates, means or un-grouped F1s)."""
+        if name is not None and not any(s.name == name and s.kind in ("rate", "mean", "prf") and s.group is None
+                                        for s in specs):
+            raise TypeError(f"task {cls.__name__}: headline {name!r} is not one of its declared rate, mean or prf "
+                            f"metrics ({', '.join(s.name for s in specs if s.kind in ('rate', 'mean', 'prf'))})")
+        return tuple(s.model_copy(update={"headline": True if s.name == name else None}) for s in specs)
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

@@ -177,6 +177,7 @@ class ExtractionTask(Task):
     source: ClassVar[CaseSource] = BUILTIN["extraction"].source
     # micro P/R/F1 (aliases f1, precision, recall), macro means, exact match, name accuracy, counts
     specs = tuple(code_set_specs())
+    headline = "micro_f1"
 
     def discover(self) -> list[CaseRef]:
         return discover_files(self.path, self.name)

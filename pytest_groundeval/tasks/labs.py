@@ -496,6 +496,7 @@ class LabsTask(Task):
     description: ClassVar[str] = BUILTIN["labs"].description
     source: ClassVar[CaseSource] = BUILTIN["labs"].source
     specs = tuple(scorer.specs())
+    headline = "pass"
     agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
     fhir_server: ClassVar[bool] = True  # the harness seeds inputs["bundle"] into a FHIR server per case
     grounding_matchers = {"number": _number_in, "date": _date_in}

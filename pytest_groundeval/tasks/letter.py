@@ -148,6 +148,7 @@ class LetterTask(Task):
     judged_items: ClassVar[tuple[Item, ...]] = JUDGED_ITEMS
     calibration_default: ClassVar[str] = "letter_calibration/letters.json"  # --judge-calibrate's bundled set
     specs = tuple(scorer.specs()) + tuple(jury_specs(JUDGED_ITEMS)) + tuple(calibration.calibration_specs(JUDGED_ITEMS))
+    headline = "checks_passed"
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)

@@ -390,6 +390,7 @@ class ReconciliationTask(Task):
     source: ClassVar[CaseSource] = BUILTIN["reconciliation"].source
     # micro / macro P/R/F1, exact match, name accuracy, per-verdict P/R/F1, and their counts
     specs = tuple(scorer.specs())
+    headline = "micro_f1"
     agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
 
     def discover(self) -> list[CaseRef]:

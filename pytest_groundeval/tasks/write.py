@@ -91,6 +91,7 @@ class WriteTask(Task):
     source: ClassVar[CaseSource] = BUILTIN["write"].source
     # each dimension and the whole a pass rate per case (Wilson intervals)
     specs = tuple(metric(d, "rate") for d in DIMENSIONS) + (metric("pass", "rate", aliases=["pass_rate"]),)
+    headline = "pass"
     agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
     answer_tool: ClassVar[str] = "build_medication_statement"
 

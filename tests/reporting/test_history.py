@@ -359,8 +359,10 @@ def test_records_are_read_only_through_the_store_reader(runs_dir, monkeypatch, c
 
 def test_headline_and_lead_metrics_come_from_the_declared_specs():
     """Over every bundled task's own specs: the headline metrics are its rate, mean and prf
-    figures outside a per-class breakdown; the lead is the ungrouped prf F1, else the first
-    rate or mean with an interval."""
+    figures outside a per-class breakdown; the lead is the figure the task declares its
+    headline (write: ``pass``, all four dimensions, not its first rate ``schema``); a record
+    of a task that declares none: the ungrouped prf F1, else ``pass``, else the first rate or
+    mean with an interval."""
     from pytest_groundeval.tasks import registry
 
     tasks = registry()
@@ -373,7 +375,16 @@ def test_headline_and_lead_metrics_come_from_the_declared_specs():
     assert history.lead_metric(history.headline_specs(rec)) == "micro_f1"
     write = SimpleNamespace(specs={s.name: s for s in tasks["write"].specs})
     assert [s.name for s in history.headline_specs(write)] == ["schema", "coding", "constraints", "safety", "pass"]
-    assert history.lead_metric(history.headline_specs(write)) == "schema"  # the first rate with an interval
+    assert history.lead_metric(history.headline_specs(write)) == "pass"  # declared: Task.headline
+    leads = {name: history.lead_metric(history.headline_specs(SimpleNamespace(specs={s.name: s for s in cls.specs})))
+             for name, cls in tasks.items()}
+    assert {k: leads[k] for k in ("extraction", "write", "reconciliation", "labs", "orders", "letter")} == {
+        "extraction": "micro_f1", "write": "pass", "reconciliation": "micro_f1", "labs": "pass", "orders": "pass",
+        "letter": "checks_passed"}  # orders: not ``persisted`` (an order written, right or wrong)
+    # a record of a task that declared no headline (an older record, a user's task): the kinds decide
+    plain = [s.model_copy(update={"headline": None}) for s in tasks["write"].specs]
+    assert history.lead_metric(plain) == "pass"
+    assert history.lead_metric([s for s in plain if s.name != "pass"]) == "schema"  # the first rate with an interval
     # the rule reads kinds, not names: a renamed F1 is still the lead, a count named like one is not a trend
     from pytest_groundeval.model import metric, prf_specs
     specs = [metric("recall_like", "count"), metric("acc", "mean", interval="none"), *prf_specs("x", ("a", "b", "c"))]
@@ -381,6 +392,27 @@ def test_headline_and_lead_metrics_come_from_the_declared_specs():
     assert [s.name for s in history.headline_specs(named)] == ["acc", "x_precision", "x_recall", "x_f1"]
     assert history.lead_metric(history.headline_specs(named)) == "x_f1"
     assert history.lead_metric(history.headline_specs(SimpleNamespace(specs={}))) is None
+
+
+def test_a_task_headline_must_name_one_of_its_figures():
+    """``Task.headline`` is marked on its spec alone (the record carries it); a name that is not
+    one of the task's rates, means or F1s is its author's error, said when the class is made."""
+    from pytest_groundeval.model import metric
+    from pytest_groundeval.tasks import registry
+    from pytest_groundeval.tasks.base import Task
+
+    write = registry()["write"]
+    assert [s.name for s in write.specs if s.headline] == ["pass"]
+    assert [s.name for s in write.all_specs() if s.headline] == ["pass"]
+    dumped = {s.name: s.model_dump() for s in write.specs}
+    assert dumped["pass"]["headline"] is True and "headline" not in dumped["schema"]  # set fields only in the record
+    for bad in ("nope", "tp"):  # unknown; a count
+        with pytest.raises(TypeError, match=rf"headline {bad!r} is not one of its declared rate, mean or prf"):
+            type("Toy", (Task,), {"specs": (metric("ok", "rate"), metric("tp", "count")), "headline": bad})
+    toy = type("Toy", (Task,), {"specs": (metric("ok", "rate"), metric("also", "rate")), "headline": "also"})
+    assert [s.name for s in toy.specs if s.headline] == ["also"]
+    sub = type("Sub", (toy,), {"headline": "ok"})  # a subclass re-marks; the parent's specs are not changed
+    assert [s.name for s in sub.specs if s.headline] == ["ok"] and [s.name for s in toy.specs if s.headline] == ["also"]
 
 
 def test_pass_rate_is_over_the_results_that_ran():

@@ -349,6 +349,7 @@ def check_strip(dom: Node, rec: dict) -> None:
         assert [want[f"{task}.{o}"] for o in ("passed", "failed") if f"{task}.{o}" in want] == [
             summary[f"n_{o}"] for o in ("passed", "failed") if summary[f"n_{o}"]]
         headline = {"extraction": "micro_f1", "reconciliation": "micro_f1", "write": "pass"}[task]
+        assert [k for k, v in summary["specs"].items() if v.get("headline")] == [headline]  # the task's declared one
         assert row.one(data_headline=f"{task}.{headline}").text() == fmt(summary[headline])
 
 
