@@ -250,6 +250,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if task is None:
         return
     evaluator = _ensure(metafunc.config)
+    from pytest_groundeval.pytest.reruns import exempt_from_repeats
+
+    exempt_from_repeats(metafunc)  # pytest-repeat: one item per case (reruns.py)
     try:
         refs = evaluator.refs(task)
     except (FileNotFoundError, ValueError) as e:

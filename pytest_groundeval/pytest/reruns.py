@@ -1,4 +1,5 @@
-"""Reruns cannot replace a result: pytest-rerunfailures and pytest-retry.
+"""Reruns cannot replace a result (pytest-rerunfailures, pytest-retry), and repeats cannot
+multiply one (pytest-repeat).
 
 A case's result is its first execution's. A plugin that re-runs failed tests would turn an
 agent that is wrong on its first try and right on its second into a pass (and call the agent
@@ -18,6 +19,13 @@ are what ``--agent-retries`` handles. So:
    the first result (outcome, longrepr, junitxml properties) before pytest's counts, junitxml,
    the exit status or the reporter see it; the reporter keeps that execution apart, with its
    usage (``RunRecord.reruns``), never as the case's result.
+4. pytest-repeat (``--count N``, or a ``repeat(N)`` marker on the test) would make N items of
+   each case under ids ``<case>-1-N`` ...: one case, one result, so N - 1 of them would be
+   "selected cases with no result" and the record would say the run was cut short, and no
+   repeat would be measured. An eval test function gets ``repeat(1)`` first among its markers
+   (pytest-repeat's own per-test setting, read before its ``--count``), so each case is one
+   item; one terminal line says so (a ``repeat`` marker of the test's own: a warning naming
+   the test) and points at ``--repeat N``, which runs each case N times and reports pass^k.
 """
 
 from __future__ import annotations
@@ -39,6 +47,36 @@ RERUN_PLUGINS = MappingProxyType({"pytest_rerunfailures": "pytest-rerunfailures"
 #: their shared per-test marker, as both read it: no reruns, no retries, and a false condition
 #: (the one switch each honours even under --force-reruns / --reruns-mode append)
 EXEMPT = MappingProxyType({"reruns": 0, "retries": 0, "condition": False})
+
+
+#: the plugin that repeats every test (module name) and its distribution name
+REPEAT_PLUGIN = ("pytest_repeat", "pytest-repeat")
+
+
+def repeat_setting(config: pytest.Config) -> str | None:
+    """pytest-repeat's ``--count N`` when it is loaded and N > 1, as the user wrote it."""
+    loaded = {getattr(p, "__name__", None) for p in config.pluginmanager.get_plugins()}
+    if REPEAT_PLUGIN[0] not in loaded:
+        return None
+    try:
+        count = int(config.getoption("count"))
+    except (ValueError, TypeError):
+        return None
+    return f"--count {count}" if count > 1 else None
+
+
+def exempt_from_repeats(metafunc: pytest.Metafunc) -> None:
+    """An eval test function is run once per case whatever pytest-repeat is told (module
+    docstring, 4); called from groundeval's ``pytest_generate_tests``, which pluggy runs before
+    pytest-repeat's (``trylast``)."""
+    own = metafunc.definition.get_closest_marker("repeat")
+    if own is not None and own.args and own.args[0] != 1:
+        import warnings
+
+        warnings.warn(pytest.PytestWarning(
+            f"groundeval: {metafunc.definition.nodeid}: the test's repeat({own.args[0]}) marker does not repeat eval "
+            "cases (one case, one result); --repeat N runs each case N times and reports pass^k"), stacklevel=1)
+    metafunc.definition.add_marker(pytest.mark.repeat(1), append=False)
 
 
 def first_result(item: pytest.Item | None) -> "CaseResult | None":
@@ -102,6 +140,7 @@ class Reruns:
         self.config = config
         self.plugins = rerun_plugins(config)
         self.settings = rerun_settings(config) if self.plugins else []
+        self.repeat = repeat_setting(config)  # pytest-repeat's --count N (N > 1), else None
         self.attr = REPORT_ATTR
         self.reporter = config.stash.get(REPORTER, None)  # the controller's, else None
         self.again: set[tuple] = set()  # (controller) cases reported more than once
@@ -156,6 +195,10 @@ class Reruns:
                 f"groundeval: {len(self.again)} case(s) ran again (a plugin re-ran the item): each keeps its first "
                 f"result; {later} later execution(s) with an agent call are in the record's reruns, with their usage",
                 yellow=True)
+        if self.repeat is not None:
+            terminalreporter.write_line(
+                f"groundeval: eval cases are not repeated by {REPEAT_PLUGIN[1]} ({self.repeat}): each case runs once "
+                "and has one result; --repeat N runs each case N times and reports pass^k", yellow=True)
         if not self.settings:
             return  # no rerun asked for
         terminalreporter.write_line(

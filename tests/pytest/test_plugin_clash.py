@@ -1,7 +1,7 @@
 """groundeval is a ``pytest11`` entry point: it loads in every pytest run of the environment
 it is installed in. Its options must not clash with common plugins, or pytest would not
-start at all. pytest-timeout, pytest-retry, pytest-rerunfailures and pytest-base-url are
-dev dependencies, so they are installed here and auto-load in these fresh processes."""
+start at all. pytest-timeout, pytest-retry, pytest-rerunfailures, pytest-repeat and
+pytest-base-url are dev dependencies, so they are installed here and auto-load in these fresh processes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ PLUGINS = {  # distribution → the option it owns
     "pytest-retry": "--retries=RETRIES",
     "pytest-rerunfailures": "--reruns=RERUNS",
     "pytest-base-url": "--base-url=url",
+    "pytest-repeat": "--count=COUNT",
 }
 
 

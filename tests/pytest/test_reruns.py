@@ -356,3 +356,47 @@ def test_pytest_evals_extraction_with_a_rerun_plugin_shows_the_first_try(pyteste
     junit = _junit(pytester)
     assert (junit["tests"], junit["failures"]) == (n, n - first_try_passed), junit
     assert re.search(r"not re-run by pytest-(rerunfailures|retry)", result.stdout.str())
+
+
+# ---------------------------------------------------------------- pytest-repeat cannot multiply a case
+REPEAT_NOTICE = ("*groundeval: eval cases are not repeated by pytest-repeat (--count 3): each case runs once and has "
+                 "one result; --repeat N runs each case N times and reports pass^k*")
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_pytest_repeat_count_runs_each_case_once_and_says_so(project, workers):
+    """pytest-repeat's ``--count 3`` would make 3 items of each case (ids ``<case>-1-3`` ...): the
+    record held one result per case and called the run cut short ("8 selected case(s) have no
+    result"), and nothing was repeated. Each case is one item, run once: the first try stands,
+    the record is complete, one line points at --repeat."""
+    result = _run(project, "--agent=fail_first:FailFirst", "--count", "3", *workers)
+    rec = _assert_first_try_stands(project, result)
+    assert not rec["completeness"]["cut_short"] and rec["completeness"]["selected"] == len(SMALL_SET)
+    assert not any(re.search(r"-\d+-3\]", line) for line in result.stdout.lines), result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines([REPEAT_NOTICE])
+
+
+def test_a_repeat_marker_on_an_eval_test_is_said_and_a_plain_test_is_still_repeated(project):
+    """The test's own ``repeat(3)`` marker: one item per case and a warning naming the test;
+    pytest-repeat keeps repeating the project's own tests."""
+    project.makepyfile(test_evals='''
+import pytest
+
+@pytest.mark.repeat(3)
+@pytest.mark.extraction
+def test_extraction(case, agent, scorer, evaluate):
+    evaluate(case, agent, scorer)
+''', test_plain='''
+def test_plain():
+    pass
+''')
+    result = _run(project, "--agent=fail_first:FailFirst", "--count", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    rec = read_record(project)
+    assert sorted(c["case_id"] for c in rec["cases"]) == sorted(SMALL_SET)
+    assert not rec["completeness"]["cut_short"]
+    assert len(_calls(project)) == len(SMALL_SET)
+    counts = _counts(result)
+    assert (counts.get("failed"), counts.get("passed")) == (FIRST_TRY_FAILED, 1 + 2), counts  # test_plain twice
+    result.stdout.fnmatch_lines(["*test_evals.py::test_extraction: the test's repeat(3) marker does not repeat eval "
+                                 "cases*--repeat N*"])
