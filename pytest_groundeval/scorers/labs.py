@@ -254,12 +254,24 @@ def _term(code: str, s: str, i: int, depth: int = 0) -> tuple[tuple[float, dict[
     return acc, i
 
 
+#: longer than any unit a result is written in; bounds the parser's work and nesting
+MAX_UCUM_LENGTH = 200
+
+
 def parse_ucum(code: str) -> Unit:
     """A UCUM code (case-sensitive grammar: prefixes, atoms, integer exponents, ``.`` and ``/``,
-    parentheses, integer factors, ``10*n``, annotations) as a factor over base dimensions."""
+    parentheses, integer factors, ``10*n``, annotations) as a factor over base dimensions.
+    A code longer than :data:`MAX_UCUM_LENGTH` or whose magnitude a float cannot hold is a
+    :class:`UcumError` (an answer built to crash the reader is a failed unit, not an error)."""
     if not isinstance(code, str) or not code or code != code.strip() or " " in code:
         raise UcumError(f"{code!r}: a UCUM code is one token with no spaces")
-    (factor, dims), _ = _term(code, code, 0)
+    if len(code) > MAX_UCUM_LENGTH:
+        raise UcumError(f"{code[:40]!r}...: {len(code)} characters, longer than any unit "
+                        f"({MAX_UCUM_LENGTH})")
+    try:
+        (factor, dims), _ = _term(code, code, 0)
+    except (OverflowError, RecursionError):
+        raise UcumError(f"{code!r}: a magnitude no number can hold") from None
     return Unit(factor, tuple(sorted(dims.items())))
 
 
@@ -323,8 +335,32 @@ def _fmt(x: Any) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
+#: the numbers and dates an answer can give (``tasks.labs.parse_answer``); a question asks some
+ANSWER_NUMBERS = ("value", "systolic", "diastolic", "baseline_value")
+ANSWER_DATES = ("effective", "baseline_effective")
+
+
+def asked(truth: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The answer's numbers and dates the question asks for: ``value`` (``systolic`` and
+    ``diastolic`` for blood pressure) and ``effective``; a change question also the baseline's."""
+    res = truth["result"]
+    numbers = tuple(n for n in ("systolic", "diastolic") if n in res) or ("value",)
+    dates: tuple[str, ...] = ("effective",)
+    if truth.get("baseline") is not None:
+        numbers, dates = numbers + ("baseline_value",), dates + ("baseline_effective",)
+    return numbers, dates
+
+
+def _unasked(pred: dict[str, Any], truth: dict[str, Any], keys: tuple[str, ...], wanted: tuple[str, ...]) -> list[Check]:
+    """A number or date the question does not ask for is a second answer (a hedge: the systolic
+    as ``value`` beside ``systolic``, the earlier result as a ``baseline``): a failed check."""
+    return [Check(k, False, f"{k} {_fmt(pred[k])} is given, but the question does not ask it (it asks "
+                  f"{', '.join(wanted)}): one answer, not two") for k in keys if k not in wanted
+            and pred.get(k) is not None]
+
+
 def _value_checks(pred: dict[str, Any], truth: dict[str, Any]) -> list[Check]:
-    checks = []
+    checks = _unasked(pred, truth, ANSWER_NUMBERS, asked(truth)[0])
     for prefix, res in (("", truth["result"]), ("baseline_", truth.get("baseline"))):
         if res is None:
             continue
@@ -345,7 +381,7 @@ def _value_checks(pred: dict[str, Any], truth: dict[str, Any]) -> list[Check]:
 
 
 def _date_checks(pred: dict[str, Any], truth: dict[str, Any]) -> list[Check]:
-    checks = []
+    checks = _unasked(pred, truth, ANSWER_DATES, asked(truth)[1])
     for key, res in (("effective", truth["result"]), ("baseline_effective", truth.get("baseline"))):
         if res is None:
             continue
@@ -459,6 +495,6 @@ def summarize(results: list[CaseResult]) -> dict[str, Any]:
     return summary
 
 
-__all__ = ["ANALYTES", "CRITERIA", "DIMENSIONS", "KINDS", "LOINC", "Analyte", "Criterion", "UcumError", "applicable",
-           "decline_range", "near_threshold", "parse_ucum", "parse_when", "same_time", "same_unit", "score_labs",
+__all__ = ["ANALYTES", "ANSWER_DATES", "ANSWER_NUMBERS", "CRITERIA", "DIMENSIONS", "KINDS", "LOINC", "Analyte", "Criterion", "UcumError", "applicable",
+           "asked", "decline_range", "near_threshold", "parse_ucum", "parse_when", "same_time", "same_unit", "score_labs",
            "specs", "summarize", "unparsed"]

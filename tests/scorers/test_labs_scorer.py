@@ -212,3 +212,153 @@ def test_ucum_different_units(a, b):
 def test_not_ucum(code):
     with pytest.raises(UcumError):
         parse_ucum(code)
+
+
+# ---------------------------------------------------------------- the adversarial audit (helper labs)
+def _text(**over):
+    """RIGHT as JSON text, with raw members spliced in (a duplicate key is no dict)."""
+    body = json.dumps(RIGHT)[1:-1]
+    return "{" + ", ".join([body] + [f'"{k}": {v}' for k, v in over.items()]) + "}"
+
+
+DUPLICATES = [
+    ("a second value", '{"value": 9.9, "value": 6.8, "unit": "%", "effective": "2019-02-01", "flag": true}'),
+    ("a second flag", '{"value": 6.8, "unit": "%", "effective": "2019-02-01", "flag": false, "flag": true}'),
+    ("a second date", '{"value": 6.8, "unit": "%", "effective": "2019-06-01", "effective": "2019-02-01", "flag": true}'),
+    ("a second unit", '{"value": 6.8, "unit": "mmol/mol", "unit": "%", "effective": "2019-02-01", "flag": true}'),
+    ("no result, then not", '{"no_result": true, "no_result": false, "value": 6.8, "unit": "%", '
+                            '"effective": "2019-02-01", "flag": true}'),
+    ("a duplicate in a fenced block", 'Either:\n```json\n{"value": 7.4, "value": 6.8, "unit": "%", '
+                                      '"effective": "2019-02-01", "flag": true}\n```'),
+]
+
+
+@pytest.mark.parametrize("name,text", DUPLICATES, ids=[d[0] for d in DUPLICATES])
+def test_a_key_given_twice_is_two_answers_not_the_last_one(name, text):
+    """JSON keeps the last of a duplicated key; a reader sees two answers. Refused, never scored."""
+    with pytest.raises(ParseError, match="more than once"):
+        parse_answer(text)
+
+
+def test_a_duplicate_key_outside_the_answer_is_no_concern_of_the_answer():
+    # the one JSON object has no duplicate: prose that is not JSON is not read
+    assert parse_answer('value: 7.4 or value: 6.8 -> ' + json.dumps(RIGHT))["value"] == 6.8
+
+
+# numbers and units built to crash the reader: each must be a scored failure, never an exception
+OVERFLOWS = [
+    ("an integer too big for a float", '{"value": 1' + "0" * 400 + ', "unit": "%", "effective": "2019-02-01"}'),
+    ("a baseline too big for a float", '{"value": 6.8, "baseline_value": -1' + "0" * 400 + ', "unit": "%"}'),
+    ("an integer past the digit limit", '{"value": 1' + "0" * 5000 + ', "unit": "%", "effective": "2019-02-01"}'),
+    ("NaN", _text(value="NaN")),
+    ("Infinity", _text(value="Infinity")),
+    ("-Infinity", _text(value="-Infinity")),
+    ("a string past a float", _text(value='"1e999"')),
+]
+
+
+@pytest.mark.parametrize("name,text", OVERFLOWS, ids=[o[0] for o in OVERFLOWS])
+def test_numbers_a_float_cannot_hold_are_parse_errors(name, text):
+    with pytest.raises(ParseError):
+        parse_answer(text)
+
+
+@pytest.mark.parametrize("unit", ["10*999999999", "10^-999999999", "m999999999", "(" * 5000 + "%" + ")" * 5000,
+                                  "kg" + ".kg" * 5000 + "/kg" * 5000, "%" + "{x}" * 3000])
+def test_a_unit_built_to_crash_the_reader_is_a_failed_unit(unit):
+    score = score_labs(answer({**RIGHT, "unit": unit}), A1C_TRUTH)
+    assert not score.passed and not score.dimensions["unit"].passed, score.reason
+    assert score.dimensions["value"].passed and score.dimensions["date"].passed
+
+
+def test_a_unit_longer_than_any_unit_is_not_read():
+    """The reader's work is bounded: a code past MAX_UCUM_LENGTH is refused, even one that
+    spells the record's unit (``%`` times 1, a hundred times over)."""
+    assert same_unit("%" + ".1" * 50, "%")[0]
+    ok, why = same_unit("%" + ".1" * 150, "%")
+    assert not ok and "longer than any unit" in why
+
+
+# an answer may only give the numbers and dates its question asks for: another is a second answer
+UNASKED = [
+    ("a blood pressure with a value too", BP, {**BP_RIGHT, "value": 120}, {"value"}),
+    ("a latest question with a baseline", GLUCOSE, {**G_RIGHT, "baseline_value": 80}, {"value"}),
+    ("a threshold with the earlier value as a baseline", A1C_TRUTH, {**RIGHT, "baseline_value": 5.9}, {"value"}),
+    ("a latest question with a baseline date", GLUCOSE, {**G_RIGHT, "baseline_effective": "2018-01-10"}, {"date"}),
+    ("a change question with a systolic", EGFR, {**E_RIGHT, "systolic": 55}, {"value"}),
+    ("a hba1c with a diastolic", A1C_TRUTH, {**RIGHT, "diastolic": 7.4}, {"value"}),
+]
+
+
+@pytest.mark.parametrize("name,truth,given,failing", UNASKED, ids=[u[0] for u in UNASKED])
+def test_a_number_or_date_the_question_does_not_ask_is_a_second_answer(name, truth, given, failing):
+    score = score_labs(answer(given), truth)
+    failed = {d for d, dim in score.dimensions.items() if not dim.passed}
+    assert not score.passed and failed == failing, (name, score.reason)
+    assert "does not ask" in score.reason
+
+
+@pytest.mark.parametrize("name,truth,given", [
+    ("a null for an unasked number", BP, {**BP_RIGHT, "value": None, "baseline_value": None}),
+    ("a null baseline date", GLUCOSE, {**G_RIGHT, "baseline_effective": None}),
+    ("a flag on a latest question is no number", GLUCOSE, {**G_RIGHT, "flag": True}),
+    ("an explanation's numbers under another key", EGFR, {**E_RIGHT, "decline_pct": 31.4, "note": "80 -> 55"}),
+    ("a one-object JSON list", A1C_TRUTH, [RIGHT]),
+])
+def test_what_is_not_a_second_answer_still_passes(name, truth, given):
+    score = score_labs(answer(given), truth)
+    assert score.passed, (name, score.reason)
+
+
+# units in other spellings: the UCUM code, case-sensitive; a display spelling is not it
+@pytest.mark.parametrize("truth,given,ok", [
+    (POTASSIUM, {**K_RIGHT, "unit": "µmol/L"}, False),  # not UCUM (u is micro), and a thousandth anyway
+    (POTASSIUM, {**K_RIGHT, "unit": "MMOL/L"}, False),  # UCUM's case-insensitive form is not the code asked
+    (POTASSIUM, {**K_RIGHT, "unit": "Mmol/L"}, False),  # megamole
+    (POTASSIUM, {**K_RIGHT, "unit": "mmol/L "}, True),  # surrounding spaces are trimmed
+    (POTASSIUM, {**K_RIGHT, "unit": "mmol/L{serum}"}, True),  # an annotation is no other unit
+    (POTASSIUM, {**K_RIGHT, "unit": "mmol/(L)"}, True),
+    (POTASSIUM, {**K_RIGHT, "unit": "mmol / L"}, False),
+    (POTASSIUM, {**K_RIGHT, "unit": "mmol⁄L"}, False),  # a fraction slash, not "/"
+    (A1C_TRUTH, {**RIGHT, "unit": "10*-2"}, True),
+    (A1C_TRUTH, {**RIGHT, "unit": "{%}"}, False),  # an annotation alone is the unity, not a hundredth
+    (A1C_TRUTH, {**RIGHT, "unit": "％"}, False),  # a full-width percent sign
+    (A1C_TRUTH, {**RIGHT, "unit": "mmol/mol", "value": 6.8}, False),  # % value, IFCC unit
+    (GLUCOSE, {**G_RIGHT, "unit": "mg/dL", "value": 5.6}, False),  # mmol/L's number in mg/dL
+    (GLUCOSE, {**G_RIGHT, "unit": "mmol/L", "value": 100}, False),  # the right number, the wrong unit
+    (BP, {**BP_RIGHT, "unit": "mm[Hg]"}, True),
+    (BP, {**BP_RIGHT, "unit": "mm[hg]"}, False),
+    (BP, {**BP_RIGHT, "unit": "kPa", "systolic": 19.0, "diastolic": 11.3}, False),
+])
+def test_units_in_odd_spellings(truth, given, ok):
+    assert score_labs(answer(given), truth).passed is ok
+
+
+FLAGS = ["H", "L", "N", "high", "HIGH", "abnormal", "yes", 1, 0, [True], {"value": True}]
+
+
+@pytest.mark.parametrize("flag", FLAGS, ids=[repr(f) for f in FLAGS])
+def test_a_flag_is_true_or_false_not_an_interpretation_code(flag):
+    with pytest.raises(ParseError, match="flag"):
+        answer({**RIGHT, "flag": flag})
+
+
+DATES = ["2019-02-01Z", "20190201", "2019/02/01", "01/02/2019", "2019-02-01 08:30", "2019-W05-5", "2019-032",
+         "1 Feb 2019", 20190201, ["2019-02-01", "2019-06-01"], "2019-02-01/2019-06-01", "2019-02-30"]
+
+
+@pytest.mark.parametrize("when", DATES, ids=[repr(d) for d in DATES])
+def test_a_date_that_is_not_iso_or_is_two_dates_is_refused(when):
+    with pytest.raises(ParseError, match="effective"):
+        answer({**RIGHT, "effective": when})
+
+
+@pytest.mark.parametrize("when,ok", [
+    ("2019-02-01T08:30:00Z", True), ("2019-02-01T08:30:00.999+00:00", True),
+    ("2019-01-31T23:30:00-09:00", True),  # the same instant, written on the previous day
+    ("2019-02-01T08:30:00", True),  # no offset: the wall time as the record writes it
+    ("2019-02-01T08:30:00+01:00", False), ("2019-02-01T00:00:00Z", False),
+    ("2019-02-02", False), ("2019-01-31", False),
+])
+def test_dates_and_time_zones(when, ok):
+    assert score_labs(answer({**RIGHT, "effective": when}), A1C_TRUTH).passed is ok

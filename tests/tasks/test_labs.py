@@ -320,3 +320,109 @@ def test_grounded_needs_the_answered_value_and_date_in_a_search_result_received_
     assert bad["score"].details["ungrounded"] == {"number": ["5.1"], "date": ["2014-01-31"]}
     nothing = score_case(TASK, c, answer, observed=[], offered=["fhir_search", "fhir_read"])
     assert nothing["score"].metrics["grounded"] == 0.0  # answered from memory: no call at all
+
+
+# ---------------------------------------------------------------- the adversarial audit (helper labs)
+SEARCH = json.dumps({"resourceType": "Bundle", "total": 5, "meta": {"lastUpdated": "2019-03-01T00:00:00Z"},
+                     "entry": [{"fullUrl": "http://127.0.0.1:8080/case/85ab3c2e/fhir/R4/Observation/85ab3c2e-4720",
+                                "resource": {"resourceType": "Observation", "id": "85ab3c2e-4720-4c1f",
+                                             "meta": {"lastUpdated": "2019-03-01T00:00:00Z"},
+                                             "effectiveDateTime": "2019-02-01T08:30:00-05:00",
+                                             "referenceRange": [{"low": {"value": 3.5}, "high": {"value": 5.6}}],
+                                             "valueQuantity": {"value": 6.83, "code": "%"}}}]})
+
+
+@pytest.mark.parametrize("value,ok", [
+    ("6.8", True), ("6.83", True), ("7", True), ("3.5", True), ("5.6", True),  # a Quantity's value
+    ("5", False),  # the search's total
+    ("85", False), ("4720", False), ("8080", False),  # digits of an id, a URL
+    ("30", False), ("0", False), ("2019", False), ("1", False), ("8", False),  # digits of a date or a time
+    ("6.9", False),
+])
+def test_grounding_counts_a_quantitys_value_not_any_digits_in_the_result(value, ok):
+    """A number from memory is not grounded by a search result's ids, dates, times or total."""
+    assert TASK.grounding_matchers["number"](value, SEARCH) is ok
+
+
+@pytest.mark.parametrize("day,ok", [("2019-02-01", True), ("2019-03-01", False), ("2019-02-0", False)])
+def test_grounding_counts_an_effective_date_not_the_servers_timestamps(day, ok):
+    assert TASK.grounding_matchers["date"](day, SEARCH) is ok
+
+
+def test_grounding_in_text_that_is_not_json_reads_numbers_standing_alone():
+    text = "HbA1c 6.83 % on 2019-02-01 at 08:30, Observation 85ab3c2e-4720"
+    number, day = TASK.grounding_matchers["number"], TASK.grounding_matchers["date"]
+    assert number("6.8", text) and day("2019-02-01", text)
+    assert not any(number(v, text) for v in ("85", "4720", "30", "2019", "8"))
+
+
+def test_a_result_given_as_a_bound_is_no_value_to_read():
+    """An eGFR of ">90" (valueQuantity.comparator) is not 90: a case whose answering result is
+    a bound is refused; a bound that does not answer the question is no concern."""
+    from datetime import date
+
+    from pytest_groundeval.model import CaseError
+    from pytest_groundeval.tasks.labs import derive_truth
+
+    record = _record(("a", "2018-01-01", 70.0, "mL/min", "33914-3"), ("b", "2019-01-01", 90.0, "mL/min", "33914-3"))
+    record["entry"][2]["resource"]["valueQuantity"]["comparator"] = ">"
+    with pytest.raises(CaseError, match="comparator"):
+        derive_truth(record, {"kind": "latest", "analyte": "egfr"}, date(2019, 3, 1))
+    with pytest.raises(CaseError, match="comparator"):
+        derive_truth(record, {"kind": "change"}, date(2019, 3, 1))
+    assert derive_truth(record, {"kind": "latest", "analyte": "egfr"}, date(2018, 6, 1))["result"]["value"] == 70.0
+    record["entry"][1]["resource"]["valueQuantity"]["comparator"] = "<"  # the baseline of a change question
+    with pytest.raises(CaseError, match="comparator"):
+        derive_truth(record, {"kind": "change"}, date(2019, 3, 1))
+    panel = {"resourceType": "Observation", "id": "bp", "status": "final", "subject": {"reference": "Patient/p"},
+             "code": {"coding": [{"system": "http://loinc.org", "code": "85354-9"}]},
+             "effectiveDateTime": "2019-01-01", "component": [
+                 {"code": {"coding": [{"system": "http://loinc.org", "code": c}]},
+                  "valueQuantity": {"value": v, "code": "mm[Hg]", **({"comparator": ">"} if c == "8480-6" else {})}}
+                 for c, v in (("8480-6", 200.0), ("8462-4", 95.0))]}
+    with pytest.raises(CaseError, match="comparator"):
+        derive_truth({"resourceType": "Bundle", "entry": [record["entry"][0], {"resource": panel}]},
+                     {"kind": "threshold", "criterion": "bp_ge_140_90"}, date(2019, 3, 1))
+
+
+def test_never_abstaining_fails_every_no_result_case(cases):
+    """The reverse of always abstaining: the newest value of the record whatever the date or
+    window, and a made-up one where the record has none."""
+    none = [c for c in cases if c.truth["no_result"]]
+    made_up = json.dumps({"value": 1, "baseline_value": 2, "systolic": 120, "diastolic": 80, "unit": "%",
+                          "effective": "2000-01-01", "baseline_effective": "1999-01-01", "flag": False})
+    answers = {c.case_id: _rows(c, ignore_today=True) for c in none}
+    answers = {k: made_up if '"no_result"' in a else a for k, a in answers.items()}
+    assert sum(a != made_up for a in answers.values()) >= 5  # read from the record: later or older results
+    passed, n = _strategy_passes(none, lambda c: answers[c.case_id])
+    assert passed == 0 and n >= 12, (passed, n)
+
+
+def test_another_patients_result_fails(cases):
+    """An agent that reads another patient's record (the same question, another case's answer)."""
+    by_question: dict[str, list[Case]] = {}
+    for c in cases:
+        if not c.truth["no_result"]:
+            by_question.setdefault(json.dumps(c.inputs["question"], sort_keys=True), []).append(c)
+    tried = passed = 0
+    for group in by_question.values():
+        for c, other in zip(group, group[1:] + group[:1]):
+            if other.inputs["patient_id"] == c.inputs["patient_id"]:
+                continue
+            tried += 1
+            passed += TASK.score(parse_answer(baseline_answer(other.inputs)), c).passed
+    assert tried >= 30 and passed == 0, (passed, tried)
+
+
+def test_hedging_the_value_across_a_threshold_fails_every_flagged_case(cases):
+    """Two answers in one: the value as ``value`` and another under ``baseline_value``, or a key
+    given twice. Never scored as the one that happens to be right."""
+    flagged = [c for c in cases if c.truth["flag"] is not None and c.truth["kind"] == "threshold"]
+    for c in flagged:
+        right = json.loads(baseline_answer(c.inputs))
+        hedge = {**right, "baseline_value": 1.0}
+        assert not TASK.score(parse_answer(json.dumps(hedge)), c).passed, c.case_id
+        body = json.dumps(right)[1:-1]
+        twice = "{" + body + ', "flag": ' + json.dumps(not right["flag"]) + "}"
+        with pytest.raises(Exception, match="more than once"):
+            parse_answer(twice)
