@@ -16,13 +16,17 @@ where the question asks it:
   the value rounded to its step both pass, the neighbouring reading does not. Blood pressure
   is two numbers (``systolic``, ``diastolic``, from the panel's 8480-6 / 8462-4 components);
   a change question's are the latest and the baseline values. A value is compared in the
-  Observation's unit: the same quantity converted to another unit is not its value.
+  Observation's unit: the same quantity converted to another unit is not its value. A number
+  the question does not ask for (``value`` beside ``systolic``/``diastolic``, a
+  ``baseline_value`` on a question without a baseline) is a second answer and fails ``value``
+  (a ``baseline_effective`` likewise fails ``date``).
 * ``unit``: the UCUM code of the answer is the same unit as the Observation's (:func:`same_unit`):
   UCUM's case-sensitive grammar parsed, so ``mmol/l`` is ``mmol/L`` (``l`` and ``L`` are both
   the litre), ``mL/min`` is ``mL/min/{1.73_m2}`` (UCUM: an annotation has no effect on the
   unit; the sample data spells eGFR both ways) and ``meq/L`` is ``mmol/L`` (UCUM's
-  equivalents are moles); ``mmHg``, ``mEq/L``, ``mL/min/1.73m2`` are not UCUM, and a
-  convertible but different unit (``mmol/L`` for glucose in ``mg/dL``) is another unit.
+  equivalents are moles); ``mmHg``, ``mEq/L``, ``mL/min/1.73m2``, ``µmol/L``, ``MMOL/L`` are
+  not UCUM codes, and a convertible but different unit (``mmol/L`` for glucose in ``mg/dL``) is
+  another unit. A code longer than :data:`MAX_UCUM_LENGTH` or past a float's range fails.
 * ``date``: the answering Observation's effective date (an ISO date, compared to the date as
   the record writes it; or a dateTime: the same instant, to the second). A change question
   also needs the baseline's.
@@ -39,8 +43,10 @@ cases (``no_result_pass``); the summary's figures over the cases each applies to
 Gaming, as the tests try it: the earliest or any other value fails ``value`` and ``date``; a
 result dated after "today" fails ``date`` (and ``value``); always abstaining fails every case
 that has a result; a hedge (two values, abstaining and answering) is refused by the parser
-(``tasks/labs.py``) and scores 0 everywhere; a value in another unit fails ``value`` and
-``unit``.
+(``tasks/labs.py``) and scores 0 everywhere, and so does a key given twice (JSON keeps the
+last; a reader sees two answers); an unasked number or date beside the asked ones fails its
+dimension; a value in another unit fails ``value`` and ``unit``; numbers, units and JSON built
+to crash or stall the reader are scored failures, never errors.
 """
 
 from __future__ import annotations

@@ -25,14 +25,19 @@ or corrected, coded with the analyte's LOINC code, with a value (and a unit), ef
 before today (by the date the record writes; in the window when the question has one). No such
 result is a *no result* case: the right answer is ``{"no_result": true}``. A case whose truth
 is not one thing is refused (``CaseError``): two results at the latest time with different
-values, an answering result with no unit, a value within half a reading step of a threshold,
-a decline whose reading range straddles 25 %.
+values, an answering result with no unit or given as a bound (``valueQuantity.comparator``,
+e.g. eGFR ``>90``), a value within half a reading step of a threshold, a decline whose reading
+range straddles 25 %.
 
 Answers: one JSON object (:func:`parse_answer`), e.g.
 ``{"value": 6.8, "unit": "%", "effective": "2019-03-02", "flag": true}``; blood pressure
 ``{"systolic": 142, "diastolic": 88, ...}``; a change question ``{"value": <latest>,
 "baseline_value": ..., "unit": ..., "effective": ..., "baseline_effective": ..., "flag": ...}``;
 or ``{"no_result": true}``. Scoring: ``scorers/labs.py``.
+
+Grounding (a tool-using agent): an answered number must be a Quantity's ``value`` in a JSON
+tool result (not the digits of an id, a date, a time or a search's ``total``), an answered date
+an ``effective[x]`` (not the server's ``meta.lastUpdated``).
 
 The harness (``fhir_server = True``) seeds ``inputs["bundle"]`` into a fresh repository of its
 FHIR server per case, sets ``inputs["fhir_base_url"]`` and puts it in the prompt where it says
@@ -407,14 +412,23 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _STRICT = json.JSONDecoder(object_pairs_hook=_pairs)
 
 
+#: more "{" than an answer (one flat object, perhaps in prose) has; each is a place the JSON scan
+#: tries to start an object, and each failed try costs the text's length (the decoder's error
+#: counts lines up to it): a megabyte of "{" would take minutes
+MAX_BRACES = 100
+
+
 def _one_object(text: str) -> dict[str, Any]:
     """The one JSON object of the answer (``extract_json_object``), refusing what JSON itself
-    lets through: a key given twice (JSON keeps the last; a reader sees two answers) and a
-    number too long to read (Python's int limit)."""
+    lets through: a key given twice (JSON keeps the last; a reader sees two answers), a number
+    too long to read (Python's int limit), nesting past the decoder's recursion, and more than
+    :data:`MAX_BRACES` "{" (a scan that would take minutes)."""
+    if isinstance(text, str) and text.count("{") > MAX_BRACES:
+        raise ParseError(f"the answer has {text.count('{')} '{{' (more than {MAX_BRACES}): not one answer object")
     try:
         obj = extract_json_object(text)
-    except ValueError as e:  # not a JSONDecodeError: e.g. an integer of more than 4300 digits
-        raise ParseError(f"the answer's JSON cannot be read: {str(e)[:120]}") from None
+    except (ValueError, RecursionError) as e:  # not a JSONDecodeError: an int of > 4300 digits, deep nesting
+        raise ParseError(f"the answer's JSON cannot be read: {type(e).__name__}: {str(e)[:120]}") from None
     i = text.find("{")
     while i != -1:  # the same scan as extract_json_object's, with a decoder that sees every key
         try:

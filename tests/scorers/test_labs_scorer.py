@@ -263,8 +263,19 @@ def test_numbers_a_float_cannot_hold_are_parse_errors(name, text):
         parse_answer(text)
 
 
+def test_an_answer_built_to_hang_or_crash_the_json_scan_is_a_parse_error():
+    """Each is a scored failure, not an error (which would drop the case from every dimension's
+    rate) nor a scan of minutes (a megabyte of "{" before the answer: each failed try to start an
+    object there costs the text's length)."""
+    right = json.dumps(RIGHT)
+    for text in ("{" * 1_000_000 + right, '{"' * 500_000 + right, '{"a": ' * 3000 + "1" + "}" * 3000):
+        with pytest.raises(ParseError):
+            parse_answer(text)
+    assert parse_answer("{" * 99 + right)["value"] == 6.8  # stray braces before the answer, within bounds
+
+
 @pytest.mark.parametrize("unit", ["10*999999999", "10^-999999999", "m999999999", "(" * 5000 + "%" + ")" * 5000,
-                                  "kg" + ".kg" * 5000 + "/kg" * 5000, "%" + "{x}" * 3000])
+                                  "kg" + ".kg" * 5000 + "/kg" * 5000, "%" + ".1" * 3000])
 def test_a_unit_built_to_crash_the_reader_is_a_failed_unit(unit):
     score = score_labs(answer({**RIGHT, "unit": unit}), A1C_TRUTH)
     assert not score.passed and not score.dimensions["unit"].passed, score.reason
