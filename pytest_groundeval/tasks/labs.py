@@ -27,7 +27,7 @@ result is a *no result* case: the right answer is ``{"no_result": true}``. A cas
 is not one thing is refused (``CaseError``): two results at the latest time with different
 values, an answering result with no unit or given as a bound (``valueQuantity.comparator``,
 e.g. eGFR ``>90``), a value within half a reading step of a threshold, a decline whose reading
-range straddles 25 %.
+range straddles 25 % or whose two results are in different units.
 
 Answers: one JSON object (:func:`parse_answer`), e.g.
 ``{"value": 6.8, "unit": "%", "effective": "2019-03-02", "flag": true}``; blood pressure
@@ -241,6 +241,9 @@ def derive_truth(bundle: Any, question: dict[str, Any], today: date) -> dict[str
     if kind == "change":
         base = inside[0]
         _one_at(inside, base, "earliest")
+        if base["unit"] is None or not scorer.same_unit(base["unit"], latest["unit"])[0]:
+            raise CaseError(f"the baseline {base['observation']} is in {base['unit']}, the latest "
+                            f"{latest['observation']} in {latest['unit']}: their decline is no ratio of the two numbers")
         lo, hi = scorer.decline_range(base["value"], latest["value"], analyte.step)
         if lo <= scorer.CHANGE_DECLINE_PCT <= hi:
             raise CaseError(f"the decline from {base['observation']} to {latest['observation']} is within reading "
@@ -349,8 +352,10 @@ do not count.
 - The most recent result is the one with the latest effective date and time.
 - value: the Observation's number (you may round it to {step}); unit: its UCUM code exactly as the \
 Observation gives it (valueQuantity.code, e.g. mmol/L, mm[Hg]); effective: the Observation's effective \
-date as YYYY-MM-DD.
+date as YYYY-MM-DD, as the record writes it (in its own UTC offset).
 - If no result answers the question, say so: answer {{"no_result": true}} and nothing else.
+- One answer: give each key once, and no number or date key the shape below does not show (a second \
+value is a second answer, and fails).
 
 Answer with only one JSON object, and nothing else:
 {_answer_shape(a, question['kind'])}

@@ -262,6 +262,12 @@ def _record(*observations):
      {"kind": "latest", "analyte": "hba1c"}, "two results at the latest time"),
     ("an answering result without a unit", _record(("a", "2019-01-01", 6.1, None)),
      {"kind": "latest", "analyte": "hba1c"}, "has no unit"),
+    ("a decline between two units",
+     _record(("a", "2018-01-01", 1.33, "mL/s", "33914-3"), ("b", "2019-01-01", 40.0, "mL/min", "33914-3")),
+     {"kind": "change"}, "no ratio of the two numbers"),
+    ("a decline from a baseline without a unit",
+     _record(("a", "2018-01-01", 90.0, None, "33914-3"), ("b", "2019-01-01", 40.0, "mL/min", "33914-3")),
+     {"kind": "change"}, "no ratio of the two numbers"),
     ("a decline within reading precision of 25 %",
      _record(("a", "2018-01-01", 80.0, "mL/min", "33914-3"), ("b", "2019-01-01", 60.2, "mL/min", "33914-3")),
      {"kind": "change"}, "within reading precision of 25 %"),
@@ -426,3 +432,44 @@ def test_hedging_the_value_across_a_threshold_fails_every_flagged_case(cases):
         twice = "{" + body + ', "flag": ' + json.dumps(not right["flag"]) + "}"
         with pytest.raises(Exception, match="more than once"):
             parse_answer(twice)
+
+
+def _shift(day: str, days: int) -> str:
+    from datetime import date, timedelta
+
+    return (date.fromisoformat(day) + timedelta(days=days)).isoformat()
+
+
+def test_every_case_fails_each_field_broken_and_passes_each_equivalent(cases):
+    """Over the whole suite, the baseline's right answer mutated one field at a time: one
+    reading step off, a day off, the flag flipped, another analyte's unit, the same unit in
+    another UCUM spelling, the same instant in another offset."""
+    units = {"%", "mL/min/{1.73_m2}", "mmol/L", "mg/dL", "kg", "mm[Hg]"}
+    broken = fine = 0
+    for c in cases:
+        if c.truth["no_result"]:
+            continue
+        right = json.loads(baseline_answer(c.inputs))
+        step = c.truth["result"]["step"]
+        wrong = []
+        for key in ("value", "systolic", "diastolic", "baseline_value"):
+            if key in right:
+                wrong += [{**right, key: right[key] + step}, {**right, key: right[key] - step}]
+        for key in ("effective", "baseline_effective"):
+            if key in right:
+                wrong += [{**right, key: _shift(right[key], 1)}, {**right, key: _shift(right[key], -1)}]
+        if "flag" in right:
+            wrong.append({**right, "flag": not right["flag"]})
+        same = units - {right["unit"]} - ({"mL/min/{1.73_m2}"} if right["unit"] == "mL/min" else set())
+        wrong += [{**right, "unit": u} for u in sorted(same)]
+        for w in wrong:
+            assert not TASK.score(parse_answer(json.dumps(w)), c).passed, (c.case_id, w)
+        broken += len(wrong)
+        spelled = {"mmol/L": "mmol/l", "mg/dL": "mg/dl", "%": "10*-2", "kg": "10*3.g", "mm[Hg]": "mm[Hg]{x}",
+                   "mL/min": "mL/min{x}", "mL/min/{1.73_m2}": "mL/min"}[right["unit"]]
+        when = c.truth["result"]["effective"]
+        equivalent = [{**right, "unit": spelled}, {**right, "effective": when}]
+        for e in equivalent:
+            assert TASK.score(parse_answer(json.dumps(e)), c).passed, (c.case_id, e)
+        fine += len(equivalent)
+    assert broken >= 400 and fine >= 100, (broken, fine)
