@@ -240,6 +240,17 @@ def test_a_key_given_twice_is_two_answers_not_the_last_one(name, text):
         parse_answer(text)
 
 
+@pytest.mark.parametrize("obj", [
+    {**RIGHT, "VALUE": 9.9}, {**RIGHT, "Value": 9.9}, {**RIGHT, "flag ": False}, {**RIGHT, "Effective": "2019-06-01"},
+    {"no_result": True, "No_Result": False}, {**RIGHT, "baseline-value": 5.9}, {**RIGHT, "Unit": "mmol/mol"},
+    {"Value": 6.8, "Unit": "%", "Effective": "2019-02-01", "Flag": True},
+])
+def test_an_answer_key_in_another_spelling_is_refused_not_ignored(obj):
+    """Beside the key, another spelling of it is a second answer; alone, it is not the key."""
+    with pytest.raises(ParseError, match="written as shown"):
+        answer(obj)
+
+
 def test_a_duplicate_key_outside_the_answer_is_no_concern_of_the_answer():
     # the one JSON object has no duplicate: prose that is not JSON is not read
     assert parse_answer('value: 7.4 or value: 6.8 -> ' + json.dumps(RIGHT))["value"] == 6.8
