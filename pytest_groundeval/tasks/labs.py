@@ -570,19 +570,25 @@ def _record_leaves(text: str) -> tuple[tuple[float, ...], tuple[str, ...]] | Non
     numbers: list[float] = []
     dates: list[str] = []
 
-    def walk(node: Any, key: str, effective: bool) -> None:
+    def walk(node: Any, key: str, effective: bool, depth: int) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
-                walk(v, k, effective or k.startswith("effective"))
+                walk(v, k, effective or k.startswith("effective"), depth)
         elif isinstance(node, list):
             for v in node:
-                walk(v, key, effective)
+                walk(v, key, effective, depth)
         elif key == "value" and isinstance(node, (int, float)) and not isinstance(node, bool):
             numbers.append(float(node))
         elif effective and isinstance(node, str):
             dates.append(node)
+        elif isinstance(node, str) and depth < 3 and node.lstrip()[:1] in ("{", "["):
+            try:  # a result handed on as text inside a wrapper (an MCP content item's "text")
+                inner = json.loads(node)
+            except ValueError:
+                return
+            walk(inner, "", False, depth + 1)
 
-    walk(data, "", False)
+    walk(data, "", False, 0)
     return tuple(numbers), tuple(dates)
 
 

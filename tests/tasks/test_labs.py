@@ -355,6 +355,13 @@ def test_grounding_counts_an_effective_date_not_the_servers_timestamps(day, ok):
     assert TASK.grounding_matchers["date"](day, SEARCH) is ok
 
 
+def test_grounding_reads_a_result_handed_on_as_json_text_in_a_wrapper():
+    wrapped = json.dumps({"content": [{"type": "text", "text": SEARCH}], "isError": False})
+    number, day = TASK.grounding_matchers["number"], TASK.grounding_matchers["date"]
+    assert number("6.8", wrapped) and day("2019-02-01", wrapped)
+    assert not number("85", wrapped) and not day("2019-03-01", wrapped)
+
+
 def test_grounding_in_text_that_is_not_json_reads_numbers_standing_alone():
     text = "HbA1c 6.83 % on 2019-02-01 at 08:30, Observation 85ab3c2e-4720"
     number, day = TASK.grounding_matchers["number"], TASK.grounding_matchers["date"]
