@@ -357,7 +357,7 @@ def asked(truth: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return numbers, dates
 
 
-def _unasked(pred: dict[str, Any], truth: dict[str, Any], keys: tuple[str, ...], wanted: tuple[str, ...]) -> list[Check]:
+def _unasked(pred: dict[str, Any], keys: tuple[str, ...], wanted: tuple[str, ...]) -> list[Check]:
     """A number or date the question does not ask for is a second answer (a hedge: the systolic
     as ``value`` beside ``systolic``, the earlier result as a ``baseline``): a failed check."""
     return [Check(k, False, f"{k} {_fmt(pred[k])} is given, but the question does not ask it (it asks "
@@ -366,7 +366,7 @@ def _unasked(pred: dict[str, Any], truth: dict[str, Any], keys: tuple[str, ...],
 
 
 def _value_checks(pred: dict[str, Any], truth: dict[str, Any]) -> list[Check]:
-    checks = _unasked(pred, truth, ANSWER_NUMBERS, asked(truth)[0])
+    checks = _unasked(pred, ANSWER_NUMBERS, asked(truth)[0])
     for prefix, res in (("", truth["result"]), ("baseline_", truth.get("baseline"))):
         if res is None:
             continue
@@ -387,7 +387,7 @@ def _value_checks(pred: dict[str, Any], truth: dict[str, Any]) -> list[Check]:
 
 
 def _date_checks(pred: dict[str, Any], truth: dict[str, Any]) -> list[Check]:
-    checks = _unasked(pred, truth, ANSWER_DATES, asked(truth)[1])
+    checks = _unasked(pred, ANSWER_DATES, asked(truth)[1])
     for key, res in (("effective", truth["result"]), ("baseline_effective", truth.get("baseline"))):
         if res is None:
             continue
@@ -501,6 +501,6 @@ def summarize(results: list[CaseResult]) -> dict[str, Any]:
     return summary
 
 
-__all__ = ["ANALYTES", "ANSWER_DATES", "ANSWER_NUMBERS", "CRITERIA", "DIMENSIONS", "KINDS", "LOINC", "Analyte", "Criterion", "UcumError", "applicable",
-           "asked", "decline_range", "near_threshold", "parse_ucum", "parse_when", "same_time", "same_unit", "score_labs",
-           "specs", "summarize", "unparsed"]
+__all__ = ["ANALYTES", "ANSWER_DATES", "ANSWER_NUMBERS", "CRITERIA", "DIMENSIONS", "KINDS", "LOINC", "MAX_UCUM_LENGTH",
+           "Analyte", "Criterion", "UcumError", "applicable", "asked", "decline_range", "near_threshold", "parse_ucum",
+           "parse_when", "same_time", "same_unit", "score_labs", "specs", "summarize", "unparsed"]

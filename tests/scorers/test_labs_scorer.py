@@ -224,7 +224,8 @@ def _text(**over):
 DUPLICATES = [
     ("a second value", '{"value": 9.9, "value": 6.8, "unit": "%", "effective": "2019-02-01", "flag": true}'),
     ("a second flag", '{"value": 6.8, "unit": "%", "effective": "2019-02-01", "flag": false, "flag": true}'),
-    ("a second date", '{"value": 6.8, "unit": "%", "effective": "2019-06-01", "effective": "2019-02-01", "flag": true}'),
+    ("a second date", '{"value": 6.8, "unit": "%", "effective": "2019-06-01", "effective": "2019-02-01", '
+                      '"flag": true}'),
     ("a second unit", '{"value": 6.8, "unit": "mmol/mol", "unit": "%", "effective": "2019-02-01", "flag": true}'),
     ("no result, then not", '{"no_result": true, "no_result": false, "value": 6.8, "unit": "%", '
                             '"effective": "2019-02-01", "flag": true}'),
