@@ -462,13 +462,16 @@ def parse_answer(text: str) -> dict[str, Any]:
 
     Strict but fair: exactly one JSON object; numbers as JSON numbers or numeric strings (not
     lists: one value); the unit a string; dates ISO (``YYYY-MM-DD`` or a dateTime); ``flag`` and
-    ``no_result`` booleans (or the strings true/false); a null is "not given". ``no_result: true``
+    ``no_result`` booleans (or the strings true/false); a null or an empty string is "not
+    given". ``no_result: true``
     with any value, unit, date or flag is a hedge and refused, and so is a key given twice."""
     obj = _one_object(text)
     for k in obj:
         if k not in ANSWER_KEYS and _key_norm(k) in _KEYS_NORM:
             raise ParseError(f"{k!r} is not {_KEYS_NORM[_key_norm(k)]!r}: the answer's keys are written as shown "
                              "(beside the key, it would be a second answer)")
+    # an empty string is "not given", like a null (``{"no_result": true, "unit": ""}`` abstains)
+    obj = {k: None if isinstance(v, str) and not v.strip() and k in ANSWER_KEYS else v for k, v in obj.items()}
     out: dict[str, Any] = {k: None for k in ANSWER_KEYS}
     for key in ("flag", "no_result"):
         v = obj.get(key)

@@ -94,6 +94,9 @@ WRONG = [
     ("no unit", A1C_TRUTH, {k: v for k, v in RIGHT.items() if k != "unit"}, {"unit"}),
     ("the wrong flag", A1C_TRUTH, {**RIGHT, "flag": False}, {"flag"}),
     ("no flag", A1C_TRUTH, {k: v for k, v in RIGHT.items() if k != "flag"}, {"flag"}),
+    ("an empty value is no value", A1C_TRUTH, {**RIGHT, "value": ""}, {"value"}),
+    ("an empty unit is no unit", A1C_TRUTH, {**RIGHT, "unit": " "}, {"unit"}),
+    ("an empty flag is no flag", A1C_TRUTH, {**RIGHT, "flag": ""}, {"flag"}),
     ("abstaining when there is a result", A1C_TRUTH, NONE, {"abstention", "value", "unit", "date", "flag"}),
     ("answering the later result when none is known", ONLY_LATER,
      {"value": 7.4, "unit": "%", "effective": "2019-06-01", "flag": True}, {"abstention"}),
@@ -327,6 +330,8 @@ def test_a_number_or_date_the_question_does_not_ask_is_a_second_answer(name, tru
     ("a flag on a latest question is no number", GLUCOSE, {**G_RIGHT, "flag": True}),
     ("an explanation's numbers under another key", EGFR, {**E_RIGHT, "decline_pct": 31.4, "note": "80 -> 55"}),
     ("a one-object JSON list", A1C_TRUTH, [RIGHT]),
+    ("no result with empty fields", ONLY_LATER, {"no_result": True, "value": "", "unit": " ", "effective": "",
+                                                 "flag": "", "baseline_value": None}),
 ])
 def test_what_is_not_a_second_answer_still_passes(name, truth, given):
     score = score_labs(answer(given), truth)
