@@ -392,6 +392,10 @@ class CaseResult(_Model):
     structured_output: Any = None
     score: ScoreRecord | None = None
     error: ErrorInfo | None = None
+    # an errored case whose truth was read: the rates over the applicable cases (``among:
+    # applicable``) its score would have carried (``Task.applicable_rates``); it counts 0 in
+    # each, as it does in every rate over all cases (``applicable_value``)
+    applicable: list[str] | None = None
     skip_reason: str | None = None
     duration_s: float | None = None
     usage: Usage | None = None
@@ -436,6 +440,8 @@ class CaseResult(_Model):
             raise ValueError(f"{self.task}:{self.case_id}: outcome {self.outcome} contradicts its score")
         if self.outcome == "error" and (self.error is None or self.score is not None):
             raise ValueError(f"{self.task}:{self.case_id}: an errored case has an error and no score")
+        if self.applicable is not None and self.outcome != "error":
+            raise ValueError(f"{self.task}:{self.case_id}: only an errored case lists the rates it counts 0 in")
         if self.outcome == "skipped" and (self.skip_reason is None or self.score is not None):
             raise ValueError(f"{self.task}:{self.case_id}: a skipped case has a skip reason and no score")
         return self
@@ -461,6 +467,18 @@ class CaseResult(_Model):
         if self.score is not None:
             return self.score.reason
         return self.skip_reason or ""
+
+    def applicable_value(self, name: str) -> float | None:
+        """The case's value of a figure over the applicable cases (``among: applicable``): its
+        score's, 0 for an errored case whose truth says the figure applies (``applicable``: an
+        agent that errors on the cases it would fail cannot leave their denominators), None
+        where it does not apply."""
+        if self.score is not None:
+            value = self.score.metrics.get(name)
+            return None if value is None else float(value)
+        if self.outcome == "error" and self.applicable and name in self.applicable:
+            return 0.0
+        return None
 
     def metric(self, name: str, default: float = 0.0) -> float:
         """A per-case metric; an unscored case counts 0 (it stays in every denominator)."""

@@ -245,7 +245,7 @@ class Reporter:
         else:
             error = ErrorInfo(kind="crash", message=(
                 f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"))
-        result, data, blob = case_json(not_run(refs[0], error=error))
+        result, data, blob = case_json(not_run(refs[0], error=error, task=self.tasks.get(refs[0].task)))
         setattr(report, REPORT_ATTR, data)
         self.hand_over(report, result, blob)
 

@@ -90,7 +90,8 @@ class TimeoutKinds:
                     from pytest_groundeval.run.runner import not_run
 
                     result, _, blob = case_json(not_run(ref, error=ErrorInfo(kind="timeout", message=message,
-                                                                             error_class="Timeout")))
+                                                                             error_class="Timeout"),
+                                                        task=evaluator.tasks.get(ref.task) if evaluator else None))
                     reporter._journal(blob)
             except Exception:  # noqa: BLE001 - the process ends next whatever happens here
                 pass

@@ -353,7 +353,7 @@ def _value_of(spec: MetricSpec, r: CaseResult) -> float | None:
     if spec is PASS_SPEC:
         return 1.0 if r.outcome == "passed" else 0.0
     if spec.among == "applicable":
-        return None if r.score is None or spec.per_case not in r.score.metrics else float(r.score.metrics[spec.per_case])
+        return r.applicable_value(spec.per_case)  # an errored case counts 0 where its truth says it applies
     return r.metric(spec.per_case)  # an unscored case counts 0
 
 

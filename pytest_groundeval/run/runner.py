@@ -524,6 +524,8 @@ def finish_case(task: Task, called: Called, scorer: Any = None, *, require_groun
     fields = dict(called.fields)
     if called.error is not None:
         fields.update(outcome="error", error=called.error)
+        if called.case is not None:  # its truth was read: the rates over applicable cases it counts 0 in
+            fields["applicable"] = task.applicable_rates(called.case)
     else:
         observed = fields.get("transcript")
         fields.update(score_case(task, called.case, called.output, scorer,  # type: ignore[arg-type]
@@ -540,12 +542,29 @@ def run_case(task: Task, ref: CaseRef, agent: Any, scorer: Any = None, policy: C
                        require_grounded=require_grounded)
 
 
-def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None) -> CaseResult:
-    """An item pytest skipped, or whose test failed before or without running the case."""
+def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None,
+            task: Task | None = None) -> CaseResult:
+    """An item pytest skipped, or whose test failed before or without running the case (its
+    worker crashed, pytest-timeout killed it). ``task``: the case is read again for the rates
+    over applicable cases it counts 0 in (``CaseResult.applicable``: a crash cannot take a case
+    out of their denominators)."""
     if skip_reason is not None:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="skipped",
                           skip_reason=skip_reason)
-    return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error)
+    return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
+                      applicable=applicable_of(task, ref) if task is not None else None)
+
+
+def applicable_of(task: Task, ref: CaseRef) -> list[str] | None:
+    """The rates over applicable cases an errored case counts 0 in, from its truth (None: the
+    task has none, or the case cannot be read)."""
+    if not any(s.among == "applicable" for s in task.specs):
+        return None  # nothing to read the case for
+    case, _ = load_case(task, ref)
+    try:
+        return task.applicable_rates(case) if case is not None else None
+    except Exception:  # noqa: BLE001 - the error being recorded matters more
+        return None
 
 
 def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, *, rescore: bool,

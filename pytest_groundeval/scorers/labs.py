@@ -493,8 +493,7 @@ def summarize(results: list[CaseResult]) -> dict[str, Any]:
         if spec.among == "cases":
             values = [r.metric(spec.name) for r in run]
         else:
-            values = [float(r.score.metrics[spec.name]) for r in run
-                      if r.score is not None and spec.name in r.score.metrics]
+            values = [v for r in run if (v := r.applicable_value(spec.name)) is not None]  # errored: 0
             summary[f"{spec.name}_n"] = len(values)
         summary[spec.name] = round(mean(values), 6)
         summary[f"{spec.name}_ci95"] = rate_ci(values)

@@ -418,7 +418,7 @@ def summarize(results: list[CaseResult]) -> dict[str, Any]:
     run, summary = counts(results)
     for spec in SPECS:
         if spec.among == "applicable":
-            values = [r.score.metrics[spec.name] for r in run if r.score is not None and spec.name in r.score.metrics]
+            values = [v for r in run if (v := r.applicable_value(spec.name)) is not None]  # errored: 0
             summary[f"{spec.name}_n"] = len(values)
         else:
             values = [r.metric(spec.name) for r in run]

@@ -154,6 +154,19 @@ class Task(ABC):
     def unparsed(self, case: Case, reason: str) -> Score:
         """The score of an answer that could not be parsed: failed, every metric 0."""
 
+    def applicable_rates(self, case: Case) -> list[str] | None:
+        """For a case that errored after its truth was read: the task's rates over the
+        applicable cases (higher is better) that its unparsed score carries, i.e. that apply to
+        this case; it counts 0 in each (``CaseResult.applicable``). None: none."""
+        rates = [s.name for s in self.specs if s.among == "applicable" and s.kind == "rate" and s.higher_is_better]
+        if not rates:
+            return None
+        try:
+            metrics = self.unparsed(case, "the case errored").metrics
+        except Exception:  # noqa: BLE001 - a task whose unparsed needs more than the truth: no list
+            return None
+        return [n for n in rates if n in metrics] or None
+
     @abstractmethod
     def summarize(self, results: list[CaseResult]) -> dict[str, Any]:
         """Aggregate this task's results (errors count 0 everywhere; skipped are counted apart)."""

@@ -1,0 +1,146 @@
+"""An errored case stays in the denominators of the rates over the applicable cases.
+
+labs, orders and letter score some dimensions over the cases they apply to only (``among:
+applicable``, with ``<name>_n``). An errored case has no score, so it used to be left out of
+them: an agent that raised (or crashed its worker, or hung until pytest-timeout) on exactly the
+cases it would fail kept their dimension rates, and a ``--threshold labs.value=...`` gate,
+untouched (only ``pass`` counted it). Now the runner reads, from the case's truth, which of
+those rates apply to it (``Task.applicable_rates``, ``CaseResult.applicable``) and the case
+counts 0 in each, in the summary and in ``groundeval compare`` alike."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import ROOT
+
+from pytest_groundeval.model import CaseResult, ErrorInfo
+from pytest_groundeval.reporting.compare import compare, read_run
+from pytest_groundeval.run.runner import load_case, not_run
+from pytest_groundeval.tasks import registry
+
+LABS = ROOT / "fixtures" / "labs"
+
+EVAL = '''
+import pytest
+
+@pytest.mark.labs
+def test_labs(case, agent, scorer, evaluate):
+    evaluate(case, agent, scorer)
+'''
+
+# right on every question but the eGFR declines, where it raises instead of answering wrong
+AGENT = '''
+from pytest_groundeval.run.calls import PermanentAgentError
+from pytest_groundeval.tasks.labs import baseline_answer
+
+class DodgesDeclines:
+    name = "dodges-declines"
+    def run(self, prompt):
+        raise AssertionError("run_case is called")
+    def run_case(self, task, prompt, inputs):
+        if inputs["question"]["kind"] == "change":
+            raise PermanentAgentError("no answer for a decline")
+        return baseline_answer(inputs)
+'''
+
+
+def _labs_task():
+    return registry()["labs"](LABS)
+
+
+def test_an_errored_labs_case_counts_0_in_the_rates_its_truth_applies_to():
+    task = _labs_task()
+    refs = {r.case_id: r for r in task.discover()}
+    change = next(r for cid, r in refs.items() if "_change_" in cid)
+    no_result = next(r for cid, r in refs.items() if _expect(cid) == "no_result")
+    case, _ = load_case(task, change)
+    applies = task.applicable_rates(case)
+    assert applies and "change_pass" in applies and "value" in applies and "no_result_pass" not in applies
+    case, _ = load_case(task, no_result)
+    assert "value" not in (task.applicable_rates(case) or []) and "no_result_pass" in task.applicable_rates(case)
+    errored = not_run(change, error=ErrorInfo(kind="crash", message="its worker died"), task=task)
+    assert errored.applicable == applies
+    assert errored.applicable_value("change_pass") == 0.0 and errored.applicable_value("no_result_pass") is None
+    assert not_run(change, error=ErrorInfo(kind="crash", message="x")).applicable is None  # no task: unknown
+    with pytest.raises(ValueError, match="only an errored case"):
+        CaseResult(case_id="x", task="labs", outcome="skipped", skip_reason="s", applicable=["value"])
+
+
+def _expect(case_id: str) -> str:
+    return json.loads((LABS / f"{case_id}.json").read_text())["expect"]
+
+
+def test_an_agent_that_raises_on_the_cases_it_would_fail_keeps_them_in_every_rate(pytester):
+    pytester.makepyfile(test_labs_suite=EVAL, dodging=AGENT)
+    data = pytester.mkdir("labs")
+    shutil.copytree(LABS / "bundles", data / "bundles")
+    for p in sorted(LABS.glob("*.json")):
+        shutil.copy(p, data / p.name)
+    common = ("-p", "no:randomly", "-p", "no:cacheprovider", "--labs-cases", str(data), "-q")
+    result = pytester.runpytest_subprocess("--agent=dodging:DodgesDeclines", "--run-record", "dodging.json",
+                                           "--threshold", "labs.value=0.95", *common)
+    record = json.loads((pytester.path / "dodging.json").read_text())
+    s = record["summary"]["labs"]
+    changes = sum(1 for p in LABS.glob("*_change_*.json"))
+    assert changes >= 10 and s["n_errors"] == changes
+    assert s["change_pass_n"] == changes and s["change_pass"] == 0.0  # was: n 0, no figure to gate on
+    expect = {p.stem: json.loads(p.read_text())["expect"] for p in LABS.glob("*.json")}
+    for c in record["cases"]:
+        if c["outcome"] == "error":  # the rates its truth applies to, the same as its score would carry
+            assert "change_pass" in c["applicable"]
+            assert ("value" in c["applicable"]) == (expect[c["case_id"]] == "result")
+            assert ("no_result_pass" in c["applicable"]) == (expect[c["case_id"]] == "no_result")
+    results = sum(1 for e in expect.values() if e == "result")
+    dodged = sum(1 for cid, e in expect.items() if e == "result" and "_change_" in cid)
+    assert 0 < dodged < changes
+    assert s["value_n"] == results  # every result case, errored or answered
+    assert s["value"] == pytest.approx((results - dodged) / results, abs=1e-6) and s["value"] < 0.95
+    assert s["no_result_pass_n"] == sum(1 for e in expect.values() if e == "no_result")
+    assert result.ret == 1  # the gate on value is missed, as for a wrong answer
+    result.stdout.fnmatch_lines(["*groundeval gate: MISSED labs.value*"])
+    # compare computes every figure from the cases as the summary does: the same numbers
+    base = pytester.runpytest_subprocess("--agent=baseline", "--run-record", "baseline.json", *common)
+    assert base.ret == 0
+    report = compare(read_run(pytester.path / "baseline.json"), read_run(pytester.path / "dodging.json"))
+    got = {m.metric: m for t in report.tasks if t.task == "labs" for m in t.metrics}
+    for name in ("value", "change_pass", "unit", "date"):
+        assert got[name].new == pytest.approx(s[name], abs=1e-6), name
+
+
+CRASHER = '''
+import os
+from pytest_groundeval.tasks.labs import baseline_answer
+
+class CrashesOnADecline:
+    """Its xdist worker dies on the first eGFR decline it is given; right everywhere else."""
+    name = "crashes-on-a-decline"
+    def run(self, prompt):
+        raise AssertionError("run_case is called")
+    def run_case(self, task, prompt, inputs):
+        if inputs["question"]["kind"] == "change" and not os.path.exists("crashed"):
+            open("crashed", "w").close()
+            os._exit(1)
+        return baseline_answer(inputs)
+'''
+
+
+def test_a_crashed_worker_s_case_counts_0_in_the_rates_its_truth_applies_to(pytester):
+    """The controller reads the crashed case's truth (the worker that held it is gone)."""
+    pytester.makepyfile(test_labs_suite=EVAL, crasher=CRASHER)
+    data = pytester.mkdir("labs")
+    shutil.copytree(LABS / "bundles", data / "bundles")
+    for p in sorted(LABS.glob("*.json")):
+        shutil.copy(p, data / p.name)
+    result = pytester.runpytest_subprocess("--agent=crasher:CrashesOnADecline", "--run-record", "record.json",
+                                           "-p", "no:randomly", "-p", "no:cacheprovider", "--labs-cases", str(data),
+                                           "-n", "2", "-q")
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    record = json.loads((pytester.path / "record.json").read_text())
+    [crashed] = [c for c in record["cases"] if c["outcome"] == "error"]
+    assert crashed["error"]["kind"] == "crash" and "change_pass" in crashed["applicable"]
+    s = record["summary"]["labs"]
+    changes = sum(1 for _ in LABS.glob("*_change_*.json"))
+    assert s["change_pass_n"] == changes and s["change_pass"] == pytest.approx((changes - 1) / changes, abs=1e-6)
