@@ -144,6 +144,11 @@ def a_stop_and_another_stopped_then_restored(fake, t):
     fake.fhir_update(other)
 
 
+def a_order_and_an_unchanged_rewrite(fake, t):  # an unchanged rewrite changes nothing: not collateral
+    a_order(fake, t)
+    fake.fhir_update(_first(fake, "Condition/"))
+
+
 def a_order_fixed_in_place(fake, t):  # right: the order it created, corrected by a second PUT
     made = fake.fhir_create(order(t, authoredOn="2001-01-01"))
     fake.fhir_update({**made, "authoredOn": t["today"]})
@@ -210,6 +215,7 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
     (HBA, a_order_and_a_condition_resolved_then_restored, {"no_collateral"}),
     (STOP, a_stop_and_another_stopped_then_restored, {"no_collateral"}),
     (HBA, a_order_fixed_in_place, set()),
+    (HBA, a_order_and_an_unchanged_rewrite, set()),
     (STOP, a_stop_in_two_steps, set()),
     (STOP, a_stop_with_a_security_label, {"correct"}),
     (STOP, a_stop_dropping_notes, {"correct"}),
