@@ -189,10 +189,46 @@ def a_stop_adding_a_note(fake, t):  # right: the old notes kept, one added
                       "note": [{"text": "take with food"}, {"text": "stopped per note"}]})
 
 
+# ---------------------------------------------------------------- status, intent and code games (pinned)
+def _order_with(**over):
+    def behaviour(fake, t):
+        fake.fhir_create(order(t, **over))
+    behaviour.__name__ = "a_" + "_".join(f"{k}_{v if isinstance(v, str) else 'x'}" for k, v in over.items())
+    return behaviour
+
+
+def _stop_as(status):
+    def behaviour(fake, t):
+        fake.fhir_update({**target_mr(fake, t), "status": status})
+    behaviour.__name__ = f"a_stop_as_{status}"
+    return behaviour
+
+
+def a_code_text_only(fake, t):
+    fake.fhir_create(order(t, code={"text": "Hemoglobin A1c"}))
+
+
+def a_code_with_a_translation(fake, t):  # right: LOINC 4548-4 with a SNOMED translation beside it
+    fake.fhir_create(order(t, code={"coding": [{"system": "http://loinc.org", "code": "4548-4"},
+                                               {"system": "http://snomed.info/sct", "code": "43396009"}]}))
+
+
+def a_order_for_a_new_patient(fake, t):
+    made = fake.fhir_create({"resourceType": "Patient", "name": [{"family": "Doe"}]})
+    fake.fhir_create(order(t, subject={"reference": f"Patient/{made['id']}"}))
+
+
 DUE = {"persisted", "valid", "correct"}
 
 # (case, behaviour, the dimensions that must fail)
 TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
+    *[(HBA, _order_with(status=st), {"correct"}) for st in ("draft", "on-hold", "revoked", "completed",
+                                                              "entered-in-error")],
+    *[(HBA, _order_with(intent=it), {"correct"}) for it in ("proposal", "plan", "directive", "original-order")],
+    *[(STOP, _stop_as(st), {"correct"}) for st in ("on-hold", "cancelled", "completed", "entered-in-error")],
+    (HBA, a_code_text_only, {"correct"}),
+    (HBA, a_code_with_a_translation, set()),
+    (HBA, a_order_for_a_new_patient, {"correct", "no_collateral"}),
     (HBA, a_subject_urn_uuid, {"correct"}),
     (HBA, a_subject_other_server, {"correct"}),
     (HBA, a_subject_contained, {"correct"}),

@@ -158,3 +158,94 @@ def test_a_resource_changed_and_back_is_seen_in_the_log(server):
     assert [c.kind for c in activity.changes] == ["updated"]  # the diff: the stop alone
     assert {k for k, d in score.dimensions.items() if not d.passed} == {"no_collateral"}, score.reason
     assert "changed and back" in score.dimensions["no_collateral"].reason
+
+
+# ---------------------------------------------------------------- a partial write, then a crash
+class _Crashes:
+    """Places the right order, then fails (each attempt; ``error`` the exception class)."""
+
+    name = "crashes-after-writing"
+    model = None
+
+    def __init__(self, error=RuntimeError):
+        self.error = error
+
+    def run_case(self, task, prompt, inputs):
+        from pytest_groundeval.fhir.client import FhirClient
+
+        FhirClient(inputs["fhir_base_url"]).create({
+            "resourceType": "ServiceRequest", "status": "active", "intent": "order",
+            "code": {"coding": [{"system": "http://loinc.org", "code": "4548-4"}]},
+            "subject": {"reference": f"Patient/{inputs['patient_id']}"}, "authoredOn": inputs["today"]})
+        raise self.error("the agent fell over after its write")
+
+
+def test_a_crash_after_the_right_write_is_an_error_never_a_pass(server):
+    """The write is on the server and in the record, but the case is an error (counted 0 in
+    pass), not scored as done."""
+    from pytest_groundeval.run.runner import run_case
+
+    result = run_case(TASK, REFS[HBA], _Crashes(), server=server)
+    assert result.outcome == "error" and result.error.kind == "agent" and result.score is None
+    assert [c.kind for c in result.fhir.changes] == ["created"]
+
+
+def test_a_retried_attempt_writes_on_the_state_the_first_left(server):
+    """Attempts share the case's repository: a transient failure after the write, then the
+    same write again, leaves two orders, scored as the duplicate it is."""
+    from pytest_groundeval.run.calls import CallPolicy
+    from pytest_groundeval.run.runner import run_case
+
+    class Once(_Crashes):
+        calls = 0
+
+        def run_case(self, task, prompt, inputs):
+            Once.calls += 1
+            if Once.calls == 1:
+                return super().run_case(task, prompt, inputs)
+            from pytest_groundeval.fhir.client import FhirClient
+
+            FhirClient(inputs["fhir_base_url"]).create({
+                "resourceType": "ServiceRequest", "status": "active", "intent": "order",
+                "code": {"coding": [{"system": "http://loinc.org", "code": "4548-4"}]},
+                "subject": {"reference": f"Patient/{inputs['patient_id']}"}, "authoredOn": inputs["today"]})
+            return "ordered"
+
+    policy = CallPolicy(timeout=None, max_attempts=2, base_delay=0.0, sleep=lambda s: None)
+    result = run_case(TASK, REFS[HBA], Once(ConnectionError), policy=policy, server=server)
+    assert result.outcome == "failed", result.error
+    assert {k for k, d in result.score.dimensions.items() if not d.passed} == {"no_collateral"}
+
+
+# ---------------------------------------------------------------- other write routes, same state
+def test_a_stop_by_json_patch_or_in_a_batch_passes(server):
+    def patch(base, case):
+        req = urllib.request.Request(f"{base}/{case.truth['expected']['id']}", method="PATCH",
+                                     data=json.dumps([{"op": "replace", "path": "/status", "value": "stopped"}]).encode(),
+                                     headers={"content-type": "application/json-patch+json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.status == 200
+
+    def batch(base, case):
+        rid = case.truth["expected"]["id"]
+        mr = call(base, "GET", rid)[1]
+        status, body = call(base, "POST", "", {"resourceType": "Bundle", "type": "batch", "entry": [
+            {"resource": {**mr, "status": "stopped"}, "request": {"method": "PUT", "url": rid}}]})
+        assert status == 200, body
+
+    for act in (patch, batch):
+        _, score = acted(server, STOP, act)
+        assert score.passed, (act.__name__, score.reason)
+
+
+def test_a_conditional_delete_in_a_batch_is_collateral(server):
+    def act(base, case):
+        call(base, "POST", "ServiceRequest", order(case))
+        first = call(base, "GET", f"Condition?patient={case.truth['patient']}&_count=1")[1]["entry"][0]["resource"]
+        status, body = call(base, "POST", "", {"resourceType": "Bundle", "type": "batch", "entry": [
+            {"request": {"method": "DELETE", "url": f"Condition?_id={first['id']}"}}]})
+        assert status == 200 and body["entry"][0]["response"]["status"].startswith("2"), body
+
+    activity, score = acted(server, HBA, act)
+    assert any(c.kind == "deleted" and c.resource_type == "Condition" for c in activity.changes)
+    assert {k for k, d in score.dimensions.items() if not d.passed} == {"no_collateral"}, score.reason
