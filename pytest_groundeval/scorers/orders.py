@@ -15,15 +15,20 @@ final message is never evidence. Dimensions, each pass/fail with a reason per ch
   contained invariants, no unknown modifier), plus qty-3 on every Quantity.
 * **correct** (due): codes (in the right system), values, units, subject, dates and statuses
   say what the case requires: HbA1c is LOINC 4548-4, status active, intent order, authoredOn
-  today, not ``doNotPerform``; the BP panel is LOINC 85354-9 with exactly one 8480-6 and one
-  8462-4 component each in UCUM ``mm[Hg]`` with the note's values, effective at the note's
-  instant, status final, category vital-signs, no value or absent-reason of its own; a
-  stopped MedicationRequest has status ``stopped`` and nothing but the status (and a status
-  reason or note) changed. Among several candidates the best is judged; the rest are
-  collateral.
+  today, not ``doNotPerform``, one test for now (no occurrence before today or more than
+  ORDER_WINDOW_DAYS after it, no repeat or several dates, a quantity of one, not as needed);
+  the BP panel is LOINC 85354-9 with exactly one 8480-6 and one 8462-4 component each in UCUM
+  ``mm[Hg]`` with the note's values (no comparator, no absent-reason beside them), effective at
+  the note's instant, status final, category vital-signs, no value or absent-reason of its own,
+  no other focus; a stopped MedicationRequest has status ``stopped`` and nothing but the
+  status (and a status reason, an added note, the server's tags dropped) changed. The subject
+  is the patient as this server resolves it: ``Patient/<id>`` or an absolute URL on the case's
+  own base (never ``urn:uuid:`` or another server). Among several candidates the best is
+  judged; the rest are collateral.
 * **no_collateral** (every case): nothing else was created, changed or deleted, by the state
   diff, nor transiently by the request log (a resource created and deleted again, a delete
-  of something re-created); a cut log cannot show that, so it fails.
+  of something re-created, an existing resource changed and changed back, an accepted GraphQL
+  mutation); a cut log cannot show that, so it fails.
 * **abstained** (cases with nothing due): no write request at all, accepted or refused (a
   conditional create the server resolved to an existing resource, answered 200, is not a
   write), and an empty diff; a cut request log cannot show that, so it fails.
