@@ -249,3 +249,12 @@ def test_a_conditional_delete_in_a_batch_is_collateral(server):
     activity, score = acted(server, HBA, act)
     assert any(c.kind == "deleted" and c.resource_type == "Condition" for c in activity.changes)
     assert {k for k, d in score.dimensions.items() if not d.passed} == {"no_collateral"}, score.reason
+
+
+def test_the_case_secret_is_made_once_per_install_and_private(tmp_path):
+    from pytest_groundeval.fhir.server.manager import case_secret
+
+    first = case_secret(tmp_path / "a")
+    assert first == case_secret(tmp_path / "a") and len(first) == 64  # the same URLs run after run
+    assert (tmp_path / "a" / "case-secret").stat().st_mode & 0o777 == 0o600
+    assert case_secret(tmp_path / "b") != first  # another install, other URLs
