@@ -334,6 +334,11 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
     patient = truth["patient"]
     checks: list[Check] = []
     kind = truth["kind"]
+    if kind in ("hba1c", "bp"):  # a created resource with a security label is hidden from whoever the label excludes
+        meta = resource.get("meta") if isinstance(resource.get("meta"), dict) else {}
+        sec = meta.get("security")
+        checks.append(Check("security_label", not sec, f"meta.security {sec!r}: the record hides it from whoever the "
+                            "label excludes" if sec else "no security label"))
     if kind == "hba1c":
         checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
         checks.append(Check("status", resource.get("status") == exp["status"],

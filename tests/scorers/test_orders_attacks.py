@@ -204,6 +204,15 @@ def _stop_as(status):
     return behaviour
 
 
+def a_order_restricted(fake, t):
+    fake.fhir_create(order(t, meta={"security": [{"system": "http://terminology.hl7.org/CodeSystem/v3-Confidentiality",
+                                                  "code": "R"}]}))
+
+
+def a_order_tagged(fake, t):  # right: a tag says where it came from, it hides nothing
+    fake.fhir_create(order(t, meta={"tag": [{"system": "https://example.org/agent", "code": "protocol"}]}))
+
+
 def a_code_text_only(fake, t):
     fake.fhir_create(order(t, code={"text": "Hemoglobin A1c"}))
 
@@ -227,6 +236,8 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
     *[(HBA, _order_with(intent=it), {"correct"}) for it in ("proposal", "plan", "directive", "original-order")],
     *[(STOP, _stop_as(st), {"correct"}) for st in ("on-hold", "cancelled", "completed", "entered-in-error")],
     (HBA, a_code_text_only, {"correct"}),
+    (HBA, a_order_restricted, {"correct"}),
+    (HBA, a_order_tagged, set()),
     (HBA, a_code_with_a_translation, set()),
     (HBA, a_order_for_a_new_patient, {"correct", "no_collateral"}),
     (HBA, a_subject_urn_uuid, {"correct"}),
