@@ -227,6 +227,16 @@ def a_order_for_a_new_patient(fake, t):
     fake.fhir_create(order(t, subject={"reference": f"Patient/{made['id']}"}))
 
 
+def a_order_unless_any_order(fake, t):
+    """Orders unless the patient has any ServiceRequest at all (no code, no status read)."""
+    fake.fhir_create(order(t), if_none_exist=f"patient={t['patient']}")
+
+
+def a_order_unless_an_open_hba1c_order(fake, t):  # right: the protocol's own condition
+    fake.fhir_create(order(t), if_none_exist=f"patient={t['patient']}&code=http://loinc.org|4548-4&status=active")
+
+
+DECOY = "hba1c-due-decoy-Hiedi_Bruen_b361ebbe"
 DUE = {"persisted", "valid", "correct"}
 
 # (case, behaviour, the dimensions that must fail)
@@ -235,6 +245,9 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
                                                               "entered-in-error")],
     *[(HBA, _order_with(intent=it), {"correct"}) for it in ("proposal", "plan", "directive", "original-order")],
     *[(STOP, _stop_as(st), {"correct"}) for st in ("on-hold", "cancelled", "completed", "entered-in-error")],
+    (DECOY, a_order_unless_any_order, DUE),
+    (DECOY, a_order_unless_an_open_hba1c_order, set()),
+    (HBA, a_order_unless_any_order, set()),  # no order of any kind in the record: it cannot tell
     (HBA, a_code_text_only, {"correct"}),
     (HBA, a_order_restricted, {"correct"}),
     (HBA, a_order_tagged, set()),
