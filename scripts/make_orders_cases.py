@@ -18,6 +18,8 @@ Kinds and variants (the task's ``tasks/orders.py`` says what each requires):
 
 * ``hba1c-due``: a diabetic, today 14-20 months after the last HbA1c (``-lapsed``) or
   between the diabetes onset and the first HbA1c (``-never``);
+* ``hba1c-due-decoy``: a lapsed diabetic whose record holds orders that are not an open
+  HbA1c order (a completed HbA1c order from the last result, an active lipid panel order);
 * ``hba1c-recent`` (nothing to do): a diabetic, today 1-10 months after an HbA1c;
 * ``hba1c-nondiabetic`` (nothing to do): prediabetes (with old HbA1c results) or neither;
 * ``hba1c-repeat`` (nothing to do): a lapsed diabetic whose seeded state already holds the
@@ -62,7 +64,7 @@ DROP_KEYS = ("text", "encounter", "requester", "recorder", "asserter", "performe
 MAX_OTHER_MEDS = 8  # ended MedicationRequests kept per bundle (the last of each code)
 BP_KEPT = 3
 OFFSETS = ("-05:00", "-04:00", "+00:00", "-07:00", "+01:00", "-06:00")
-COUNTS = {"hba1c-due": 8, "hba1c-recent": 5, "hba1c-nondiabetic": 5, "hba1c-repeat": 6,
+COUNTS = {"hba1c-due": 8, "hba1c-due-decoy": 2, "hba1c-recent": 5, "hba1c-nondiabetic": 5, "hba1c-repeat": 6,
           "bp": 8, "bp-repeat": 5, "stop": 8, "stop-repeat": 5}
 
 
@@ -194,8 +196,22 @@ def seeded_id(what: str, pid: str, today: date) -> str:
 
 
 # ---------------------------------------------------------------- the cases
-def hba1c_case(rec: Record, variant: str, today: date, due: bool, seed_order: bool = False) -> dict[str, Any]:
+def hba1c_case(rec: Record, variant: str, today: date, due: bool, seed_order: bool = False,
+               decoys: bool = False) -> dict[str, Any]:
     state = seeded_state(rec, today)
+    if decoys:  # orders that are not an open HbA1c order: the test is still due
+        lab = [{"coding": [{"system": SNOMED, "code": "108252007", "display": "Laboratory procedure"}]}]
+        state.append({"resourceType": "ServiceRequest", "id": seeded_id("hba1c-order-done", rec.pid, today),
+                      "status": "completed", "intent": "order", "category": lab,
+                      "code": {"coding": [{"system": LOINC, "code": task.HBA1C,
+                                           "display": "Hemoglobin A1c/Hemoglobin.total in Blood"}]},
+                      "subject": {"reference": f"Patient/{rec.pid}"}, "authoredOn": rec.a1c[-1].isoformat()})
+        state.append({"resourceType": "ServiceRequest", "id": seeded_id("lipid-order", rec.pid, today),
+                      "status": "active", "intent": "order", "category": lab,
+                      "code": {"coding": [{"system": LOINC, "code": "57698-3",
+                                           "display": "Lipid panel with direct LDL - Serum or Plasma"}]},
+                      "subject": {"reference": f"Patient/{rec.pid}"},
+                      "authoredOn": (today - timedelta(days=10)).isoformat()})
     if seed_order:
         state.append({"resourceType": "ServiceRequest", "id": seeded_id("hba1c-order", rec.pid, today), "status": "active",
                       "intent": "order", "category": [{"coding": [{"system": SNOMED, "code": "108252007",
@@ -327,6 +343,14 @@ def plan(records: list[Record], seed: int) -> list[tuple[Record, dict[str, Any]]
         out.append((r, case))
         n_rep += repeat_it
         n_stop += not repeat_it
+    # decoys (drawn last: the cases above do not change): a lapsed diabetic whose record holds
+    # orders that are not an open HbA1c order (an old completed one, an active one for another test)
+    decoys = 0
+    for r, c in lapsed:
+        t = c["today"] + timedelta(days=rng.randint(1, 20))
+        if decoys < COUNTS["hba1c-due-decoy"] and r.alive_on(t):
+            out.append((r, hba1c_case(r, "hba1c-due-decoy", t, True, decoys=True)))
+            decoys += 1
     return out
 
 

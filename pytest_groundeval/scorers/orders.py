@@ -15,15 +15,20 @@ final message is never evidence. Dimensions, each pass/fail with a reason per ch
   contained invariants, no unknown modifier), plus qty-3 on every Quantity.
 * **correct** (due): codes (in the right system), values, units, subject, dates and statuses
   say what the case requires: HbA1c is LOINC 4548-4, status active, intent order, authoredOn
-  today, not ``doNotPerform``; the BP panel is LOINC 85354-9 with exactly one 8480-6 and one
-  8462-4 component each in UCUM ``mm[Hg]`` with the note's values, effective at the note's
-  instant, status final, category vital-signs, no value or absent-reason of its own; a
-  stopped MedicationRequest has status ``stopped`` and nothing but the status (and a status
-  reason or note) changed. Among several candidates the best is judged; the rest are
-  collateral.
+  today, not ``doNotPerform``, one test for now (no occurrence before today or more than
+  ORDER_WINDOW_DAYS after it, no repeat or several dates, a quantity of one, not as needed);
+  the BP panel is LOINC 85354-9 with exactly one 8480-6 and one 8462-4 component each in UCUM
+  ``mm[Hg]`` with the note's values (no comparator, no absent-reason beside them), effective at
+  the note's instant, status final, category vital-signs, no value or absent-reason of its own,
+  no other focus; a stopped MedicationRequest has status ``stopped`` and nothing but the
+  status (and a status reason, an added note, the server's tags dropped) changed. The subject
+  is the patient as this server resolves it: ``Patient/<id>`` or an absolute URL on the case's
+  own base (never ``urn:uuid:`` or another server). Among several candidates the best is
+  judged; the rest are collateral.
 * **no_collateral** (every case): nothing else was created, changed or deleted, by the state
   diff, nor transiently by the request log (a resource created and deleted again, a delete
-  of something re-created); a cut log cannot show that, so it fails.
+  of something re-created, an existing resource changed and changed back, an accepted GraphQL
+  mutation); a cut log cannot show that, so it fails.
 * **abstained** (cases with nothing due): no write request at all, accepted or refused (a
   conditional create the server resolved to an existing resource, answered 200, is not a
   write), and an empty diff; a cut request log cannot show that, so it fails.
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from pytest_groundeval.fhir.codes import LOINC, OBSERVATION_STATUSES, UCUM
@@ -61,6 +66,8 @@ WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 #: what may change on a MedicationRequest that is stopped, besides its status
 STOP_MAY_CHANGE = frozenset({"status", "statusReason", "note", "meta"})
 VITAL_SIGNS = "vital-signs"
+#: how soon after today an ordered test may be scheduled (the protocol's test is overdue)
+ORDER_WINDOW_DAYS = 31
 
 
 # ---------------------------------------------------------------- the request log
@@ -75,6 +82,8 @@ class Write:
     where: str  # "POST ServiceRequest" or "transaction entry 2: POST ServiceRequest"
     created: str | None = None  # "Type/id" the server created (201)
     refused: str | None = None
+    stored: Any = None  # the resource as the server answered it stored (None: not in the answer)
+    opaque: bool = False  # a GraphQL mutation: a write whose effects the log does not name
 
     @property
     def accepted(self) -> bool:
@@ -84,7 +93,7 @@ class Write:
     def is_write(self) -> bool:
         """False only for a create the server resolved to an existing resource (200 on a POST:
         a conditional create that matched), which writes nothing."""
-        return not (self.method == "POST" and self.status == 200 and self.refused is None)
+        return self.opaque or not (self.method == "POST" and self.status == 200 and self.refused is None)
 
     def describe(self) -> str:
         what = f"{self.where} -> {self.status}"
@@ -100,6 +109,17 @@ def _type_id(path: str) -> str:
     """``Type`` or ``Type/id`` of a request path (query and ``_history`` left out)."""
     parts = [p for p in path.split("?", 1)[0].strip("/").split("/") if p]
     return "/".join(parts[:2])
+
+
+_MUTATION = re.compile(r"\bmutation\b")
+
+
+def _graphql_mutation(path: str, body: Any) -> bool:
+    """A POST to ``$graphql`` whose document holds a mutation (Medplum's router runs them: a
+    create, update or delete that no REST request of the log names)."""
+    parts = [p for p in path.split("?", 1)[0].strip("/").split("/") if p]
+    query = body.get("query") if isinstance(body, dict) else body
+    return parts[-1:] == ["$graphql"] and isinstance(query, str) and bool(_MUTATION.search(query))
 
 
 def _reads_only(path: str) -> bool:
@@ -142,17 +162,23 @@ def writes(activity: FhirActivity) -> list[Write]:
                 url = str(req.get("url", "")) if isinstance(req, dict) else ""
                 res = entry.get("resource") if isinstance(entry.get("resource"), dict) else {}
                 rtype = _type_id(url).split("/")[0] or str(res.get("resourceType", ""))
+                stored = answers[i].get("resource") if i < len(answers) and isinstance(answers[i], dict) else None
                 out.append(Write(ex.seq, m, _type_id(url) or rtype, st,
                                  f"{body.get('type', 'bundle')} entry {i}: {m} {url}",
-                                 _created_ref(st, ans.get("location"), answers[i].get("resource")
-                                              if i < len(answers) and isinstance(answers[i], dict) else None, rtype),
-                                 ex.refused))
+                                 _created_ref(st, ans.get("location"), stored, rtype), ex.refused,
+                                 stored if isinstance(stored, dict) else None))
+            continue
+        if method == "POST" and _graphql_mutation(ex.path, ex.request):
+            out.append(Write(ex.seq, method, "$graphql", ex.status, f"GraphQL mutation ({ex.path})", None,
+                             ex.refused, opaque=True))
             continue
         if method not in WRITE_METHODS or _reads_only(ex.path):
             continue
         target = _type_id(ex.path)
+        stored = ex.response if isinstance(ex.response, dict) and ex.response.get("resourceType") not in (
+            None, "OperationOutcome") else None
         out.append(Write(ex.seq, method, target, ex.status, f"{method} {ex.path}",
-                         _created_ref(ex.status, None, ex.response, target.split("/")[0]), ex.refused))
+                         _created_ref(ex.status, None, ex.response, target.split("/")[0]), ex.refused, stored))
     return out
 
 
@@ -186,10 +212,24 @@ def code_check(concept: Any, system: str, code: str, what: str) -> Check:
     return Check(what, False, f"no {system}|{code} coding (codings: {given or 'none'})")
 
 
-def _subject_check(resource: dict[str, Any], patient: str) -> Check:
+def _subject_check(resource: dict[str, Any], patient: str, base_url: str | None) -> Check:
+    """The subject is the case's patient AS THIS SERVER RESOLVES IT: ``Patient/<id>`` (typed,
+    version-specific), or an absolute URL on the case's own FHIR base. A ``urn:uuid:`` (it
+    resolves only inside the transaction that names it) or another server's URL is a
+    reference nothing on this server follows: the order is no order for this patient."""
     from pytest_groundeval.scorers.write import same_patient
 
     ok, why = same_patient(resource.get("subject"), patient)
+    ref = (resource.get("subject") or {}).get("reference") if isinstance(resource.get("subject"), dict) else None
+    if ok and isinstance(ref, str):
+        if ref.lower().startswith("urn:"):
+            return Check("subject", False, f"subject.reference {ref!r} is a urn:uuid: it resolves to nothing stored on "
+                                           "the server (write Patient/<id>)")
+        if "://" in ref:
+            own = (base_url or "").rstrip("/")
+            if not (own and ref.startswith(own + "/Patient/")):
+                return Check("subject", False, f"subject.reference {ref!r} is on another server, not this case's "
+                                               f"({own or 'unknown base'})")
     return Check("subject", ok, why)
 
 
@@ -231,15 +271,74 @@ def parse_instant(value: Any) -> datetime | None:
 _instant = parse_instant
 
 
+def _day(value: Any) -> date | None:
+    if not isinstance(value, str) or len(value) < 10:
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def _one_test_now(resource: dict[str, Any], today_iso: str) -> Check:
+    """The overdue test, ordered once and for now: no occurrence before today or more than
+    ORDER_WINDOW_DAYS after it, no repeating schedule or several dates, a quantity of one (when
+    given), not "as needed". An order that does none of this still leaves the lapse open."""
+    today = date.fromisoformat(today_iso)
+    last = today + timedelta(days=ORDER_WINDOW_DAYS)
+    problems: list[str] = []
+    days: list[tuple[str, Any]] = []
+    if "occurrenceDateTime" in resource:
+        days.append(("occurrenceDateTime", resource["occurrenceDateTime"]))
+    period = resource.get("occurrencePeriod")
+    if isinstance(period, dict):
+        days.append(("occurrencePeriod.start", period.get("start", today_iso)))
+        if "end" in period and (_day(period["end"]) is None or _day(period["end"]) < today):  # type: ignore[operator]
+            problems.append(f"occurrencePeriod.end {period['end']!r} is before today")
+    timing = resource.get("occurrenceTiming")
+    if isinstance(timing, dict):
+        if timing.get("repeat") is not None:
+            problems.append("occurrenceTiming has a repeat: a standing order, not one test")
+        events = timing.get("event") if isinstance(timing.get("event"), list) else []
+        if len(events) > 1:
+            problems.append(f"occurrenceTiming has {len(events)} events: several tests, not one")
+        days += [("occurrenceTiming.event", e) for e in events[:1]]
+    for where, value in days:
+        d = _day(value)
+        if d is None:
+            problems.append(f"{where} {value!r} is no date")
+        elif d < today:
+            problems.append(f"{where} {value!r} is before today ({today_iso}): the order does not act now")
+        elif d > last:
+            problems.append(f"{where} {value!r} is more than {ORDER_WINDOW_DAYS} days after today: the overdue test "
+                            "is put off")
+    qty = resource.get("quantityQuantity")
+    if isinstance(qty, dict) and _number(qty.get("value")) != 1.0:
+        problems.append(f"quantityQuantity {qty.get('value')!r}: one test is due")
+    for other in ("quantityRatio", "quantityRange"):
+        if other in resource:
+            problems.append(f"{other}: one test is due")
+    if resource.get("asNeededBoolean") is True or "asNeededCodeableConcept" in resource:
+        problems.append("asNeeded: an as-needed order is no test placed")
+    return Check("one_test_now", not problems, "; ".join(problems) if problems else
+                 "one test, for now (no schedule that puts it off or repeats it)")
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict[str, Any] | None) -> list[Check]:
+def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict[str, Any] | None,
+                   base_url: str | None = None) -> list[Check]:
     exp = truth["expected"]
     patient = truth["patient"]
     checks: list[Check] = []
     kind = truth["kind"]
+    if kind in ("hba1c", "bp"):  # a created resource with a security label is hidden from whoever the label excludes
+        meta = resource.get("meta") if isinstance(resource.get("meta"), dict) else {}
+        sec = meta.get("security")
+        checks.append(Check("security_label", not sec, f"meta.security {sec!r}: the record hides it from whoever the "
+                            "label excludes" if sec else "no security label"))
     if kind == "hba1c":
         checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
         checks.append(Check("status", resource.get("status") == exp["status"],
@@ -248,19 +347,23 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("intent", resource.get("intent") == exp["intent"],
                             f"intent {resource.get('intent')!r}" + ("" if resource.get("intent") == exp["intent"]
                                                                     else f", not {exp['intent']!r}")))
-        checks.append(_subject_check(resource, patient))
+        checks.append(_subject_check(resource, patient, base_url))
         authored = resource.get("authoredOn")
         ok = isinstance(authored, str) and authored[:10] == exp["authored_on"]
         checks.append(Check("authored_on", ok, f"authoredOn {authored!r}" + ("" if ok else f", not today ({exp['authored_on']})")))
         dnp = resource.get("doNotPerform")
         checks.append(Check("do_not_perform", dnp is not True, "doNotPerform is true: an order NOT to test"
                             if dnp is True else "an order to perform the test"))
+        checks.append(_one_test_now(resource, exp["authored_on"]))
     elif kind == "bp":
         checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
         checks.append(Check("status", resource.get("status") == exp["status"],
                             f"status {resource.get('status')!r}" + ("" if resource.get("status") == exp["status"]
                                                                     else f", not {exp['status']!r}")))
-        checks.append(_subject_check(resource, patient))
+        checks.append(_subject_check(resource, patient, base_url))
+        focus = resource.get("focus")
+        checks.append(Check("focus", not focus, f"focus {focus!r}: the reading is about something other than the "
+                            "patient" if focus else "about the patient (no other focus)"))
         cats = [c for cat in resource.get("category") or [] for c in _codings(cat)] if isinstance(
             resource.get("category"), list) else []
         vital = any(c.get("code") == VITAL_SIGNS for c in cats)
@@ -286,8 +389,12 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
             ok_v = v is not None and v == float(value)
             ok_u = q.get("system") == UCUM and q.get("code") == exp["unit"]
             why = f"{q.get('value')!r} {q.get('code')!r} ({q.get('system')})"
-            checks.append(Check(label, ok_v and ok_u, why if ok_v and ok_u else
-                                why + f", not {value} {exp['unit']} ({UCUM})"))
+            # a comparator ("<120") or an absent-reason beside the value says the value is not the reading
+            odd = ([f"comparator {q['comparator']!r}"] if q.get("comparator") is not None else []) + (
+                ["a dataAbsentReason beside the value"] if found[0].get("dataAbsentReason") is not None else [])
+            ok = ok_v and ok_u and not odd
+            checks.append(Check(label, ok, why if ok else why + (f" with {' and '.join(odd)}" if odd else "")
+                                + f", not {value} {exp['unit']} ({UCUM})"))
         extra = [c for c in comps if isinstance(c, dict) and not any(
             x.get("system") == LOINC and x.get("code") in ("8480-6", "8462-4") for x in _codings(c.get("code")))]
         checks.append(Check("other_components", not extra, f"{len(extra)} component(s) the note does not document"
@@ -301,8 +408,19 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
             "" if status == "stopped" else ", not 'stopped'")))
         changed = sorted(k for k in set(resource) | set(before or {})
                          if (before or {}).get(k) != resource.get(k) and k not in STOP_MAY_CHANGE)
+        old = before or {}
+        # meta may lose the server's tags (a PUT without the meta it read), never gain a security
+        # label; notes may be added to, never dropped or rewritten
+        sec = [(m.get("security") if isinstance(m, dict) else None) for m in (old.get("meta"), resource.get("meta"))]
+        if sec[0] != sec[1]:
+            changed.append(f"meta.security ({sec[0]!r} -> {sec[1]!r})")
+        old_notes = old.get("note") if isinstance(old.get("note"), list) else []
+        new_notes = resource.get("note") if isinstance(resource.get("note"), list) else []
+        lost = [n for n in old_notes if n not in new_notes]
+        if lost:
+            changed.append(f"note ({len(lost)} of the record's notes dropped or rewritten)")
         checks.append(Check("only_status", not changed, f"elements changed beside the status: {changed}" if changed
-                            else "nothing but the status (and a reason or note) changed"))
+                            else "nothing but the status (and a reason or an added note) changed"))
     return checks
 
 
@@ -318,15 +436,29 @@ def _change_text(ch: FhirChange) -> str:
 def _transient(activity: FhirActivity, log: list[Write]) -> list[str]:
     """Effects the log shows that the diff no longer does: created then deleted, deleted then
     re-created."""
+    from pytest_groundeval.fhir.state import content
+
     in_diff = {_key(c): c.kind for c in activity.changes}
     out = []
+    rewrites: dict[str, list[Write]] = {}
     for w in log:
         if not w.accepted:
+            continue
+        if w.opaque:
+            out.append(f"a GraphQL mutation ({w.where}) changed the store in ways the request log does not name")
             continue
         if w.created and w.created not in in_diff:
             out.append(f"{w.created} was created ({w.where}) and is gone again")
         if w.method == "DELETE" and "/" in w.target and in_diff.get(w.target) != "deleted":
             out.append(f"{w.target} was deleted ({w.where})" + (" and written again" if w.target in in_diff else ""))
+        if w.method in ("PUT", "PATCH") and "/" in w.target and not w.created and w.target not in in_diff:
+            rewrites.setdefault(w.target, []).append(w)
+    # an existing resource the diff shows unchanged, written more than once: changed and changed
+    # back (one write is an unchanged rewrite; unknown stored versions are taken as different)
+    for target, ws in rewrites.items():
+        versions = [content(w.stored) if isinstance(w.stored, dict) else None for w in ws]
+        if len(ws) > 1 and (None in versions or any(v != versions[-1] for v in versions)):
+            out.append(f"{target} was changed and back ({'; '.join(w.where for w in ws[:3])})")
     return out
 
 
@@ -365,7 +497,7 @@ def score_orders(activity: Any, truth: dict[str, Any]) -> Score:
             candidates = [c for c in activity.changes if c.kind == "created" and c.resource_type == rtype]
             if candidates:
                 def rank(c: FhirChange) -> tuple[int, str]:
-                    return (-sum(ch.passed for ch in correct_checks(c.after or {}, truth, None)), c.id)
+                    return (-sum(ch.passed for ch in correct_checks(c.after or {}, truth, None, activity.base_url)), c.id)
 
                 target = min(candidates, key=rank)
                 persisted = Check("persisted", True, f"{_key(target)} was created"
@@ -377,7 +509,7 @@ def score_orders(activity: Any, truth: dict[str, Any]) -> Score:
         dims["persisted"] = Dimension.from_checks("persisted", [persisted])
         resource = target.after if target is not None else None
         dims["valid"] = valid_dimension(resource, rtype)
-        dims["correct"] = Dimension.from_checks("correct", correct_checks(resource, truth, target.before) if resource
+        dims["correct"] = Dimension.from_checks("correct", correct_checks(resource, truth, target.before, activity.base_url) if resource
                                                 is not None else [Check("resource", False, f"no {rtype} persisted")])
         if target is not None:
             details["judged"] = _key(target)

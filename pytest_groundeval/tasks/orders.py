@@ -9,7 +9,8 @@ note), plus the generator's choices. Kinds:
 * ``hba1c``: the diabetes protocol. Due (exactly one ServiceRequest for HbA1c, LOINC 4548-4,
   status active, intent order, subject the patient, authoredOn today) when the patient has
   diabetes (an active Condition coded SNOMED 44054006 with onset on or before today), no
-  HbA1c result on or after today minus 12 months (or none at all), and no active HbA1c order;
+  HbA1c result on or after today minus 12 months (or none at all), and no open HbA1c order
+  (``orders_rules.is_open_order``: status active, an order intent, not ``doNotPerform``);
   otherwise nothing to do (a recent result, not diabetic, or the order is already placed).
 * ``bp``: record the blood pressure a nursing note documents as one Observation (panel
   85354-9, components 8480-6 systolic / 8462-4 diastolic in ``mm[Hg]``, effective the

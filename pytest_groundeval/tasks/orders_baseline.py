@@ -83,7 +83,7 @@ def hba1c(api: Tools, patient: str, today: date) -> str:
     days = [d for o in results for d in [task.day_of(o.get("effectiveDateTime"))] if d and since <= d <= today]
     if days:
         return f"nothing was due: an HbA1c result on {max(days).isoformat()}"
-    orders = [s for s in api.search("ServiceRequest", p) if s.get("status") == "active"
+    orders = [s for s in api.search("ServiceRequest", p) if task.is_open_order(s)
               and task.HBA1C in task.codes_of(s.get("code"), LOINC)]
     if orders:
         return f"nothing was due: HbA1c already ordered (ServiceRequest/{orders[0].get('id')})"

@@ -74,6 +74,17 @@ def is_active_condition(c: dict[str, Any], today: date) -> bool:
         onset is None or onset <= today) and (abated is None or abated > today)
 
 
+#: the intents of a ServiceRequest that orders (a proposal or plan orders nothing)
+ORDER_INTENTS = ("order", "original-order", "reflex-order", "filler-order", "instance-order")
+
+
+def is_open_order(sr: dict[str, Any]) -> bool:
+    """An active ServiceRequest that orders the test: status active, an order intent, not an
+    order NOT to do it (``doNotPerform``)."""
+    return (sr.get("resourceType") == "ServiceRequest" and sr.get("status") == "active"
+            and sr.get("intent") in ORDER_INTENTS and sr.get("doNotPerform") is not True)
+
+
 def hba1c_facts(res: list[dict[str, Any]], patient: str, today: date) -> dict[str, Any]:
     """What the HbA1c protocol reads: diabetes, the last result, an active order."""
     conditions = [r for r in res if r["resourceType"] == "Condition"]
@@ -82,8 +93,8 @@ def hba1c_facts(res: list[dict[str, Any]], patient: str, today: date) -> dict[st
     results = sorted(d for r in res if r["resourceType"] == "Observation" and HBA1C in codes_of(r.get("code"), LOINC)
                      and r.get("status") in ("final", "amended", "corrected")
                      for d in [day_of(r.get("effectiveDateTime"))] if d is not None and d <= today)
-    orders = sorted(r["id"] for r in res if r["resourceType"] == "ServiceRequest" and r.get("status") == "active"
-                    and HBA1C in codes_of(r.get("code"), LOINC) and ref_of(r.get("subject")) == patient)
+    orders = sorted(r["id"] for r in res if is_open_order(r) and HBA1C in codes_of(r.get("code"), LOINC)
+                    and ref_of(r.get("subject")) == patient)
     since = months_before(today, HBA1C_INTERVAL_MONTHS)
     last = results[-1] if results else None
     return {"diabetic": bool(diabetic), "complications_only": bool(complications) and not diabetic,
@@ -122,4 +133,4 @@ def medication_code(mr: dict[str, Any], by_ref: Mapping[str, dict[str, Any]]) ->
     return found
 
 
-__all__ = ["BP_PANEL", "DIABETES", "DIABETES_COMPLICATIONS", "DIASTOLIC", "HBA1C", "HBA1C_INTERVAL_MONTHS", "MMHG", "SYSTOLIC", "bp_of", "codes_of", "day_of", "hba1c_facts", "is_active_condition", "medication_code", "months_before", "ref_of", "resources"]
+__all__ = ["BP_PANEL", "DIABETES", "DIABETES_COMPLICATIONS", "DIASTOLIC", "HBA1C", "HBA1C_INTERVAL_MONTHS", "MMHG", "SYSTOLIC", "bp_of", "codes_of", "day_of", "hba1c_facts", "is_active_condition", "is_open_order", "medication_code", "months_before", "ref_of", "resources"]

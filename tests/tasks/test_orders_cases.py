@@ -14,6 +14,7 @@ import pytest
 
 from orders_fake_fhir import BASE, FakeFhir
 from pytest_groundeval.model import CaseError
+from pytest_groundeval.scorers.orders import score_orders
 from pytest_groundeval.tasks.orders import OrdersTask, derive_truth
 from pytest_groundeval.tasks.orders_baseline import run_baseline
 from pytest_groundeval.tasks.resources import data_path
@@ -107,6 +108,23 @@ def test_a_choice_the_bundle_contradicts_is_refused():
     two["entry"].append({**copy.deepcopy(mr), "resource": {**mr["resource"], "id": "second"}})
     with pytest.raises(CaseError, match="2 active MedicationRequests"):
         derive_truth(item, two, "x")
+
+
+@pytest.mark.parametrize("over", [{"intent": "proposal"}, {"intent": "plan"}, {"doNotPerform": True},
+                                  {"status": "on-hold"}])
+def test_an_hba1c_service_request_that_orders_nothing_leaves_the_test_due(over):
+    """The seeded order of a repeat case made a proposal, a plan, an order not to test or one on
+    hold: no open HbA1c order, so the test is due (the truth), and the baseline orders it."""
+    item, bundle = _item("hba1c-repeat-Danae_Kshlerin_87a339d0")
+    assert derive_truth(item, bundle, "x")["due"] is False
+    changed = copy.deepcopy(bundle)
+    sr = next(e["resource"] for e in changed["entry"] if e["resource"]["resourceType"] == "ServiceRequest")
+    sr.update(over)
+    truth = derive_truth({**item, "choice": {"due": True}}, changed, "x")
+    assert truth["due"] is True and truth["facts"]["open_orders"] == []
+    fake = FakeFhir(changed)
+    run_baseline({**item, "fhir_base_url": BASE}, tools=lambda url: fake.tools())
+    assert score_orders(fake.activity(), truth).passed
 
 
 def test_the_baseline_passes_every_case_on_the_stand_in():

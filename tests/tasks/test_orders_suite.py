@@ -207,8 +207,8 @@ def test_baseline_passes_every_case_and_the_record_holds_the_server(tmp_path):
     rec = _run(tmp_path)
     assert rec["_returncode"] == 0, rec["_stdout"][-3000:]
     s = rec["summary"]["orders"]
-    assert s["n_cases"] == s["n_passed"] == 50 and s["pass"] == 1.0
-    assert (s["persisted_n"], s["abstained_n"]) == (24, 26)
+    assert s["n_cases"] == s["n_passed"] == 52 and s["pass"] == 1.0
+    assert (s["persisted_n"], s["abstained_n"]) == (26, 26)
     for case in rec["cases"]:
         fhir = case["fhir"]
         assert fhir["requests"], case["case_id"]  # it searched
@@ -322,7 +322,7 @@ def test_a_scripted_langgraph_agent_through_the_fhir_tools_and_its_strict_replay
             "-k", "hba1c-due or hba1c-recent")
     first = _run(tmp_path, *args, "--model-cache", "readwrite", name="first")
     by_id = {c["case_id"]: c for c in first["cases"]}
-    assert len(by_id) == 13, first["_stdout"][-3000:]
+    assert len(by_id) == 15, first["_stdout"][-3000:]
     for cid, case in by_id.items():
         assert [t["tool"] for t in case["transcript"]] == ["fhir_search", "fhir_create"], cid  # the harness saw them
         assert [(r["method"], r["status"]) for r in case["fhir"]["requests"]] == [("GET", 200), ("POST", 201)], cid

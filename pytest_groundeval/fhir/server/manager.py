@@ -148,6 +148,36 @@ def ensure_installed(npm: str, announce: Callable[[str], None] | None = None, ro
     return target / "node_modules"
 
 
+def case_secret(root: Path | None = None) -> str:
+    """The install's secret a case's URL is keyed with (server.js): made once per user (0600 in
+    the cache root), so a case's URL is the same run after run on this machine and cannot be
+    computed from the case's task and id by an agent of another case."""
+    root = root or cache_root()
+    path = root / "case-secret"
+    try:
+        try:
+            return path.read_text().strip() or _new_secret(path)
+        except FileNotFoundError:
+            return _new_secret(path)
+    except OSError:  # a read-only cache: a secret of this server process (URLs differ run to run)
+        return ""
+
+
+def _new_secret(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    try:
+        os.link(tmp, path)  # the first process to make one wins; the others read it
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+    return path.read_text().strip()
+
+
 def _bindings() -> dict[str, dict[str, list[str]]]:
     from pytest_groundeval.fhir.codes import WRITE_BINDINGS
 
@@ -208,7 +238,8 @@ class FhirServer:
         env["NODE_PATH"] = str(modules)
         env["GROUNDEVAL_FHIR_SD_DIR"] = str(modules.parent / "sd")  # per-type definitions, split once
         env["GROUNDEVAL_FHIR_CONFIG"] = json.dumps({"token": self._token, "bindings": _bindings(),
-                                                    "write_cap": self.write_cap, "max_log": self.max_log})
+                                                    "write_cap": self.write_cap, "max_log": self.max_log,
+                                                    "case_secret": case_secret(modules.parent.parent)})
         env.pop("GROUNDEVAL_FHIR_PORT", None)
         self._stderr = tempfile.TemporaryFile()
         try:

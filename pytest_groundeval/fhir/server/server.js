@@ -28,6 +28,8 @@ const { applyPatch } = require('rfc6902');
 
 const config = JSON.parse(process.env.GROUNDEVAL_FHIR_CONFIG || '{}');
 const TOKEN = config.token || '';
+// the secret a case's URL id is keyed with (manager.py: kept per install; else per process)
+const CASE_SECRET = config.case_secret || crypto.randomBytes(32).toString('hex');
 const BINDINGS = config.bindings || {};
 const DEFAULT_CAP = Number.isInteger(config.write_cap) ? config.write_cap : 50;
 const MAX_LOG = Number.isInteger(config.max_log) ? config.max_log : 500;
@@ -216,6 +218,11 @@ function writesOf(method, segments, body) {
   return [{ method, type: segments[0], id: segments[1], resource: method === 'PATCH' ? undefined : body }];
 }
 
+function graphqlMutation(body) {
+  const query = body && typeof body === 'object' ? body.query : body;
+  return typeof query !== 'string' || /\bmutation\b/.test(query);
+}
+
 async function patchedProblem(repo, type, id, patch) {
   if (!BINDINGS[type] || !id || !Array.isArray(patch)) return null;
   let current;
@@ -264,6 +271,13 @@ async function fhir(c, method, rest, search, text, headers) {
     // a malformed escape: the router answers it
   }
   ensureTypesOf(segments, body, query);
+  if (method === 'POST' && segments.length === 1 && segments[0] === '$graphql' && graphqlMutation(body)) {
+    // Medplum's router runs GraphQL mutations: writes past the write cap, the binding checks and
+    // the request log's account of what was written. The REST interactions do every write.
+    const why = 'graphql mutation: writes go through the REST interactions (create, update, patch, delete, '
+      + 'transaction), not GraphQL';
+    return [405, outcome('not-supported', why), body, why];
+  }
   const writes = writesOf(method, segments, body);
   if (writes.length) {
     if (c.writes + writes.length > c.cap) {
@@ -377,11 +391,16 @@ async function control(req, res, segments, text) {
     } catch (e) {
       return send(res, 400, { error: `not JSON: ${e.message}` }, 'application/json');
     }
-    // the case's id: from the harness's key for it (the same URL run after run), else random
-    const newId = typeof spec.key === 'string' && spec.key
-      ? crypto.createHash('sha256').update(spec.key).digest('hex').slice(0, 24)
+    // the case's URL id: from the harness's key for it (the same URL run after run), else random;
+    // keyed with the install's secret, so an agent that knows another case's key (its task and
+    // case id are public) cannot compute that case's URL. The ids the repository assigns stay a
+    // plain digest of the key: the same on every machine (a model-call cache replays them).
+    const keyed = typeof spec.key === 'string' && spec.key;
+    const repoKey = keyed ? crypto.createHash('sha256').update(spec.key).digest('hex').slice(0, 24)
       : crypto.randomBytes(12).toString('hex');
-    const c = { repo: new CaseRepository(newId, spec.clock), log: [], cut: 0, writes: 0,
+    const newId = keyed ? crypto.createHmac('sha256', CASE_SECRET).update(spec.key).digest('hex').slice(0, 24)
+      : repoKey;
+    const c = { repo: new CaseRepository(repoKey, spec.clock), log: [], cut: 0, writes: 0,
       cap: Number.isInteger(spec.write_cap) ? spec.write_cap : DEFAULT_CAP };
     if (spec.bundle) {
       ensureTypesOf([], spec.bundle, '');
