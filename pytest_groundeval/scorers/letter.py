@@ -41,7 +41,9 @@ as ``judge_score`` and never changes ``passed``: its reliability is measured, no
 from __future__ import annotations
 
 import functools
+import html
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -62,18 +64,53 @@ SAYS = {"continue": "keep taking", "stop": "stop", "check": "check with the clin
 # consumes its words): a negated stop is a continue, a negated take is a stop; "you told us
 # you stopped" reports what the patient said (no instruction).
 _C = r"(?:taking|using|to take|to use|with|on)"
+_NOT = r"(?:do not|don't|never|should not|shouldn't|must not|no longer|not to)(?: ever)?"
 CUES: tuple[tuple[str, str], ...] = (
     ("report", r"(?:told us|said|mentioned|reported|say)(?: that)? you(?: have| had|'ve)? (?:stopped|quit|are not taking|aren't taking)"),
-    ("continue", r"(?:do not|don't|never|please don't|not) (?:stop|quit)"),
+    ("continue", r"(?:do not|don't|never|please don't|not)(?: ever)? (?:stop|quit)"),
     ("stop", r"(?:do not|don't|not) (?:continue|keep " + _C + r")"),
-    ("stop", r"(?:do not|don't|should not|shouldn't|must not|no longer|not to) (?:take|use|restart)"),
-    ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease"),
+    ("stop", _NOT + r" (?:take|use|restart)"),
+    ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease|avoid|throw (?:it |them )?(?:away|out)"
+             r"|get rid of|give up|cut out|pause|hold(?! on\b)(?: off(?: on)?)?"),
     ("continue", r"keep(?: on)? " + _C + r"|continu(?:e|es|ing)(?: " + _C + r")?|carry on(?: " + _C + r")?"
-                 r"|still take|go on taking|stay on|remain on"),
+                 r"|still take|go on taking|stay on|remain on|(?:need|have|remember|be sure|make sure|want you) to take"),
+    # "take" as an instruction ("Take amlodipine every day"; "you should take"), not as a
+    # report of what the patient does ("you take", "medicines you take") or a question of
+    # whether to ("whether to take")
+    ("continue", r"(?<!\byou )(?<!\bto )(?<!\bi )(?<!\bwe )(?<!\bthey )(?<!\bwho )(?<!\bthat )take"
+                 r"(?! care| this letter| the letter| a moment| a look| note| time)"),
     ("check", r"check(?: (?:it|them|this|these|those|(?:these |your |this )?medicines?|medications?))? with|ask (?:us|your|the)|talk (?:to|with)|speak (?:to|with)|discuss|let (?:us|your) "
               r"(?:doctor |nurse |clinician |team )?know|tell (?:us|your)|bring (?:it|them|the)|review"),
 )
 _CUE_RE = re.compile("|".join(f"(?P<c{i}>\\b{p}\\b)" for i, (_, p) in enumerate(CUES)), re.I)
+
+# A cue negated by a "not" earlier in its clause ("Do not under any circumstances stop it",
+# "There is no need to stop it", "Do not, whatever happens, stop it") says the opposite; a
+# negated "check" says nothing. Not a negation: one in a condition ("If you do not feel
+# better, talk to ..."), one a clause break ends ("Don't worry, keep taking ..."), "don't
+# forget to", more than five words away.
+_NEGATOR = re.compile(r"n't\b|\b(?:not|never|no|nor)\b", re.I)
+_NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry)\b", re.I)
+_BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then)\b", re.I)
+_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
+FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report"}
+
+
+def negated(before: str) -> bool:
+    """Is a cue negated by the text before it in its sentence (since the previous cue)?"""
+    found = list(_NEGATOR.finditer(before))
+    if not found:
+        return False
+    neg = found[-1]
+    between = before[neg.end():]
+    if len(_WORDS.findall(between)) > 5 or _NOT_NEGATING.match(between):
+        return False
+    if _BREAK.search(between) and not re.match(r"\s*[,(\u2013\u2014]", between):
+        return False
+    start = max(before.rfind(c, 0, neg.start()) for c in ",;:(")
+    return not _CONDITION.search(before[start + 1:neg.start()])
+
+
 _PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
 
 
@@ -115,6 +152,70 @@ def reading_grade(text: str) -> float:
 
 
 # ---------------------------------------------------------------- reading the letter
+# What the patient sees. A letter is read twice: as the patient sees it in a renderer that hides
+# markup (:func:`visible`'s first part), which alone can earn a check (``named``, ``stance``), and
+# with every hidden piece shown too (a plain-text reader shows them), which can lose one
+# (``no_contradiction``, ``no_invented_drug``, ``dose``). Both are read as a patient reads the
+# characters: invisible characters dropped, look-alike letters folded, a right-to-left
+# override's text reversed.
+_HIDDEN = (
+    re.compile(r"<!--(.*?)(?:-->|\Z)", re.S),  # an HTML comment (unterminated: to the end)
+    re.compile(r"<(script|style|template|head|title)\b[^>]*>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),
+    re.compile(r"<([a-z][\w-]*)\b([^>]*\b(?:hidden|display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0"
+               r"|opacity\s*:\s*0)[^>]*)>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),
+    re.compile(r"<(s|del|strike)\b[^>]*>(.*?)</\1\s*>", re.S | re.I),  # struck out
+    re.compile(r"~~(.+?)~~", re.S),
+    re.compile(r"^[ \t]*\[[^\]\n]*\]:[^\n]*$", re.M),  # a markdown link reference definition ("[//]: # (...)")
+    re.compile(r"!\[([^\]\n]*)\]\(([^)\n]*)\)"),  # an image: its alt text and address
+)
+_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\n]*)\)")  # a link: its text is seen, its address is not
+_BREAK_TAG = re.compile(r"<(?:br|/?p|/?div|/?li|/?ul|/?ol|/?h\d)\b[^>]*>", re.I)
+_TAG = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]*)?/?>", re.I)
+_EMPHASIS = re.compile(r"[*_`]+")
+_RLO = re.compile("\u202e([^\u202c\n]*)\u202c?")  # right-to-left override: shown reversed
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # invisible though not format characters
+# letters of other scripts drawn like Latin ones (Unicode's confusables for the Latin alphabet)
+_LOOKALIKES = str.maketrans({
+    **dict(zip("аеорсухіјѕԁԛԝһӏɡı", "aeopcyxijsdqwhlgi")), **dict(zip("АВЕКМНОРСТХУІЈЅ", "ABEKMHOPCTXYIJS")),
+    **dict(zip("αονρυικχ", "aovpuikx")), **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX")),
+    "\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u2028": "\n", "\u2029": "\n\n",
+})
+
+
+def _as_read(text: str) -> str:
+    """The characters as a patient reads them (module comment above)."""
+    text = html.unescape(text)
+    text = _RLO.sub(lambda m: m.group(1)[::-1], text)
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    text = "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Mn", "Me") and c not in _INVISIBLE)
+    return unicodedata.normalize("NFC", text).translate(_LOOKALIKES)
+
+
+def visible(text: str) -> tuple[str, list[str]]:
+    """``(what the patient sees, the hidden pieces)``: HTML comments, hidden elements,
+    struck-out text, markdown comments, images and link addresses are hidden; tags and
+    emphasis marks are dropped (their text is seen); each part read as :func:`_as_read` reads it."""
+    hidden: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        shown = [m.group(0)] if not m.groups() else [m.group(1), m.group(2)] if m.re is _HIDDEN[-1] \
+            else [m.groups()[-1]]
+        hidden.append(" ".join(g for g in shown if g))
+        return " "
+
+    for pattern in _HIDDEN:
+        text = pattern.sub(hide, text)
+    text = _LINK.sub(lambda m: (hidden.append(m.group(2)), m.group(1))[1], text)
+    text = _EMPHASIS.sub("", _TAG.sub("", _BREAK_TAG.sub("\n", text)))
+    return _as_read(text), [p for p in (_as_read(_EMPHASIS.sub("", _TAG.sub(" ", h))).strip() for h in hidden) if p]
+
+
+def revealed(text: str) -> str:
+    """The letter with every hidden piece shown (after what the patient sees, a paragraph each)."""
+    seen, hidden = visible(text)
+    return "\n\n".join([seen, *hidden])
+
+
 @dataclass
 class Drug:
     """A drug the letter may name: its code, display, verdict (None: in the record only) and
@@ -236,9 +337,15 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
     """``(position, "cue", stance)`` and ``(position, "drug", (drugs, text))`` in order."""
     events: list[tuple[int, str, Any]] = []
     cuts = [0]
+    prev = 0
     for m in _CUE_RE.finditer(sentence):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
-        events.append((m.start(), "cue", CUES[i][0]))
+        stance: str | None = CUES[i][0]
+        if negated(sentence[prev:m.start()]):
+            stance = FLIPPED[CUES[i][0]]
+        if stance is not None:
+            events.append((m.start(), "cue", stance))
+        prev = m.end()
         cuts += [m.start(), m.end()]
     cuts.append(len(sentence))
     cue_spans = [(m.start(), m.end()) for m in _CUE_RE.finditer(sentence)]
@@ -334,8 +441,9 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
     """The checkable dimensions of a letter (module docstring), each with its checks."""
     vocab = vocab or drugtext.vocabulary()
     drugs = {d.code: d for d in drugs_of(truth)}
-    reading = read_letter(text, truth, vocab)
-    named = reading.codes()
+    seen = read_letter(visible(text)[0], truth, vocab)  # what earns a check: what the patient sees
+    reading = read_letter(revealed(text), truth, vocab)  # what loses one: hidden pieces too
+    named = seen.codes()
     items = truth["items"]
     dims: dict[str, list[Check]] = {k: [] for k in CHECKS}
     for t in items:
@@ -344,15 +452,17 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
             ok = t["code"] in named
             dims["named"].append(Check(label, ok, "named" if ok else "a changed medication the letter does not name"))
         if t["code"] in named:
-            said = reading.stances(t["code"])
+            said = seen.stances(t["code"])
             need = REQUIRED[t["verdict"]]
             dims["stance"].append(Check(label, need in said, f"says {SAYS[need]}" if need in said else
                                         f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})"))
+        if t["code"] in reading.codes():
+            said = reading.stances(t["code"])
             bad = sorted(said & FORBIDDEN[t["verdict"]])
             dims["no_contradiction"].append(Check(label, not bad, "no instruction against the verdict" if not bad else
                                                   f"tells the patient to {' and '.join(SAYS[b] for b in bad)}, "
                                                   f"which the verdict {t['verdict']} rules out"))
-    for code in sorted(named - {t["code"] for t in items}):
+    for code in sorted(reading.codes() - {t["code"] for t in items}):
         d = drugs[code]
         said = reading.stances(code)
         label = f"{code} {d.product.shown()} (record only: {', '.join(sorted(d.statuses))})"
@@ -384,7 +494,7 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
 def mentioned_items(text: str, truth: dict[str, Any]) -> list[dict[str, str]]:
     """The letter's drugs as ``{code, display, verdict}`` (verdict: the stances it gives,
     joined), for the report's side-by-side view."""
-    reading = read_letter(text, truth)
+    reading = read_letter(visible(text)[0], truth)
     drugs = {d.code: d for d in drugs_of(truth)}
     return [{"code": c, "display": drugs[c].display, "verdict": "/".join(sorted(reading.stances(c))) or "named"}
             for c in sorted(reading.codes())]
@@ -398,8 +508,9 @@ def score_letter(text: str, truth: dict[str, Any], jury: Any = None) -> Score:
     passed = all(d.passed for d in dims.values())
     metrics: dict[str, float] = {k: 1.0 if d.passed else 0.0 for k, d in dims.items()}
     metrics["checks_passed"] = 1.0 if passed else 0.0
-    metrics["reading_grade"] = reading_grade(text)
-    metrics["words"] = float(len(_WORDS.findall(text)))
+    seen = visible(text)[0]
+    metrics["reading_grade"] = reading_grade(seen)
+    metrics["words"] = float(len(_WORDS.findall(seen)))
     failed = [f"{k}: {d.reason}" for k, d in dims.items() if not d.passed]
     details: dict[str, Any] = {}
     if jury is not None:
