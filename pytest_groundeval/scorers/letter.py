@@ -95,6 +95,22 @@ _BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
 FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report"}
 
+# A cue under a condition ("If you feel unwell, stop it"; "Stop it if it upsets you"; "unless")
+# is not the instruction the verdict calls for: it earns no ``stance`` (a stance ending in
+# ``?``) but still counts in ``no_contradiction``. A condition that ", and" / ", but" / ";"
+# separates from the cue is another clause's; "even if", "as if" and "if you have not already"
+# are no conditions.
+_IF = re.compile(r"(?<!\beven )(?<!\bas )\b(?:if|unless|in case)\b"
+                 r"(?! (?:you )?(?:have not|haven't|did not|didn't|not) already)", re.I)
+_CLAUSE = re.compile(r";|,\s*(?:and|but|then|so)\b", re.I)
+
+
+def conditional(sentence: str, start: int, end: int) -> bool:
+    """Is the cue at ``sentence[start:end]`` under a condition of its clause?"""
+    before = _CLAUSE.split(sentence[:start])[-1]
+    after = _CLAUSE.split(sentence[end:])[0]
+    return bool(_IF.search(before) or _IF.search(after))
+
 
 def negated(before: str) -> bool:
     """Is a cue negated by the text before it in its sentence (since the previous cue)?"""
@@ -254,7 +270,12 @@ class Reading:
         return {m.code for m in self.mentions}
 
     def stances(self, code: str) -> set[str]:
-        return {s for m in self.mentions if m.code == code for s in m.stances}
+        """Every instruction given for the drug, conditional ones too."""
+        return {s.rstrip("?") for m in self.mentions if m.code == code for s in m.stances}
+
+    def firm(self, code: str) -> set[str]:
+        """The instructions given for the drug without a condition."""
+        return {s for m in self.mentions if m.code == code for s in m.stances if not s.endswith("?")}
 
 
 def drugs_of(truth: dict[str, Any]) -> list[Drug]:
@@ -343,6 +364,8 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
         stance: str | None = CUES[i][0]
         if negated(sentence[prev:m.start()]):
             stance = FLIPPED[CUES[i][0]]
+        if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end()):
+            stance += "?"
         if stance is not None:
             events.append((m.start(), "cue", stance))
         prev = m.end()
@@ -452,10 +475,12 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
             ok = t["code"] in named
             dims["named"].append(Check(label, ok, "named" if ok else "a changed medication the letter does not name"))
         if t["code"] in named:
-            said = seen.stances(t["code"])
+            said = seen.firm(t["code"])
             need = REQUIRED[t["verdict"]]
-            dims["stance"].append(Check(label, need in said, f"says {SAYS[need]}" if need in said else
-                                        f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})"))
+            why = (f"says {SAYS[need]}" if need in said else
+                   f"says {SAYS[need]!r} only under a condition" if need in seen.stances(t["code"]) else
+                   f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})")
+            dims["stance"].append(Check(label, need in said, why))
         if t["code"] in reading.codes():
             said = reading.stances(t["code"])
             bad = sorted(said & FORBIDDEN[t["verdict"]])

@@ -123,3 +123,31 @@ def test_visible_is_what_the_patient_reads():
 def test_a_drug_named_only_where_the_patient_cannot_see_is_not_named():
     assert "named" in failed(ATTACKS["html comment names it"])
     assert "named" in failed(ATTACKS["markdown comment"])
+
+
+# an instruction under a condition is not the instruction: the patient who feels fine keeps
+# taking the stopped drug; but a conditional "keep taking" of a stopped drug still counts
+# against the letter
+CONDITIONAL_ATTACKS = {
+    "if unwell, stop": letter("If you ever feel unwell, stop galantamine."),
+    "stop if": letter("Stop galantamine if it upsets your stomach."),
+    "unless": letter("Stop taking galantamine unless you feel it helps."),
+    "stop, and keep if well": letter(extra="\nIf you feel well, keep taking galantamine."),
+}
+CONDITIONAL_RIGHT = {
+    "stop, and if questions": letter("Stop taking galantamine, and if you have questions, call us."),
+    "if not already": letter("Stop taking galantamine, if you have not already."),
+    "even if": letter(keep="Keep taking amlodipine 5 mg every day, even if you feel well."),
+    "if questions, call; keep": letter(keep="If you have questions, call us, and keep taking amlodipine 5 mg."),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONDITIONAL_ATTACKS))
+def test_a_conditional_instruction_earns_nothing(name):
+    bad = failed(CONDITIONAL_ATTACKS[name])
+    assert {"stance", "no_contradiction"} & set(bad) and "galantamine" in str(bad), (name, bad)
+
+
+@pytest.mark.parametrize("name", sorted(CONDITIONAL_RIGHT))
+def test_an_unconditional_instruction_beside_a_condition_still_counts(name):
+    assert failed(CONDITIONAL_RIGHT[name]) == {}, name
