@@ -403,6 +403,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             heading, last = None, []
             continue
         line_cues_only = line.rstrip().endswith(":")
+        line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
         for si, sentence in enumerate(s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()):
             _, unknown = _mentioned(sentence, drugs, vocab)
             invented |= {w for w in unknown if w not in note_words}
@@ -410,7 +411,8 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             if not any(k == "drug" for _, k, _ in events):
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
                 if line_cues_only and cues:
-                    heading = cues
+                    line_heading += cues
+                    heading = list(line_heading)
                 elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
                     for m in last:
                         m.stances.extend(cues)

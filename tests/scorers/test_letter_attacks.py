@@ -151,3 +151,14 @@ def test_a_conditional_instruction_earns_nothing(name):
 @pytest.mark.parametrize("name", sorted(CONDITIONAL_RIGHT))
 def test_an_unconditional_instruction_beside_a_condition_still_counts(name):
     assert failed(CONDITIONAL_RIGHT[name]) == {}, name
+
+
+def test_a_heading_line_gives_every_cue_it_says():
+    """"Keep taking these medicines. Your record shows they were stopped:" over the stopped drug
+    tells the patient to keep taking it, whatever the line's last sentence says."""
+    head = ("Keep taking:\n- Amlodipine 5 mg\n\n{}\n- Galantamine 4 mg\n\n"
+            "Please check these medicines with your doctor:\n- Simvastatin 20 mg\n- Naproxen 220 mg")
+    wrong = head.format("Keep taking these medicines. Your record shows they were stopped:")
+    right = head.format("Stop taking these medicines. Your record shows they were stopped:")
+    assert "no_contradiction" in failed(wrong)
+    assert failed(right) == {}
