@@ -40,6 +40,7 @@ as ``judge_score`` and never changes ``passed``: its reliability is measured, no
 
 from __future__ import annotations
 
+import bisect
 import functools
 import html
 import re
@@ -102,14 +103,26 @@ FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "rep
 # are no conditions.
 _IF = re.compile(r"(?<!\beven )(?<!\bas )\b(?:if|unless|in case)\b"
                  r"(?! (?:you )?(?:have not|haven't|did not|didn't|not) already)", re.I)
+_REACH = 200  # characters of a clause a condition is looked for in, either side of the cue
 _CLAUSE = re.compile(r";|,\s*(?:and|but|then|so)\b", re.I)
 
 
-def conditional(sentence: str, start: int, end: int) -> bool:
-    """Is the cue at ``sentence[start:end]`` under a condition of its clause?"""
-    before = _CLAUSE.split(sentence[:start])[-1]
-    after = _CLAUSE.split(sentence[end:])[0]
-    return bool(_IF.search(before) or _IF.search(after))
+def clauses(sentence: str) -> list[tuple[int, int]]:
+    """The spans of a sentence's clauses (cut at ``;`` and ``, and`` / ``, but`` ...)."""
+    cuts = [(m.start(), m.end()) for m in _CLAUSE.finditer(sentence)]
+    starts = [0] + [e for _, e in cuts]
+    ends = [s for s, _ in cuts] + [len(sentence)]
+    return list(zip(starts, ends))
+
+
+def conditional(sentence: str, start: int, end: int, spans: list[tuple[int, int]] | None = None) -> bool:
+    """Is the cue at ``sentence[start:end]`` under a condition of its clause (``spans``:
+    :func:`clauses` of the sentence, computed once)?"""
+    spans = spans if spans is not None else clauses(sentence)
+    i = bisect.bisect_right([a for a, _ in spans], start) - 1
+    lo, hi = spans[max(i, 0)]
+    lo, hi = max(lo, start - _REACH), min(hi, end + _REACH)  # a long clause: linear, not quadratic
+    return bool(_IF.search(sentence, lo, start) or _IF.search(sentence, end, max(end, hi)))
 
 
 def negated(before: str) -> bool:
@@ -359,12 +372,13 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
     events: list[tuple[int, str, Any]] = []
     cuts = [0]
     prev = 0
+    spans = clauses(sentence)
     for m in _CUE_RE.finditer(sentence):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
         stance: str | None = CUES[i][0]
         if negated(sentence[prev:m.start()]):
             stance = FLIPPED[CUES[i][0]]
-        if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end()):
+        if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end(), spans):
             stance += "?"
         if stance is not None:
             events.append((m.start(), "cue", stance))

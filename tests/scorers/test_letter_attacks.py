@@ -162,3 +162,26 @@ def test_a_heading_line_gives_every_cue_it_says():
     right = head.format("Stop taking these medicines. Your record shows they were stopped:")
     assert "no_contradiction" in failed(wrong)
     assert failed(right) == {}
+
+
+def test_a_long_letter_is_read_in_linear_time(monkeypatch):
+    """A letter of one endless clause full of cues: each cue's condition is looked for near it,
+    not over the whole clause (that was quadratic: 44 KB took 54 s). Counted in characters
+    scanned, not timed."""
+    from pytest_groundeval.scorers import letter as scorer
+
+    scanned = []
+
+    class Counting:
+        def __init__(self, pattern):
+            self.pattern = pattern
+
+        def search(self, text, pos=0, endpos=None):
+            endpos = len(text) if endpos is None else endpos
+            scanned.append(max(0, endpos - pos))
+            return self.pattern.search(text, pos, endpos)
+
+    monkeypatch.setattr(scorer, "_IF", Counting(scorer._IF))
+    body = "stop and keep taking, " * 2000
+    failed(GOOD + "\n" + body)
+    assert sum(scanned) < 100 * len(body), sum(scanned) / len(body)
