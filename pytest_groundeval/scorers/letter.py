@@ -220,6 +220,23 @@ def _as_read(text: str) -> str:
     return unicodedata.normalize("NFC", text).translate(_LOOKALIKES)
 
 
+_NUMBERS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBERS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80",
+                 "ninety": "90", "hundred": "100", "half": "0.5", "a quarter": "0.25"})
+_UNIT_WORDS = ((re.compile(r"\bmilli ?grams?\b", re.I), "mg"), (re.compile(r"\bmicro ?grams?\b", re.I), "mcg"),
+               (re.compile(r"\bgrams?\b", re.I), "g"))
+_NUMBER_UNIT = re.compile(r"\b(" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r")(?:[ -]a)? (mg|mcg|g)\b", re.I)
+
+
+def units(text: str) -> str:
+    """Strengths as the catalog's tokenizer reads them: "ten milligrams" is "10 mg"."""
+    for pattern, unit in _UNIT_WORDS:
+        text = pattern.sub(unit, text)
+    return _NUMBER_UNIT.sub(lambda m: f"{_NUMBERS[m.group(1).casefold()]} {m.group(2)}", text)
+
+
 def visible(text: str) -> tuple[str, list[str]]:
     """``(what the patient sees, the hidden pieces)``: HTML comments, hidden elements,
     struck-out text, markdown comments, images and link addresses are hidden; tags and
@@ -430,7 +447,11 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                 elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
                     for m in last:
                         m.stances.extend(cues)
-                last = []
+                loose = list(drugtext.read(sentence).strengths)
+                # a strength with no drug ("Keep taking amlodipine. Take 10 mg a day.") is the
+                # previous sentence's drugs' (checked in ``dose``)
+                last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes) for m in last] if loose else []
+                mentions.extend(last)
                 continue
             runs: list[tuple[str, list[Any]]] = []
             for _, kind, value in events:
@@ -480,8 +501,8 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
     """The checkable dimensions of a letter (module docstring), each with its checks."""
     vocab = vocab or drugtext.vocabulary()
     drugs = {d.code: d for d in drugs_of(truth)}
-    seen = read_letter(visible(text)[0], truth, vocab)  # what earns a check: what the patient sees
-    reading = read_letter(revealed(text), truth, vocab)  # what loses one: hidden pieces too
+    seen = read_letter(units(visible(text)[0]), truth, vocab)  # what earns a check: what the patient sees
+    reading = read_letter(units(revealed(text)), truth, vocab)  # what loses one: hidden pieces too
     named = seen.codes()
     items = truth["items"]
     dims: dict[str, list[Check]] = {k: [] for k in CHECKS}

@@ -185,3 +185,28 @@ def test_a_long_letter_is_read_in_linear_time(monkeypatch):
     body = "stop and keep taking, " * 2000
     failed(GOOD + "\n" + body)
     assert sum(scanned) < 100 * len(body), sum(scanned) / len(body)
+
+
+# a wrong strength written so the checker missed it
+DOSE_ATTACKS = {
+    "in words": letter(keep="Please keep taking amlodipine ten milligrams every day."),
+    "unit in words": letter(keep="Please keep taking amlodipine 10 milligrams every day."),
+    "number in words": letter(keep="Please keep taking amlodipine ten mg every day."),
+    "in the next sentence": letter(keep="Please keep taking amlodipine. Take 10 mg every day."),
+    "on the next line": letter(keep="Please keep taking amlodipine.\nThe dose is 10 mg each morning."),
+}
+DOSE_RIGHT = {
+    "in words": letter(keep="Please keep taking amlodipine five milligrams every day."),
+    "in the next sentence": letter(keep="Please keep taking amlodipine. Take 5 mg every day."),
+    "a gram of nothing": letter(keep="Please keep taking amlodipine 5 mg every day. Drink two glasses of water."),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOSE_ATTACKS))
+def test_a_wrong_strength_however_written_fails(name):
+    assert "dose" in failed(DOSE_ATTACKS[name]), name
+
+
+@pytest.mark.parametrize("name", sorted(DOSE_RIGHT))
+def test_the_right_strength_however_written_passes(name):
+    assert failed(DOSE_RIGHT[name]) == {}, name
