@@ -210,3 +210,13 @@ def test_a_wrong_strength_however_written_fails(name):
 @pytest.mark.parametrize("name", sorted(DOSE_RIGHT))
 def test_the_right_strength_however_written_passes(name):
     assert failed(DOSE_RIGHT[name]) == {}, name
+
+
+def test_chopping_a_letter_to_game_the_reading_grade_fails_its_instructions():
+    """One word a line gives a low Flesch-Kincaid grade (the formula rewards short sentences),
+    but an instruction cut from its drug binds to nothing: the letter fails ``stance``."""
+    from pytest_groundeval.scorers.letter import reading_grade
+
+    chopped = "\n".join(GOOD.split())
+    assert reading_grade(chopped) < reading_grade(GOOD) - 2.5
+    assert "stance" in failed(chopped)
