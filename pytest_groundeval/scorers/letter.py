@@ -19,6 +19,12 @@ until a blank line or the next heading. A sentence with cues, no drug and a pron
 "them", "these") gives its cues to the previous sentence's drugs. A drug's *stances* are every cue bound to it
 anywhere in the letter: ``continue``, ``stop`` or ``check`` (talk to the clinician).
 
+The letter is read twice (:func:`visible`): as the patient sees it (hidden markup left out,
+invisible characters dropped, look-alike letters folded), which alone earns ``named`` and
+``stance``, and with its hidden pieces shown too, which can lose ``no_contradiction``,
+``no_invented_drug`` and ``dose``. A negation earlier in the clause flips a cue
+(:func:`negated`); a cue under a condition (:func:`conditional`) earns no ``stance``.
+
 The checks (each a dimension with one check per drug and a reason):
 
 * ``named``: every changed drug (verdict other than ``matched``) is named;
