@@ -193,19 +193,22 @@ def reading_grade(text: str) -> float:
 # (``no_contradiction``, ``no_invented_drug``, ``dose``). Both are read as a patient reads the
 # characters: invisible characters dropped, look-alike letters folded, a right-to-left
 # override's text reversed.
+# (every span bounded: an unclosed bracket or tag repeated thousands of times stays linear)
 _HIDDEN = (
     re.compile(r"<!--(.*?)(?:-->|\Z)", re.S),  # an HTML comment (unterminated: to the end)
-    re.compile(r"<(script|style|template|head|title)\b[^>]*>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),
-    re.compile(r"<([a-z][\w-]*)\b([^>]*\b(?:hidden|display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0"
-               r"|opacity\s*:\s*0)[^>]*)>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),
-    re.compile(r"<(s|del|strike)\b[^>]*>(.*?)</\1\s*>", re.S | re.I),  # struck out
-    re.compile(r"~~(.+?)~~", re.S),
-    re.compile(r"^[ \t]*\[[^\]\n]*\]:[^\n]*$", re.M),  # a markdown link reference definition ("[//]: # (...)")
-    re.compile(r"!\[([^\]\n]*)\]\(([^)\n]*)\)"),  # an image: its alt text and address
+    re.compile(r"<(script|style|template|head|title)\b[^<>]{0,500}>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),
+    re.compile(r"<(s|del|strike)\b[^<>]{0,500}>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),  # struck out
+    re.compile(r"~~([^~]+)~~"),
+    re.compile(r"^[ \t]*\[[^\]\n]{0,300}\]:[^\n]*$", re.M),  # a markdown link reference definition ("[//]: # (...)")
+    re.compile(r"!\[([^\]\n]{0,300})\]\(([^)\n]{0,500})\)"),  # an image: its alt text and address
 )
-_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\n]*)\)")  # a link: its text is seen, its address is not
-_BREAK_TAG = re.compile(r"<(?:br|/?p|/?div|/?li|/?ul|/?ol|/?h\d)\b[^>]*>", re.I)
-_TAG = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]*)?/?>", re.I)
+# an element a renderer does not show: its opening tag (the content runs to its closing tag)
+_OPEN = re.compile(r"<([a-z][\w-]*)\b([^<>]{0,500})>", re.I)
+_HIDING = re.compile(r"\bhidden\b|display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0",
+                     re.I)
+_LINK = re.compile(r"\[([^\]\n]{0,300})\]\(([^)\n]{0,500})\)")  # a link: its text is seen, its address is not
+_BREAK_TAG = re.compile(r"<(?:br|/?p|/?div|/?li|/?ul|/?ol|/?h\d)\b[^<>]{0,500}>", re.I)
+_TAG = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]{0,500})?/?>", re.I)
 _EMPHASIS = re.compile(r"[*_`]+")
 _RLO = re.compile("\u202e([^\u202c\n]*)\u202c?")  # right-to-left override: shown reversed
 _INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # invisible though not format characters
@@ -243,6 +246,26 @@ def units(text: str) -> str:
     return _NUMBER_UNIT.sub(lambda m: f"{_NUMBERS[m.group(1).casefold()]} {m.group(2)}", text)
 
 
+def _hide_elements(text: str, hidden: list[str]) -> str:
+    """The text with each element a renderer hides (``hidden``, ``display:none`` ...) taken out
+    to ``hidden``, its content up to its closing tag (unclosed: to the end)."""
+    out: list[str] = []
+    pos = 0
+    for m in _OPEN.finditer(text):
+        if m.start() < pos or not _HIDING.search(m.group(2)):
+            continue
+        close, depth = None, 1  # its closing tag: nested elements of its name counted
+        for t in re.compile(rf"<(/?){re.escape(m.group(1))}\b[^<>]{{0,500}}>", re.I).finditer(text, m.end()):
+            depth += -1 if t.group(1) else 1
+            if depth == 0:
+                close = t
+                break
+        out += [text[pos:m.start()], " "]
+        hidden.append(text[m.end():close.start() if close else len(text)])
+        pos = close.end() if close else len(text)
+    return "".join(out) + text[pos:]
+
+
 def visible(text: str) -> tuple[str, list[str]]:
     """``(what the patient sees, the hidden pieces)``: HTML comments, hidden elements,
     struck-out text, markdown comments, images and link addresses are hidden; tags and
@@ -255,6 +278,7 @@ def visible(text: str) -> tuple[str, list[str]]:
         hidden.append(" ".join(g for g in shown if g))
         return " "
 
+    text = _hide_elements(text, hidden)
     for pattern in _HIDDEN:
         text = pattern.sub(hide, text)
     text = _LINK.sub(lambda m: (hidden.append(m.group(2)), m.group(1))[1], text)

@@ -220,3 +220,10 @@ def test_chopping_a_letter_to_game_the_reading_grade_fails_its_instructions():
     chopped = "\n".join(GOOD.split())
     assert reading_grade(chopped) < reading_grade(GOOD) - 2.5
     assert "stance" in failed(chopped)
+
+
+def test_a_hidden_element_hides_what_it_holds_nested_elements_too():
+    seen, hidden = visible('a <div style="display: none">x <div>y</div> z</DIV> b <span hidden>unclosed')
+    assert seen.split() == ["a", "b"] and [h.split() for h in hidden] == [["x", "y", "z"], ["unclosed"]]
+    nested = letter('<div hidden><div>Note</div>Stop taking galantamine.</div>')
+    assert "named" in failed(nested)
