@@ -77,8 +77,10 @@ CUES: tuple[tuple[str, str], ...] = (
     ("continue", r"(?:do not|don't|never|please don't|not)(?: ever)? (?:stop|quit)"),
     ("stop", r"(?:do not|don't|not) (?:continue|keep " + _C + r")"),
     ("stop", _NOT + r" (?:take|use|restart)"),
-    ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease|avoid|throw (?:it |them )?(?:away|out)"
-             r"|get rid of|give up|cut out|pause|hold(?! on\b)(?: off(?: on)?)?"),
+    ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease"),
+    # words that stop a drug only when it (or "it") follows them ("Avoid amlodipine", "Pause
+    # it"; not "Avoid alcohol while taking amlodipine", "Hold onto this letter"): see _events
+    ("stop-near", r"avoid(?: taking| using)?|throw (?:away|out)|get rid of|give up|cut out|pause|hold(?: off(?: on)?)?"),
     ("continue", r"keep(?: on)? " + _C + r"|continu(?:e|es|ing)(?: " + _C + r")?|carry on(?: " + _C + r")?"
                  r"|still take|go on taking|stay on|remain on|(?:need|have|remember|be sure|make sure|want you) to take"),
     # "take" as an instruction ("Take amlodipine every day"; "you should take"), not as a
@@ -100,7 +102,8 @@ _NEGATOR = re.compile(r"n't\b|\b(?:not|never|no|nor)\b", re.I)
 _NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry)\b", re.I)
 _BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then)\b", re.I)
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
-FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report"}
+FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue"}
+_NEAR = re.compile(r"\s*(?:(?:your|the|any|all|of|taking|using)\s+)*(?:(it|them|these|those)\b)?", re.I)
 
 # A cue under a condition ("If you feel unwell, stop it"; "Stop it if it upsets you"; "unless")
 # is not the instruction the verdict calls for: it earns no ``stance`` (a stance ending in
@@ -419,12 +422,19 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
     events: list[tuple[int, str, Any]] = []
     cuts = [0]
     prev = 0
+    near_at: dict[int, int] = {}  # a "stop-near" cue's position -> where its drug must start
     spans = clauses(sentence)
     for m in _CUE_RE.finditer(sentence):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
         stance: str | None = CUES[i][0]
+        if stance == "stop-near":
+            near = _NEAR.match(sentence, m.end())
+            if near.group(1):  # "Pause it": a pronoun's stop
+                stance = "stop"
+            else:  # a drug must come first after the filler words: checked below, once drugs are found
+                near_at[m.start()] = near.end()
         if negated(sentence[prev:m.start()]):
-            stance = FLIPPED[CUES[i][0]]
+            stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
         if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end(), spans):
             stance += "?"
         if stance is not None:
@@ -446,7 +456,22 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
                 if found:
                     events.append((offset + piece.start() + piece.group(0).find(part), "drug", (found, part.strip())))
         pos = end
-    return sorted(events, key=lambda e: e[0])
+    events.sort(key=lambda e: e[0])
+    out = []
+    for k, e in enumerate(events):
+        if e[1] == "cue" and e[0] in near_at:
+            after = events[k + 1] if k + 1 < len(events) else None
+            if after is None or after[1] != "drug" or not _drug_first(after[2][1], drugs, vocab):
+                continue  # no drug right after it: not an instruction about a drug
+            e = (e[0], "cue", e[2].replace("-near", ""))
+        out.append(e)
+    return out
+
+
+def _drug_first(part: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> bool:
+    """Does ``part`` name a drug first, after filler words ("your", "taking")?"""
+    first = re.match(r"[\w-]+", part[_NEAR.match(part).end():].lstrip())
+    return bool(first) and bool(_mentioned(first.group(0), drugs, vocab)[0])
 
 
 def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> Reading:

@@ -227,3 +227,15 @@ def test_a_hidden_element_hides_what_it_holds_nested_elements_too():
     assert seen.split() == ["a", "b"] and [h.split() for h in hidden] == [["x", "y", "z"], ["unclosed"]]
     nested = letter('<div hidden><div>Note</div>Stop taking galantamine.</div>')
     assert "named" in failed(nested)
+
+
+# "avoid", "pause", "hold" stop a drug only when the drug (or "it") comes right after them
+NOT_A_STOP = ["Avoid alcohol while taking amlodipine.", "To avoid an upset stomach, take naproxen with food.",
+              "Hold onto this letter.", "Pause before you stand up if amlodipine makes you dizzy.",
+              "Avoid grapefruit juice with simvastatin.", "Do not avoid amlodipine."]
+
+
+@pytest.mark.parametrize("sentence", NOT_A_STOP)
+def test_a_stop_word_about_something_else_is_no_stop(sentence):
+    assert failed(letter(extra="\n" + sentence)) == {}, sentence
+    assert "no_contradiction" in failed(letter(extra="\nKeep taking amlodipine. Pause it now."))
