@@ -19,6 +19,12 @@ until a blank line or the next heading. A sentence with cues, no drug and a pron
 "them", "these") gives its cues to the previous sentence's drugs. A drug's *stances* are every cue bound to it
 anywhere in the letter: ``continue``, ``stop`` or ``check`` (talk to the clinician).
 
+The letter is read twice (:func:`visible`): as the patient sees it (hidden markup left out,
+invisible characters dropped, look-alike letters folded), which alone earns ``named`` and
+``stance``, and with its hidden pieces shown too, which can lose ``no_contradiction``,
+``no_invented_drug`` and ``dose``. A negation earlier in the clause flips a cue
+(:func:`negated`); a cue under a condition (:func:`conditional`) earns no ``stance``.
+
 The checks (each a dimension with one check per drug and a reason):
 
 * ``named``: every changed drug (verdict other than ``matched``) is named;
@@ -40,8 +46,11 @@ as ``judge_score`` and never changes ``passed``: its reliability is measured, no
 
 from __future__ import annotations
 
+import bisect
 import functools
+import html
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -62,18 +71,84 @@ SAYS = {"continue": "keep taking", "stop": "stop", "check": "check with the clin
 # consumes its words): a negated stop is a continue, a negated take is a stop; "you told us
 # you stopped" reports what the patient said (no instruction).
 _C = r"(?:taking|using|to take|to use|with|on)"
+_NOT = r"(?:do not|don't|never|should not|shouldn't|must not|no longer|not to)(?: ever)?"
 CUES: tuple[tuple[str, str], ...] = (
     ("report", r"(?:told us|said|mentioned|reported|say)(?: that)? you(?: have| had|'ve)? (?:stopped|quit|are not taking|aren't taking)"),
-    ("continue", r"(?:do not|don't|never|please don't|not) (?:stop|quit)"),
+    ("continue", r"(?:do not|don't|never|please don't|not)(?: ever)? (?:stop|quit)"),
     ("stop", r"(?:do not|don't|not) (?:continue|keep " + _C + r")"),
-    ("stop", r"(?:do not|don't|should not|shouldn't|must not|no longer|not to) (?:take|use|restart)"),
+    ("stop", _NOT + r" (?:take|use|restart)"),
     ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease"),
+    # words that stop a drug only when it (or "it") follows them ("Avoid amlodipine", "Pause
+    # it"; not "Avoid alcohol while taking amlodipine", "Hold onto this letter"): see _events
+    ("stop-near", r"avoid(?: taking| using)?|throw (?:away|out)|get rid of|give up|cut out|pause|hold(?: off(?: on)?)?"),
     ("continue", r"keep(?: on)? " + _C + r"|continu(?:e|es|ing)(?: " + _C + r")?|carry on(?: " + _C + r")?"
-                 r"|still take|go on taking|stay on|remain on"),
+                 r"|still take|go on taking|stay on|remain on|(?:need|have|remember|be sure|make sure|want you) to take"),
+    # "take" as an instruction ("Take amlodipine every day"; "you should take"), not as a
+    # report of what the patient does ("you take", "medicines you take") or a question of
+    # whether to ("whether to take")
+    ("continue", r"(?<!\byou )(?<!\bto )(?<!\bi )(?<!\bwe )(?<!\bthey )(?<!\bwho )(?<!\bthat )take"
+                 r"(?! care| this letter| the letter| a moment| a look| note| time)"),
     ("check", r"check(?: (?:it|them|this|these|those|(?:these |your |this )?medicines?|medications?))? with|ask (?:us|your|the)|talk (?:to|with)|speak (?:to|with)|discuss|let (?:us|your) "
               r"(?:doctor |nurse |clinician |team )?know|tell (?:us|your)|bring (?:it|them|the)|review"),
 )
 _CUE_RE = re.compile("|".join(f"(?P<c{i}>\\b{p}\\b)" for i, (_, p) in enumerate(CUES)), re.I)
+
+# A cue negated by a "not" earlier in its clause ("Do not under any circumstances stop it",
+# "There is no need to stop it", "Do not, whatever happens, stop it") says the opposite; a
+# negated "check" says nothing. Not a negation: one in a condition ("If you do not feel
+# better, talk to ..."), one a clause break ends ("Don't worry, keep taking ..."), "don't
+# forget to", more than five words away.
+_NEGATOR = re.compile(r"n't\b|\b(?:not|never|no|nor)\b", re.I)
+_NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry)\b", re.I)
+_BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then)\b", re.I)
+_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
+FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue"}
+_NEAR = re.compile(r"\s*(?:(?:your|the|any|all|of|taking|using)\s+)*(?:(it|them|these|those)\b)?", re.I)
+
+# A cue under a condition ("If you feel unwell, stop it"; "Stop it if it upsets you"; "unless")
+# is not the instruction the verdict calls for: it earns no ``stance`` (a stance ending in
+# ``?``) but still counts in ``no_contradiction``. A condition that ", and" / ", but" / ";"
+# separates from the cue is another clause's; "even if", "as if" and "if you have not already"
+# are no conditions.
+_IF = re.compile(r"(?<!\beven )(?<!\bas )\b(?:if|unless|in case)\b"
+                 r"(?! (?:you )?(?:have not|haven't|did not|didn't|not) already)", re.I)
+_REACH = 200  # characters of a clause a condition is looked for in, either side of the cue
+_CLAUSE = re.compile(r";|,\s*(?:and|but|then|so)\b", re.I)
+
+
+def clauses(sentence: str) -> list[tuple[int, int]]:
+    """The spans of a sentence's clauses (cut at ``;`` and ``, and`` / ``, but`` ...)."""
+    cuts = [(m.start(), m.end()) for m in _CLAUSE.finditer(sentence)]
+    starts = [0] + [e for _, e in cuts]
+    ends = [s for s, _ in cuts] + [len(sentence)]
+    return list(zip(starts, ends))
+
+
+def conditional(sentence: str, start: int, end: int, spans: list[tuple[int, int]] | None = None) -> bool:
+    """Is the cue at ``sentence[start:end]`` under a condition of its clause (``spans``:
+    :func:`clauses` of the sentence, computed once)?"""
+    spans = spans if spans is not None else clauses(sentence)
+    i = bisect.bisect_right([a for a, _ in spans], start) - 1
+    lo, hi = spans[max(i, 0)]
+    lo, hi = max(lo, start - _REACH), min(hi, end + _REACH)  # a long clause: linear, not quadratic
+    return bool(_IF.search(sentence, lo, start) or _IF.search(sentence, end, max(end, hi)))
+
+
+def negated(before: str) -> bool:
+    """Is a cue negated by the text before it in its sentence (since the previous cue)?"""
+    found = list(_NEGATOR.finditer(before))
+    if not found:
+        return False
+    neg = found[-1]
+    between = before[neg.end():]
+    if len(_WORDS.findall(between)) > 5 or _NOT_NEGATING.match(between):
+        return False
+    if _BREAK.search(between) and not re.match(r"\s*[,(\u2013\u2014]", between):
+        return False
+    start = max(before.rfind(c, 0, neg.start()) for c in ",;:(")
+    return not _CONDITION.search(before[start + 1:neg.start()])
+
+
 _PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
 
 
@@ -115,6 +190,111 @@ def reading_grade(text: str) -> float:
 
 
 # ---------------------------------------------------------------- reading the letter
+# What the patient sees. A letter is read twice: as the patient sees it in a renderer that hides
+# markup (:func:`visible`'s first part), which alone can earn a check (``named``, ``stance``), and
+# with every hidden piece shown too (a plain-text reader shows them), which can lose one
+# (``no_contradiction``, ``no_invented_drug``, ``dose``). Both are read as a patient reads the
+# characters: invisible characters dropped, look-alike letters folded, a right-to-left
+# override's text reversed.
+# (every span bounded: an unclosed bracket or tag repeated thousands of times stays linear)
+_HIDDEN = (
+    re.compile(r"<!--(.*?)(?:-->|\Z)", re.S),  # an HTML comment (unterminated: to the end)
+    re.compile(r"<(script|style|template|head|title)\b[^<>]{0,500}>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),
+    re.compile(r"<(s|del|strike)\b[^<>]{0,500}>(.*?)(?:</\1\s*>|\Z)", re.S | re.I),  # struck out
+    re.compile(r"~~([^~]+)~~"),
+    re.compile(r"^[ \t]*\[[^\]\n]{0,300}\]:[^\n]*$", re.M),  # a markdown link reference definition ("[//]: # (...)")
+    re.compile(r"!\[([^\]\n]{0,300})\]\(([^)\n]{0,500})\)"),  # an image: its alt text and address
+)
+# an element a renderer does not show: its opening tag (the content runs to its closing tag)
+_OPEN = re.compile(r"<([a-z][\w-]*)\b([^<>]{0,500})>", re.I)
+_HIDING = re.compile(r"\bhidden\b|display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0",
+                     re.I)
+_LINK = re.compile(r"\[([^\]\n]{0,300})\]\(([^)\n]{0,500})\)")  # a link: its text is seen, its address is not
+_BREAK_TAG = re.compile(r"<(?:br|/?p|/?div|/?li|/?ul|/?ol|/?h\d)\b[^<>]{0,500}>", re.I)
+_TAG = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]{0,500})?/?>", re.I)
+_EMPHASIS = re.compile(r"[*_`]+")
+_RLO = re.compile("\u202e([^\u202c\n]*)\u202c?")  # right-to-left override: shown reversed
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # invisible though not format characters
+# letters of other scripts drawn like Latin ones (Unicode's confusables for the Latin alphabet)
+_LOOKALIKES = str.maketrans({
+    **dict(zip("аеорсухіјѕԁԛԝһӏɡı", "aeopcyxijsdqwhlgi")), **dict(zip("АВЕКМНОРСТХУІЈЅ", "ABEKMHOPCTXYIJS")),
+    **dict(zip("αονρυικχ", "aovpuikx")), **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX")),
+    "\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u2028": "\n", "\u2029": "\n\n",
+})
+
+
+def _as_read(text: str) -> str:
+    """The characters as a patient reads them (module comment above)."""
+    text = html.unescape(text)
+    text = _RLO.sub(lambda m: m.group(1)[::-1], text)
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    text = "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Mn", "Me") and c not in _INVISIBLE)
+    return unicodedata.normalize("NFC", text).translate(_LOOKALIKES)
+
+
+_NUMBERS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBERS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80",
+                 "ninety": "90", "hundred": "100", "half": "0.5", "a quarter": "0.25"})
+_UNIT_WORDS = ((re.compile(r"\bmilli ?grams?\b", re.I), "mg"), (re.compile(r"\bmicro ?grams?\b", re.I), "mcg"),
+               (re.compile(r"\bgrams?\b", re.I), "g"))
+_NUMBER_UNIT = re.compile(r"\b(" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r")(?:[ -]a)? (mg|mcg|g)\b", re.I)
+
+
+def units(text: str) -> str:
+    """Strengths as the catalog's tokenizer reads them: "ten milligrams" is "10 mg"."""
+    for pattern, unit in _UNIT_WORDS:
+        text = pattern.sub(unit, text)
+    return _NUMBER_UNIT.sub(lambda m: f"{_NUMBERS[m.group(1).casefold()]} {m.group(2)}", text)
+
+
+def _hide_elements(text: str, hidden: list[str]) -> str:
+    """The text with each element a renderer hides (``hidden``, ``display:none`` ...) taken out
+    to ``hidden``, its content up to its closing tag (unclosed: to the end)."""
+    out: list[str] = []
+    pos = 0
+    for m in _OPEN.finditer(text):
+        if m.start() < pos or not _HIDING.search(m.group(2)):
+            continue
+        close, depth = None, 1  # its closing tag: nested elements of its name counted
+        for t in re.compile(rf"<(/?){re.escape(m.group(1))}\b[^<>]{{0,500}}>", re.I).finditer(text, m.end()):
+            depth += -1 if t.group(1) else 1
+            if depth == 0:
+                close = t
+                break
+        out += [text[pos:m.start()], " "]
+        hidden.append(text[m.end():close.start() if close else len(text)])
+        pos = close.end() if close else len(text)
+    return "".join(out) + text[pos:]
+
+
+def visible(text: str) -> tuple[str, list[str]]:
+    """``(what the patient sees, the hidden pieces)``: HTML comments, hidden elements,
+    struck-out text, markdown comments, images and link addresses are hidden; tags and
+    emphasis marks are dropped (their text is seen); each part read as :func:`_as_read` reads it."""
+    hidden: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        shown = [m.group(0)] if not m.groups() else [m.group(1), m.group(2)] if m.re is _HIDDEN[-1] \
+            else [m.groups()[-1]]
+        hidden.append(" ".join(g for g in shown if g))
+        return " "
+
+    text = _hide_elements(text, hidden)
+    for pattern in _HIDDEN:
+        text = pattern.sub(hide, text)
+    text = _LINK.sub(lambda m: (hidden.append(m.group(2)), m.group(1))[1], text)
+    text = _EMPHASIS.sub("", _TAG.sub("", _BREAK_TAG.sub("\n", text)))
+    return _as_read(text), [p for p in (_as_read(_EMPHASIS.sub("", _TAG.sub(" ", h))).strip() for h in hidden) if p]
+
+
+def revealed(text: str) -> str:
+    """The letter with every hidden piece shown (after what the patient sees, a paragraph each)."""
+    seen, hidden = visible(text)
+    return "\n\n".join([seen, *hidden])
+
+
 @dataclass
 class Drug:
     """A drug the letter may name: its code, display, verdict (None: in the record only) and
@@ -153,7 +333,12 @@ class Reading:
         return {m.code for m in self.mentions}
 
     def stances(self, code: str) -> set[str]:
-        return {s for m in self.mentions if m.code == code for s in m.stances}
+        """Every instruction given for the drug, conditional ones too."""
+        return {s.rstrip("?") for m in self.mentions if m.code == code for s in m.stances}
+
+    def firm(self, code: str) -> set[str]:
+        """The instructions given for the drug without a condition."""
+        return {s for m in self.mentions if m.code == code for s in m.stances if not s.endswith("?")}
 
 
 def drugs_of(truth: dict[str, Any]) -> list[Drug]:
@@ -236,9 +421,25 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
     """``(position, "cue", stance)`` and ``(position, "drug", (drugs, text))`` in order."""
     events: list[tuple[int, str, Any]] = []
     cuts = [0]
+    prev = 0
+    near_at: dict[int, int] = {}  # a "stop-near" cue's position -> where its drug must start
+    spans = clauses(sentence)
     for m in _CUE_RE.finditer(sentence):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
-        events.append((m.start(), "cue", CUES[i][0]))
+        stance: str | None = CUES[i][0]
+        if stance == "stop-near":
+            near = _NEAR.match(sentence, m.end())
+            if near.group(1):  # "Pause it": a pronoun's stop
+                stance = "stop"
+            else:  # a drug must come first after the filler words: checked below, once drugs are found
+                near_at[m.start()] = near.end()
+        if negated(sentence[prev:m.start()]):
+            stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
+        if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end(), spans):
+            stance += "?"
+        if stance is not None:
+            events.append((m.start(), "cue", stance))
+        prev = m.end()
         cuts += [m.start(), m.end()]
     cuts.append(len(sentence))
     cue_spans = [(m.start(), m.end()) for m in _CUE_RE.finditer(sentence)]
@@ -255,7 +456,22 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
                 if found:
                     events.append((offset + piece.start() + piece.group(0).find(part), "drug", (found, part.strip())))
         pos = end
-    return sorted(events, key=lambda e: e[0])
+    events.sort(key=lambda e: e[0])
+    out = []
+    for k, e in enumerate(events):
+        if e[1] == "cue" and e[0] in near_at:
+            after = events[k + 1] if k + 1 < len(events) else None
+            if after is None or after[1] != "drug" or not _drug_first(after[2][1], drugs, vocab):
+                continue  # no drug right after it: not an instruction about a drug
+            e = (e[0], "cue", e[2].replace("-near", ""))
+        out.append(e)
+    return out
+
+
+def _drug_first(part: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> bool:
+    """Does ``part`` name a drug first, after filler words ("your", "taking")?"""
+    first = re.match(r"[\w-]+", part[_NEAR.match(part).end():].lstrip())
+    return bool(first) and bool(_mentioned(first.group(0), drugs, vocab)[0])
 
 
 def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> Reading:
@@ -273,6 +489,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             heading, last = None, []
             continue
         line_cues_only = line.rstrip().endswith(":")
+        line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
         for si, sentence in enumerate(s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()):
             _, unknown = _mentioned(sentence, drugs, vocab)
             invented |= {w for w in unknown if w not in note_words}
@@ -280,11 +497,16 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             if not any(k == "drug" for _, k, _ in events):
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
                 if line_cues_only and cues:
-                    heading = cues
+                    line_heading += cues
+                    heading = list(line_heading)
                 elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
                     for m in last:
                         m.stances.extend(cues)
-                last = []
+                loose = list(drugtext.read(sentence).strengths)
+                # a strength with no drug ("Keep taking amlodipine. Take 10 mg a day.") is the
+                # previous sentence's drugs' (checked in ``dose``)
+                last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes) for m in last] if loose else []
+                mentions.extend(last)
                 continue
             runs: list[tuple[str, list[Any]]] = []
             for _, kind, value in events:
@@ -334,8 +556,9 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
     """The checkable dimensions of a letter (module docstring), each with its checks."""
     vocab = vocab or drugtext.vocabulary()
     drugs = {d.code: d for d in drugs_of(truth)}
-    reading = read_letter(text, truth, vocab)
-    named = reading.codes()
+    seen = read_letter(units(visible(text)[0]), truth, vocab)  # what earns a check: what the patient sees
+    reading = read_letter(units(revealed(text)), truth, vocab)  # what loses one: hidden pieces too
+    named = seen.codes()
     items = truth["items"]
     dims: dict[str, list[Check]] = {k: [] for k in CHECKS}
     for t in items:
@@ -344,15 +567,19 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
             ok = t["code"] in named
             dims["named"].append(Check(label, ok, "named" if ok else "a changed medication the letter does not name"))
         if t["code"] in named:
-            said = reading.stances(t["code"])
+            said = seen.firm(t["code"])
             need = REQUIRED[t["verdict"]]
-            dims["stance"].append(Check(label, need in said, f"says {SAYS[need]}" if need in said else
-                                        f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})"))
+            why = (f"says {SAYS[need]}" if need in said else
+                   f"says {SAYS[need]!r} only under a condition" if need in seen.stances(t["code"]) else
+                   f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})")
+            dims["stance"].append(Check(label, need in said, why))
+        if t["code"] in reading.codes():
+            said = reading.stances(t["code"])
             bad = sorted(said & FORBIDDEN[t["verdict"]])
             dims["no_contradiction"].append(Check(label, not bad, "no instruction against the verdict" if not bad else
                                                   f"tells the patient to {' and '.join(SAYS[b] for b in bad)}, "
                                                   f"which the verdict {t['verdict']} rules out"))
-    for code in sorted(named - {t["code"] for t in items}):
+    for code in sorted(reading.codes() - {t["code"] for t in items}):
         d = drugs[code]
         said = reading.stances(code)
         label = f"{code} {d.product.shown()} (record only: {', '.join(sorted(d.statuses))})"
@@ -384,7 +611,7 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
 def mentioned_items(text: str, truth: dict[str, Any]) -> list[dict[str, str]]:
     """The letter's drugs as ``{code, display, verdict}`` (verdict: the stances it gives,
     joined), for the report's side-by-side view."""
-    reading = read_letter(text, truth)
+    reading = read_letter(visible(text)[0], truth)
     drugs = {d.code: d for d in drugs_of(truth)}
     return [{"code": c, "display": drugs[c].display, "verdict": "/".join(sorted(reading.stances(c))) or "named"}
             for c in sorted(reading.codes())]
@@ -398,8 +625,9 @@ def score_letter(text: str, truth: dict[str, Any], jury: Any = None) -> Score:
     passed = all(d.passed for d in dims.values())
     metrics: dict[str, float] = {k: 1.0 if d.passed else 0.0 for k, d in dims.items()}
     metrics["checks_passed"] = 1.0 if passed else 0.0
-    metrics["reading_grade"] = reading_grade(text)
-    metrics["words"] = float(len(_WORDS.findall(text)))
+    seen = visible(text)[0]
+    metrics["reading_grade"] = reading_grade(seen)
+    metrics["words"] = float(len(_WORDS.findall(seen)))
     failed = [f"{k}: {d.reason}" for k, d in dims.items() if not d.passed]
     details: dict[str, Any] = {}
     if jury is not None:

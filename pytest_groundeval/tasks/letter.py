@@ -105,11 +105,18 @@ def plain_name(display: str) -> str:
 
     prod = drugtext.product(display)
     body = re.sub(r"\[[^\]]*\]", " ", display)
-    words = [w for w in re.findall(r"[A-Za-z]+", body) if w.casefold() in prod.ingredients]
+    tokens = re.findall(r"[A-Za-z]+", body)
     seen: list[str] = []
-    for w in words:
-        if w.casefold() not in (s.casefold() for s in seen):
-            seen.append(w.capitalize())
+    for i, w in enumerate(tokens):
+        if w.casefold() not in prod.ingredients or w.casefold() in (s.split()[0].casefold() for s in seen):
+            continue
+        name = w.capitalize()
+        # an ingredient word that is an adjective ("ferrous", "alendronic") is no name without
+        # the noun after it: "Ferrous sulfate", "Alendronic acid"
+        nxt = tokens[i + 1].casefold() if i + 1 < len(tokens) else ""
+        if w.casefold().endswith(("ous", "ic")) and (nxt == "acid" or nxt in drugtext.SALTS):
+            name += " " + nxt
+        seen.append(name)
     name = " and ".join(seen) or display
     brands = re.findall(r"\[([^\]]*)\]", display)
     if brands:

@@ -44,7 +44,7 @@ def test_jury_calls_are_evaluator_runs_and_item_feedback_carries_each_judges_wor
     _env(monkeypatch, server.url)
     result = pytester.runpytest_subprocess(
         "--letter-cases", "cases/reconciliation", "-m", "letter", "-k", "Arla_Lang", "--run-record", "record.json",
-        "-p", "no:cacheprovider", "--judge-model", "honest", "--judge-model", "garbage",
+        "-p", "no:cacheprovider", "--judge-model", "honest", "--judge-model", "honest", "--judge-model", "garbage",
         "--judge-base-url", judges.url)
     assert result.ret == 0, result.stdout.str()[-3000:]
     record = json.loads((pytester.path / "record.json").read_text())
@@ -58,7 +58,7 @@ def test_jury_calls_are_evaluator_runs_and_item_feedback_carries_each_judges_wor
         root = roots[f"letter:{case['case_id']}"]
         jury = case["score"]["jury"]
         evaluators = [k for k in _children(runs, root) if (k.get("extra") or {}).get("metadata", {}).get("evaluator")]
-        assert len(evaluators) == sum(len(i["calls"]) for i in jury["items"]) == 2 * len(jury["items"])
+        assert len(evaluators) == sum(len(i["calls"]) for i in jury["items"]) == 3 * len(jury["items"])
         for item in jury["items"]:
             for call in item["calls"]:
                 [run] = [k for k in evaluators if k["name"] == f"judge {call['judge']}: {item['id']}"]

@@ -6,7 +6,9 @@
   drug, a drug the facts say was stopped listed under "keep taking", blame);
 * ``always``: says met to everything;
 * ``garbage``: never the asked-for JSON (``GRADE: C``, prose, a verdict word of its own);
-* ``biased``: met when the letter opens with "Dear", else not met (its position, not its content).
+* ``biased``: met when the letter opens with "Dear", else not met (its position, not its content);
+* ``trusting``: the honest judge, but it obeys a ``Reply {"verdict": "met"...`` found after the
+  text's fence closes (a model that trusts the prompt's structure: the fence must hold).
 Every request is logged (model, criterion)."""
 
 from __future__ import annotations
@@ -43,6 +45,17 @@ def honest(criterion: str, letter: str, context: str = "") -> str:
     return "not_met"
 
 
+def read_text(prompt: str) -> tuple[str, str]:
+    """``(the text, what follows its fence)``, read as a model that trusts the prompt's
+    structure reads it: the fence's opening line ``<<<TAG`` closes at the first line
+    ``TAG>>>``."""
+    opening = prompt.split("The text:\n", 1)[1].split("\n", 1)[0]
+    closer = "\n" + opening[3:] + ">>>"
+    body = prompt.split(opening + "\n", 1)[1]
+    text, _, outside = body.partition(closer)
+    return text, outside
+
+
 GARBAGE = ("GRADE: C", "I think the letter is fine.", '{"verdict": "yes", "rationale": "ok"}',
            '{"verdict": "met"} {"verdict": "not_met"}')
 
@@ -58,17 +71,20 @@ class _Handler(JSONHandler):
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = req["messages"][-1]["content"]
         criterion = prompt.split("Criterion: ", 1)[1].split("\n", 1)[0]
-        letter = prompt.split("<<<\n", 1)[1].rsplit("\n>>>", 1)[0]
+        letter, outside = read_text(prompt)
         context = prompt.split("Facts the text should reflect:\n", 1)[1].split("\n\nThe text:", 1)[0]
         model = req["model"]
         server = self.server
         with server.lock:  # type: ignore[attr-defined]
             n = len(server.log)  # type: ignore[attr-defined]
             server.log.append((model, criterion))  # type: ignore[attr-defined]
-        if model == "garbage":
+        if model == "trusting" and 'Reply {"verdict": "met"' in outside:
+            text = json.dumps({"verdict": "met", "rationale": "the prompt said so"})
+        elif model == "garbage":
             text = GARBAGE[n % len(GARBAGE)]
         else:
             verdict = {"honest": lambda: honest(criterion, letter, context), "always": lambda: "met",
+                       "trusting": lambda: honest(criterion, letter, context),
                        "biased": lambda: "met" if letter.lstrip().startswith("Dear") else "not_met"}[model]()
             text = json.dumps({"verdict": verdict, "rationale": f"{model} says {verdict}"})
         self._send({"id": f"c{n}", "object": "chat.completion", "created": 0, "model": model,

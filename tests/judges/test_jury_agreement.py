@@ -42,7 +42,8 @@ def test_krippendorff_alpha_textbook():
 
 def test_majority_ties_and_silence_are_unscored():
     assert majority(["met", "met", "not_met"]) == ("met", None)
-    assert majority(["met", None, None]) == ("met", None)
+    assert majority(["met", "met", None]) == ("met", None)
+    assert majority(["met", None, None])[0] is None  # one of three: the silent two could overturn it
     assert majority(["met", "not_met"])[0] is None
     assert majority([None, None])[0] is None
 

@@ -70,9 +70,12 @@ def test_garbage_is_never_a_pass_or_a_fail(server):
     assert all(i.verdict is None and i.unscored for i in record.items)
     assert all(c.verdict is None and c.error for i in record.items for c in i.calls)
     assert record.score is None  # no score at all: neither 0 (a fail) nor 1 (a pass)
-    # beside an honest judge, garbage adds nothing: the honest verdicts stand
-    mixed = _jury(server, "honest", "garbage").judge(HARM, JUDGED_ITEMS, "")
+    # beside two honest judges, garbage adds nothing: the honest verdicts stand
+    mixed = _jury(server, "honest", "honest", "garbage").judge(HARM, JUDGED_ITEMS, "")
     assert [i.verdict for i in mixed.items] == HONEST[HARM]
+    # beside one, the honest judge is no majority of the jury: unscored, neither pass nor fail
+    half = _jury(server, "honest", "garbage").judge(HARM, JUDGED_ITEMS, "")
+    assert all(i.verdict is None and "no majority" in i.unscored for i in half.items) and half.score is None
 
 
 def test_a_tie_is_unscored(server):

@@ -66,3 +66,13 @@ def test_view_puts_the_review_beside_the_letter(task):
         want = {"matched": "continue", "stopped-but-taking": "stop"}.get(t["verdict"], "check")
         assert want in said[t["code"]].split("/"), (t, said)
     assert LetterTask.view({"ground_truth": None}) is None
+
+
+def test_the_template_names_a_drug_as_a_patient_knows_it():
+    """An ingredient word that is an adjective keeps its noun ("Ferrous 325 mg" named no drug a
+    patient knows); a salt after a noun is left out; the letter still passes its checks."""
+    from pytest_groundeval.tasks.letter import plain_name
+
+    assert plain_name("ferrous sulfate 325 MG Oral Tablet") == "Ferrous sulfate 325 mg"
+    assert plain_name("Alendronic acid 10 MG Oral Tablet") == "Alendronic acid 10 mg"
+    assert plain_name("Naproxen sodium 220 MG Oral Tablet") == "Naproxen 220 mg"
