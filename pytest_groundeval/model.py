@@ -257,7 +257,8 @@ class JudgeCall(_Model):
     """One judge's answer to one judged rubric item (``judges/``): its verdict and rationale,
     or, when it gave none, why (``error``: the call failed after retries, the reply was not
     the asked-for JSON, the budget was reached, a strict cache miss). No verdict is never a
-    ``not_met``: the judge is left out of that item's majority."""
+    ``not_met``, nor is the judge left out: it still counts in the seated jury, so an item's
+    verdict needs more than half of all seated judges (``judges.jury.majority``)."""
 
     judge: str  # the judge's label (its model, and its place among the run's judges)
     verdict: JudgeVerdict | None = None
