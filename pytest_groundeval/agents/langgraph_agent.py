@@ -119,9 +119,12 @@ def _text_of(message: Any) -> str:
 
 
 def _contains_json_object(text: str) -> bool:
-    from pytest_groundeval.tasks.jsontext import json_objects
+    from pytest_groundeval.tasks.jsontext import UnreadableJson, json_objects
 
-    return bool(json_objects(text))
+    try:
+        return bool(json_objects(text))
+    except UnreadableJson:
+        return False  # no answer object to take from it
 
 
 def transcript_of(messages: list[Any]) -> list[dict[str, Any]]:

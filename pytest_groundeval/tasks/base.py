@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
-from pytest_groundeval.tasks.jsontext import json_objects
+from pytest_groundeval.tasks.jsontext import UnreadableJson, json_objects
 from pytest_groundeval.model import (AgentOutput, Case, CaseError, CaseRef, CaseResult, MetricSpec, ParseError,
                                      TaskSummary, resolve_metric)
 from pytest_groundeval.scorers.base import Score
@@ -250,7 +250,10 @@ def extract_json_object(text: str) -> dict[str, Any]:
     No object, or more than one top-level object, is a :class:`ParseError`."""
     if not isinstance(text, str):
         raise ParseError(f"agent output is {type(text).__name__}, not text")
-    found = json_objects(text)
+    try:
+        found = json_objects(text)
+    except UnreadableJson as e:
+        raise ParseError(str(e)) from None
     if not found:
         raise ParseError("no JSON object found in the output")
     if len(found) > 1:
