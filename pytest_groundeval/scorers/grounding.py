@@ -29,6 +29,21 @@ Per case, four checks, each with a reason:
   validated again), and it did not rebuild after that last validation.
 * ``repeats``: no identical tool call (same name, same arguments) more than
   ``max_repeats`` times.
+* ``read`` (tasks whose answer is writes: ``grounding_writers``, orders' ``fhir_create`` /
+  ``fhir_update`` / ``fhir_transaction``): the first write came after a *successful* call of
+  a tool that reads the patient's record (``grounding_readers``: ``fhir_search`` /
+  ``fhir_read``); a write made before any look at the record was decided from nothing a tool
+  returned. The writes' own values are checked as an answer's are (``values``, kind
+  ``code``): the id of every existing resource a write targets or references (other than the
+  patient the prompt names) and every RxNorm code written must come from a successful result
+  received before that write. Codes of fixed protocols (an HbA1c's LOINC) are knowledge, not
+  patient data, and are not required of a result.
+
+What grounded=true means, for a clinician: every value the task names (above) was *in this
+case's tool results* before it was used: the tools read only this case's patient (and the site
+catalog), so no value came from memory, the prompt, an error or another patient. It does not
+say the value came from the *relevant* result (an HbA1c answered with the patient's glucose
+is grounded and wrong): that is correctness, the task's scorer's.
 
 An agent the harness gave no tools (``observed`` is None: a single-call agent such as
 ``claude`` or ``chat``, the baseline's fixed pipeline, a ``module:Class`` agent that does not
@@ -53,6 +68,39 @@ NOT_APPLICABLE = ("not applicable: the harness gave this agent no tools, so it o
                   "(a single-call agent such as claude or chat, the baseline's fixed pipeline, or a module:Class "
                   "agent that does not take its tools from pytest_groundeval.run.toolcalls.harness_tools); a "
                   "transcript an agent returns itself is never evidence")
+RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+
+
+def no_tools(task: str) -> str:
+    """The not-applicable reason of a task that offers no tools (its inputs are in the prompt)."""
+    return (f"not applicable: the {task} task offers no tools (its inputs are in the prompt), so no answer of it "
+            "can be grounded by a tool result")
+
+
+def written_values(args: Any) -> list[str]:
+    """What a write (a FHIR create / update / transaction's arguments) takes from the record:
+    the id of an existing resource it updates, every reference's id other than a Patient's
+    (the prompt names the patient), every RxNorm code."""
+    out: list[str] = []
+    stack = [args]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        ref = node.get("reference")
+        if isinstance(ref, str) and "/" in ref and not ref.startswith(("Patient/", "#", "urn:")):
+            out.append(ref.rstrip("/").rsplit("/", 1)[-1])
+        if node.get("system") == RXNORM_SYSTEM and isinstance(node.get("code"), str):
+            out.append(node["code"])
+        resource = node.get("resource")
+        if isinstance(resource, dict) and isinstance(resource.get("id"), str) \
+                and resource.get("resourceType") not in (None, "Patient"):
+            out.append(resource["id"])  # an update's target
+        stack.extend(v for k, v in node.items() if isinstance(v, (dict, list)))
+    return list(dict.fromkeys(v for v in out if v.strip()))
 
 @dataclass
 class Step:
@@ -190,7 +238,8 @@ def _why_not(value: str, kind: str, use: Step | None, readers: list[Step], match
 def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offered: list[str] | None = None,
              must_validate: str | None = None, answer_tool: str | None = None,
              max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None,
-             matchers: Matchers | None = None) -> GroundingResult:
+             matchers: Matchers | None = None, writers: Iterable[str] = (),
+             record_readers: Iterable[str] = ()) -> GroundingResult:
     """The ``grounded`` checks of one case from the harness's observed tool calls
     (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
     tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
@@ -198,7 +247,10 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     ``grounding_matchers``: ``match(value, result_text)``) by its matcher, any other kind as
     text (ignoring case and spacing).
     ``truncated``: the observed log was cut to groundeval's bounds (``bounds.py``), so the
-    case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups)."""
+    case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups).
+    ``writers``: tools whose calls are the answer (writes to the record): their successful
+    calls' :func:`written_values` are checked as the answer's codes, and the first of them must
+    follow a successful call of one of ``record_readers`` (the ``read`` check)."""
     if observed is None:
         return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
     if truncated:
@@ -206,8 +258,12 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                       "grounding is not judged on part of a transcript")
         return GroundingResult(applicable=True, checks=[check], reason=check.reason)
     steps = _steps(observed)
-    writers = {t for t in (must_validate, answer_tool) if t}
+    writes = set(writers)
+    writers = {t for t in (must_validate, answer_tool) if t} | writes  # type: ignore[assignment]
     readers = [s for s in steps if s.name not in writers]  # whose results can be evidence
+    written = [v for s in steps if s.name in writes and s.ok for v in written_values(s.args)]
+    if written:
+        values = {**values, "code": list(dict.fromkeys([*values.get("code", []), *written]))}
     checks = []
     if steps:
         checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s)"))
@@ -237,10 +293,19 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                             "received before they were used"))
     if must_validate:
         checks.append(_validation(steps, must_validate, answer_tool))
+    first_write = next((s for s in steps if s.name in writes), None)
+    if first_write is not None:
+        looked = [s for s in steps if s.name in set(record_readers) and s.before(first_write)]
+        checks.append(Check("read", bool(looked), f"read the record ({', '.join(sorted({s.name for s in looked}))}) "
+                            f"before the first write ({first_write.name}, call #{first_write.seq})" if looked else
+                            f"wrote ({first_write.name}, call #{first_write.seq}) before any successful read of the "
+                            f"record ({', '.join(sorted(record_readers)) or 'no reader declared'}): decided from "
+                            "nothing a tool returned"))
     checks.append(_repeats(steps, max_repeats))
     result = GroundingResult(applicable=True, checks=checks, ungrounded=ungrounded)
     result.reason = result.dimension().reason
     return result
 
 
-__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "Matchers", "grounded"]
+__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "Matchers", "grounded", "no_tools",
+           "written_values"]

@@ -469,21 +469,50 @@ def baseline_answer(inputs: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------- grounding
+def _leaves(text: str) -> list[Any] | None:
+    """The scalar leaves of a tool result's JSON text (None: the text is not JSON)."""
+    try:
+        node = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+        else:
+            out.append(n)
+    return out
+
+
 def _number_in(value: str, text: str) -> bool:
-    """Is there a number in ``text`` that reads as ``value`` to ``value``'s own precision?"""
+    """Is there a number in ``text`` that reads as ``value`` to ``value``'s own precision? In a
+    JSON result, a JSON number (a FHIR value), never digits of a date, a time, a code or an id."""
     try:
         x = float(value)
     except ValueError:
         return False
     decimals = len(value.split(".", 1)[1]) if "." in value and "e" not in value.lower() else 0
     tol = 0.5 * 10 ** -decimals + 1e-9 * max(1.0, abs(x))
+    leaves = _leaves(text)
+    if leaves is not None:
+        return any(abs(float(v) - x) <= tol for v in leaves
+                   if isinstance(v, (int, float)) and not isinstance(v, bool))
     return any(abs(float(m.group(0)) - x) <= tol
-               for m in re.finditer(r"(?<![\w.])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?", text))
+               for m in re.finditer(r"(?<![\w.:/-])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.:/-])", text))
 
 
 def _date_in(value: str, text: str) -> bool:
+    """Is ``value``'s day a date in ``text``: in a JSON result, a string that is a date or a
+    dateTime of that day (never digits inside an id)."""
     day = value[:10]
-    return re.search(rf"(?<![0-9]){re.escape(day)}(?![0-9])", text) is not None
+    leaves = _leaves(text)
+    if leaves is not None:
+        return any(isinstance(v, str) and re.fullmatch(rf"{re.escape(day)}(?:T[0-9:.+\-Z]*)?", v) is not None
+                   for v in leaves)
+    return re.search(rf"(?<![\w-]){re.escape(day)}(?:T|(?![\w-]))", text) is not None
 
 
 def _num_text(x: float) -> str:
