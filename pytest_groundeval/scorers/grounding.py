@@ -6,8 +6,10 @@ it handed the agent (toolcalls.py: sequence numbers, results, error status), nev
 transcript the agent returns itself (kept as ``agent_reported``, shown, not read here).
 Per case, four checks, each with a reason:
 
-* ``called``: the agent was given tools and the harness observed at least one call. A
-  tool-using agent that called none answered from memory: not grounded.
+* ``called``: the agent was given tools and the harness observed at least one call that
+  succeeded. A tool-using agent that called none answered from memory, and one whose every
+  call failed (an abstention, "no result" or "nothing to do", after errors) answered on
+  nothing a tool returned: not grounded.
 * ``values``: every value the task names in the parsed answer (its ``grounding_values``:
   codes; for write also the display and the dose strength in it, e.g. ``200 MG``, matched
   by the task's own ``grounding_matchers``) appears
@@ -265,8 +267,12 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     if written:
         values = {**values, "code": list(dict.fromkeys([*values.get("code", []), *written]))}
     checks = []
-    if steps:
-        checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s)"))
+    if any(s.ok for s in steps):
+        checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s), "
+                            f"{sum(s.ok for s in steps)} successful"))
+    elif steps:  # an abstention ("no result", "nothing to do", []) decided on errors only
+        checks.append(Check("called", False, f"the harness observed {len(steps)} tool call(s) and no call succeeded "
+                            "(errors, raised or unfinished): the answer rests on nothing a tool returned"))
     else:
         given = f" ({', '.join(offered)})" if offered else ""
         checks.append(Check("called", False, f"the agent was given tools{given} and called none: "

@@ -203,3 +203,18 @@ def test_orders_a_medication_code_written_must_come_from_a_lookup_or_the_record(
     bundle = {"resourceType": "Bundle", "type": "transaction", "entry": [{"resource": new, "request": {"method": "POST"}}]}
     assert run(ORDERS, orders_case, "ordered", log(read, ("fhir_transaction", {"bundle": bundle}, {"ok": 1})),
                ORDER_TOOLS)["score"].details["ungrounded"] == {"code": ["314076"]}
+
+
+# ---------------------------------------------------------------- every task: an answer on errors only
+def test_an_abstention_after_only_failed_calls_is_not_grounded(labs_case, orders_case):
+    """Every call failed, then "no result" (labs) or "nothing to do" (orders): decided on
+    nothing a tool returned. One successful read makes the same answer grounded."""
+    abstain = json.dumps({"no_result": True})
+    errors = log((*SEARCH, {"error": "HTTP 500"}, "error"), (*SEARCH, {"error": "timed out"}, "raised"))
+    r = run(LABS, labs_case, abstain, errors, LAB_TOOLS)
+    assert r["outcome"] == "failed" and "no call succeeded" in r["score"].reason, r["score"].reason
+    mixed = errors + log((*SEARCH, searchset()))
+    mixed[-1].update(seq=3, started=5, ended=6, step=6)
+    assert run(LABS, labs_case, abstain, mixed, LAB_TOOLS)["outcome"] == "passed"
+    r = run(ORDERS, orders_case, "nothing was due", log((*OBS_SEARCH, {"error": "HTTP 400"}, "error")), ORDER_TOOLS)
+    assert r["outcome"] == "failed" and "no call succeeded" in r["score"].reason
