@@ -79,14 +79,32 @@ def no_tools(task: str) -> str:
             "can be grounded by a tool result")
 
 
-def written_values(args: Any) -> list[str]:
-    """What a write (a FHIR create / update / transaction's arguments) takes from the record:
-    the id of an existing resource it updates, every reference's id other than a Patient's
-    (the prompt names the patient), every RxNorm code."""
+def _json(node: Any) -> Any:
+    """A JSON text argument (a tool that takes a resource as a dict or as its JSON text) read."""
+    if isinstance(node, str) and node.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(node)
+        except ValueError:
+            return node
+    return node
+
+
+def written_values(args: Any, result: Any = None) -> list[str]:
+    """What a write (a FHIR create / update / transaction's arguments, a resource given as a
+    dict or as JSON text) takes from the record: the id of an existing resource it targets (an
+    update whose ``result`` kept the id; a transaction entry's PUT / PATCH / DELETE url; never
+    the id a create proposes, which the server replaces), every reference's id other than a
+    Patient's (the prompt names the patient), every RxNorm code."""
     out: list[str] = []
+    args = _json(args)
+    if isinstance(args, dict):
+        res, result = _json(args.get("resource")), _json(result)
+        if isinstance(res, dict) and isinstance(res.get("id"), str) and res.get("resourceType") != "Patient" \
+                and isinstance(result, dict) and result.get("id") == res["id"]:
+            out.append(res["id"])
     stack = [args]
     while stack:
-        node = stack.pop()
+        node = _json(stack.pop())
         if isinstance(node, list):
             stack.extend(node)
             continue
@@ -97,12 +115,15 @@ def written_values(args: Any) -> list[str]:
             out.append(ref.rstrip("/").rsplit("/", 1)[-1])
         if node.get("system") == RXNORM_SYSTEM and isinstance(node.get("code"), str):
             out.append(node["code"])
-        resource = node.get("resource")
-        if isinstance(resource, dict) and isinstance(resource.get("id"), str) \
-                and resource.get("resourceType") not in (None, "Patient"):
-            out.append(resource["id"])  # an update's target
-        stack.extend(v for k, v in node.items() if isinstance(v, (dict, list)))
+        request = node.get("request")
+        if isinstance(request, dict) and str(request.get("method", "")).upper() in ("PUT", "PATCH", "DELETE") \
+                and isinstance(request.get("url"), str) and "/" in request["url"]:
+            target = request["url"].split("?", 1)[0].rstrip("/").rsplit("/", 1)
+            if not target[0].endswith("Patient"):
+                out.append(target[-1])
+        stack.extend(v for v in node.values() if isinstance(v, (dict, list, str)))
     return list(dict.fromkeys(v for v in out if v.strip()))
+
 
 @dataclass
 class Step:
@@ -263,7 +284,7 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     writes = set(writers)
     writers = {t for t in (must_validate, answer_tool) if t} | writes  # type: ignore[assignment]
     readers = [s for s in steps if s.name not in writers]  # whose results can be evidence
-    written = [v for s in steps if s.name in writes and s.ok for v in written_values(s.args)]
+    written = [v for s in steps if s.name in writes and s.ok for v in written_values(s.args, s.result)]
     if written:
         values = {**values, "code": list(dict.fromkeys([*values.get("code", []), *written]))}
     checks = []

@@ -218,3 +218,20 @@ def test_an_abstention_after_only_failed_calls_is_not_grounded(labs_case, orders
     assert run(LABS, labs_case, abstain, mixed, LAB_TOOLS)["outcome"] == "passed"
     r = run(ORDERS, orders_case, "nothing was due", log((*OBS_SEARCH, {"error": "HTTP 400"}, "error")), ORDER_TOOLS)
     assert r["outcome"] == "failed" and "no call succeeded" in r["score"].reason
+
+
+def test_orders_a_write_as_json_text_or_in_a_transaction_is_read_too_and_a_create_id_is_the_servers(orders_case):
+    read = (*MR_SEARCH, {"resourceType": "Bundle", "entry": []})
+    stopped = med_request(status="stopped")
+    as_text = log(read, ("fhir_update", {"resource": json.dumps(stopped)}, stopped))
+    assert run(ORDERS, orders_case, "stopped", as_text, ORDER_TOOLS)["score"].details["ungrounded"] == \
+        {"code": ["mr-77", "197361"]}
+    put = {"resourceType": "Bundle", "type": "transaction", "entry": [
+        {"resource": {"resourceType": "MedicationRequest", "status": "stopped"},
+         "request": {"method": "PUT", "url": "MedicationRequest/mr-99"}}]}
+    assert run(ORDERS, orders_case, "stopped", log(read, ("fhir_transaction", {"bundle": put}, {"type": "x"})),
+               ORDER_TOOLS)["score"].details["ungrounded"] == {"code": ["mr-99"]}
+    # a create that proposes an id of its own: the server assigns another; nothing to ground
+    made = {**hba1c_order(), "id": "server-1"}
+    create = log(read, ("fhir_create", {"resource": {**hba1c_order(), "id": "mine-1"}}, made))
+    assert run(ORDERS, orders_case, "ordered", create, ORDER_TOOLS)["outcome"] == "passed"
