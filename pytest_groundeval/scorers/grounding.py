@@ -23,7 +23,8 @@ Per case, four checks, each with a reason:
   one message cannot use each other's results). Building the resource from memory and
   looking the code up afterwards is ungrounded. Evidence is a tool's own output: the
   answer and validate tools only echo what the agent passed them, and a result's top-level
-  fields that equal an argument of the call (a lookup's ``query``) are echoes too.
+  fields that equal an argument of the call (a lookup's ``query``) and a FHIR searchset's
+  ``link`` urls (the search's own query) are echoes too.
   Matching is on the results' JSON text, on whole tokens (a code ``10`` is not found
   inside ``1049``), displays ignoring case and spacing, a task's own kinds by its matcher.
 * ``validated`` (tasks with a ``validate_tool``): the agent validated before answering,
@@ -186,11 +187,14 @@ def _args_text(step: Step) -> str:
 
 
 def _evidence(step: Step) -> str:
-    """A result's JSON text, without top-level fields that echo the call's arguments."""
+    """A result's JSON text, without top-level fields that echo the call's arguments, nor a
+    FHIR Bundle's ``link`` (its urls repeat the search's own query, matched or not)."""
     result = step.result
     if isinstance(result, dict) and isinstance(step.args, dict):
         echoed = list(step.args.values())
         result = {k: v for k, v in result.items() if v not in echoed}
+    if isinstance(result, dict) and result.get("resourceType") == "Bundle":
+        result = {k: v for k, v in result.items() if k != "link"}
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
 

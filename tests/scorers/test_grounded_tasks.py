@@ -235,3 +235,21 @@ def test_orders_a_write_as_json_text_or_in_a_transaction_is_read_too_and_a_creat
     made = {**hba1c_order(), "id": "server-1"}
     create = log(read, ("fhir_create", {"resource": {**hba1c_order(), "id": "mine-1"}}, made))
     assert run(ORDERS, orders_case, "ordered", create, ORDER_TOOLS)["outcome"] == "passed"
+
+
+def test_a_searchs_own_query_echoed_in_the_bundles_links_is_no_evidence(labs_case, orders_case):
+    """A searchset's ``link`` urls repeat the query: a guessed code, value or date searched for
+    comes back there even when nothing matched; it is the agent's own words, not the record's."""
+    def echo(params):
+        url = "http://127.0.0.1:1/case/c/fhir/R4/X?" + "&".join(f"{k}={v}" for k, v in params.items())
+        return {"resourceType": "Bundle", "type": "searchset", "total": 0, "link": [{"relation": "self", "url": url}]}
+
+    guess = {"patient": "Patient/p1", "code": "http://www.nlm.nih.gov/research/umls/rxnorm|314076"}
+    new = {k: v for k, v in med_request(code="314076").items() if k != "id"}
+    orders = log(("fhir_search", {"resource_type": "MedicationRequest", "params": guess}, echo(guess)),
+                 ("fhir_create", {"resource": new}, {**new, "id": "n1"}))
+    assert run(ORDERS, orders_case, "ordered", orders, ORDER_TOOLS)["score"].details["ungrounded"] == {"code": ["314076"]}
+    params = {"patient": "Patient/p1", "value-quantity": "87.25", "date": "2017-03-14"}
+    labs = log(("fhir_search", {"resource_type": "Observation", "params": params}, echo(params)))
+    r = run(LABS, labs_case, labs_answer(87.25, "2017-03-14"), labs, LAB_TOOLS)
+    assert r["score"].details["ungrounded"] == {"number": ["87.25"], "date": ["2017-03-14"]}
