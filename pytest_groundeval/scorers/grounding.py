@@ -188,13 +188,17 @@ def _args_text(step: Step) -> str:
 
 def _evidence(step: Step) -> str:
     """A result's JSON text, without top-level fields that echo the call's arguments, nor a
-    FHIR Bundle's ``link`` (its urls repeat the search's own query, matched or not)."""
+    FHIR Bundle's ``link`` (its urls repeat the search's own query, matched or not) and its
+    OperationOutcome entries (warnings that restate the query)."""
     result = step.result
     if isinstance(result, dict) and isinstance(step.args, dict):
         echoed = list(step.args.values())
         result = {k: v for k, v in result.items() if v not in echoed}
     if isinstance(result, dict) and result.get("resourceType") == "Bundle":
         result = {k: v for k, v in result.items() if k != "link"}
+        if isinstance(result.get("entry"), list):  # an OperationOutcome entry restates the query's problems
+            result["entry"] = [e for e in result["entry"] if not (isinstance(e, dict) and isinstance(
+                e.get("resource"), dict) and e["resource"].get("resourceType") == "OperationOutcome")]
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
 

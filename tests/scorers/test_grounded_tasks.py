@@ -242,7 +242,9 @@ def test_a_searchs_own_query_echoed_in_the_bundles_links_is_no_evidence(labs_cas
     comes back there even when nothing matched; it is the agent's own words, not the record's."""
     def echo(params):
         url = "http://127.0.0.1:1/case/c/fhir/R4/X?" + "&".join(f"{k}={v}" for k, v in params.items())
-        return {"resourceType": "Bundle", "type": "searchset", "total": 0, "link": [{"relation": "self", "url": url}]}
+        warn = {"resourceType": "OperationOutcome", "issue": [{"severity": "warning", "diagnostics": f"no match: {params}"}]}
+        return {"resourceType": "Bundle", "type": "searchset", "total": 0, "link": [{"relation": "self", "url": url}],
+                "entry": [{"resource": warn, "search": {"mode": "outcome"}}]}
 
     guess = {"patient": "Patient/p1", "code": "http://www.nlm.nih.gov/research/umls/rxnorm|314076"}
     new = {k: v for k, v in med_request(code="314076").items() if k != "id"}
