@@ -33,7 +33,9 @@ other, or signal   ``agent``, with the end of its stderr in the message
 Nothing of it outlives the case: at the end of the attempt (answered, failed, timed out, or
 the harness interrupted) its process group is killed (SIGKILL), and the case's MCP servers
 (which MCP clients start in sessions of their own) are closed and killed by the harness
-(``integrations/mcp/host.py``). The tool calls the harness observed are the case's
+(``integrations/mcp/host.py``). The case's server serves the command's own processes only
+(the command and what it starts; a server started by another case's command is refused). The
+tool calls the harness observed are the case's
 transcript; what the command prints about its own calls is not evidence.
 """
 
@@ -139,7 +141,7 @@ class CommandAgent:
         if hasattr(task, "agent_prompt"):  # a task may word the request for tool use
             prompt = task.agent_prompt(prompt, inputs)
         system = getattr(task, "agent_system_prompt", None)
-        with CaseHost(task, inputs) as host:
+        with CaseHost(task, inputs, owned=True) as host:  # served to this command's processes only
             return self._run(host, prompt, system)
 
     def _run(self, host: Any, prompt: str, system: str | None) -> AgentOutput:
@@ -159,6 +161,7 @@ class CommandAgent:
         env["GROUNDEVAL_DEADLINE"] = f"{time.time() + budget:.3f}"
         proc = subprocess.Popen([self.executable, *self.argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
+        host.own(proc.pid)
         out, err = _Reader(proc.stdout, MAX_OUTPUT), _Reader(proc.stderr, 64 * 1024)
         out.start()
         err.start()

@@ -483,13 +483,16 @@ def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[s
     """A tool-using agent's case: the ``grounded`` dimension and metric (a fail changes the
     pass only when ``required``); an agent given no harness tools: ``details.grounded`` says
     not applicable, and under ``--require-grounded`` the case fails saying why."""
-    from pytest_groundeval.scorers.grounding import NAME, grounded
+    from pytest_groundeval.scorers.grounding import NAME, grounded, no_tools
 
     values = task.grounding_values(prediction) if prediction is not None else {}
     found = grounded(observed, values, offered=offered, must_validate=getattr(task, "validate_tool", None),
                      answer_tool=getattr(task, "answer_tool", None), truncated=transcript_cut,
-                     matchers=getattr(task, "grounding_matchers", None))
+                     matchers=getattr(task, "grounding_matchers", None),
+                     writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()))
     if not found.applicable:
+        if observed is None and getattr(type(task), "agent_tools", Task.agent_tools) is Task.agent_tools:  # no tools at all
+            found.reason = no_tools(task.name)
         score.details[NAME] = found.reason
         if required and score.passed:
             score.passed = False

@@ -6,8 +6,10 @@ it handed the agent (toolcalls.py: sequence numbers, results, error status), nev
 transcript the agent returns itself (kept as ``agent_reported``, shown, not read here).
 Per case, four checks, each with a reason:
 
-* ``called``: the agent was given tools and the harness observed at least one call. A
-  tool-using agent that called none answered from memory: not grounded.
+* ``called``: the agent was given tools and the harness observed at least one call that
+  succeeded. A tool-using agent that called none answered from memory, and one whose every
+  call failed (an abstention, "no result" or "nothing to do", after errors) answered on
+  nothing a tool returned: not grounded.
 * ``values``: every value the task names in the parsed answer (its ``grounding_values``:
   codes; for write also the display and the dose strength in it, e.g. ``200 MG``, matched
   by the task's own ``grounding_matchers``) appears
@@ -21,7 +23,8 @@ Per case, four checks, each with a reason:
   one message cannot use each other's results). Building the resource from memory and
   looking the code up afterwards is ungrounded. Evidence is a tool's own output: the
   answer and validate tools only echo what the agent passed them, and a result's top-level
-  fields that equal an argument of the call (a lookup's ``query``) are echoes too.
+  fields that equal an argument of the call (a lookup's ``query``) and a FHIR searchset's
+  ``link`` urls (the search's own query) are echoes too.
   Matching is on the results' JSON text, on whole tokens (a code ``10`` is not found
   inside ``1049``), displays ignoring case and spacing, a task's own kinds by its matcher.
 * ``validated`` (tasks with a ``validate_tool``): the agent validated before answering,
@@ -29,6 +32,21 @@ Per case, four checks, each with a reason:
   validated again), and it did not rebuild after that last validation.
 * ``repeats``: no identical tool call (same name, same arguments) more than
   ``max_repeats`` times.
+* ``read`` (tasks whose answer is writes: ``grounding_writers``, orders' ``fhir_create`` /
+  ``fhir_update`` / ``fhir_transaction``): the first write came after a *successful* call of
+  a tool that reads the patient's record (``grounding_readers``: ``fhir_search`` /
+  ``fhir_read``); a write made before any look at the record was decided from nothing a tool
+  returned. The writes' own values are checked as an answer's are (``values``, kind
+  ``code``): the id of every existing resource a write targets or references (other than the
+  patient the prompt names) and every RxNorm code written must come from a successful result
+  received before that write. Codes of fixed protocols (an HbA1c's LOINC) are knowledge, not
+  patient data, and are not required of a result.
+
+What grounded=true means, for a clinician: every value the task names (above) was *in this
+case's tool results* before it was used: the tools read only this case's patient (and the site
+catalog), so no value came from memory, the prompt, an error or another patient. It does not
+say the value came from the *relevant* result (an HbA1c answered with the patient's glucose
+is grounded and wrong): that is correctness, the task's scorer's.
 
 An agent the harness gave no tools (``observed`` is None: a single-call agent such as
 ``claude`` or ``chat``, the baseline's fixed pipeline, a ``module:Class`` agent that does not
@@ -53,6 +71,60 @@ NOT_APPLICABLE = ("not applicable: the harness gave this agent no tools, so it o
                   "(a single-call agent such as claude or chat, the baseline's fixed pipeline, or a module:Class "
                   "agent that does not take its tools from pytest_groundeval.run.toolcalls.harness_tools); a "
                   "transcript an agent returns itself is never evidence")
+RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+
+
+def no_tools(task: str) -> str:
+    """The not-applicable reason of a task that offers no tools (its inputs are in the prompt)."""
+    return (f"not applicable: the {task} task offers no tools (its inputs are in the prompt), so no answer of it "
+            "can be grounded by a tool result")
+
+
+def _json(node: Any) -> Any:
+    """A JSON text argument (a tool that takes a resource as a dict or as its JSON text) read."""
+    if isinstance(node, str) and node.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(node)
+        except ValueError:
+            return node
+    return node
+
+
+def written_values(args: Any, result: Any = None) -> list[str]:
+    """What a write (a FHIR create / update / transaction's arguments, a resource given as a
+    dict or as JSON text) takes from the record: the id of an existing resource it targets (an
+    update whose ``result`` kept the id; a transaction entry's PUT / PATCH / DELETE url; never
+    the id a create proposes, which the server replaces), every reference's id other than a
+    Patient's (the prompt names the patient), every RxNorm code."""
+    out: list[str] = []
+    args = _json(args)
+    if isinstance(args, dict):
+        res, result = _json(args.get("resource")), _json(result)
+        if isinstance(res, dict) and isinstance(res.get("id"), str) and res.get("resourceType") != "Patient" \
+                and isinstance(result, dict) and result.get("id") == res["id"]:
+            out.append(res["id"])
+    stack = [args]
+    while stack:
+        node = _json(stack.pop())
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        ref = node.get("reference")
+        if isinstance(ref, str) and "/" in ref and not ref.startswith(("Patient/", "#", "urn:")):
+            out.append(ref.rstrip("/").rsplit("/", 1)[-1])
+        if node.get("system") == RXNORM_SYSTEM and isinstance(node.get("code"), str):
+            out.append(node["code"])
+        request = node.get("request")
+        if isinstance(request, dict) and str(request.get("method", "")).upper() in ("PUT", "PATCH", "DELETE") \
+                and isinstance(request.get("url"), str) and "/" in request["url"]:
+            target = request["url"].split("?", 1)[0].rstrip("/").rsplit("/", 1)
+            if not target[0].endswith("Patient"):
+                out.append(target[-1])
+        stack.extend(v for v in node.values() if isinstance(v, (dict, list, str)))
+    return list(dict.fromkeys(v for v in out if v.strip()))
+
 
 @dataclass
 class Step:
@@ -115,11 +187,18 @@ def _args_text(step: Step) -> str:
 
 
 def _evidence(step: Step) -> str:
-    """A result's JSON text, without top-level fields that echo the call's arguments."""
+    """A result's JSON text, without top-level fields that echo the call's arguments, nor a
+    FHIR Bundle's ``link`` (its urls repeat the search's own query, matched or not) and its
+    OperationOutcome entries (warnings that restate the query)."""
     result = step.result
     if isinstance(result, dict) and isinstance(step.args, dict):
         echoed = list(step.args.values())
         result = {k: v for k, v in result.items() if v not in echoed}
+    if isinstance(result, dict) and result.get("resourceType") == "Bundle":
+        result = {k: v for k, v in result.items() if k != "link"}
+        if isinstance(result.get("entry"), list):  # an OperationOutcome entry restates the query's problems
+            result["entry"] = [e for e in result["entry"] if not (isinstance(e, dict) and isinstance(
+                e.get("resource"), dict) and e["resource"].get("resourceType") == "OperationOutcome")]
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
 
@@ -190,7 +269,8 @@ def _why_not(value: str, kind: str, use: Step | None, readers: list[Step], match
 def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offered: list[str] | None = None,
              must_validate: str | None = None, answer_tool: str | None = None,
              max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None,
-             matchers: Matchers | None = None) -> GroundingResult:
+             matchers: Matchers | None = None, writers: Iterable[str] = (),
+             record_readers: Iterable[str] = ()) -> GroundingResult:
     """The ``grounded`` checks of one case from the harness's observed tool calls
     (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
     tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
@@ -198,7 +278,10 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     ``grounding_matchers``: ``match(value, result_text)``) by its matcher, any other kind as
     text (ignoring case and spacing).
     ``truncated``: the observed log was cut to groundeval's bounds (``bounds.py``), so the
-    case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups)."""
+    case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups).
+    ``writers``: tools whose calls are the answer (writes to the record): their successful
+    calls' :func:`written_values` are checked as the answer's codes, and the first of them must
+    follow a successful call of one of ``record_readers`` (the ``read`` check)."""
     if observed is None:
         return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
     if truncated:
@@ -206,11 +289,19 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                       "grounding is not judged on part of a transcript")
         return GroundingResult(applicable=True, checks=[check], reason=check.reason)
     steps = _steps(observed)
-    writers = {t for t in (must_validate, answer_tool) if t}
+    writes = set(writers)
+    writers = {t for t in (must_validate, answer_tool) if t} | writes  # type: ignore[assignment]
     readers = [s for s in steps if s.name not in writers]  # whose results can be evidence
+    written = [v for s in steps if s.name in writes and s.ok for v in written_values(s.args, s.result)]
+    if written:
+        values = {**values, "code": list(dict.fromkeys([*values.get("code", []), *written]))}
     checks = []
-    if steps:
-        checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s)"))
+    if any(s.ok for s in steps):
+        checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s), "
+                            f"{sum(s.ok for s in steps)} successful"))
+    elif steps:  # an abstention ("no result", "nothing to do", []) decided on errors only
+        checks.append(Check("called", False, f"the harness observed {len(steps)} tool call(s) and no call succeeded "
+                            "(errors, raised or unfinished): the answer rests on nothing a tool returned"))
     else:
         given = f" ({', '.join(offered)})" if offered else ""
         checks.append(Check("called", False, f"the agent was given tools{given} and called none: "
@@ -237,10 +328,19 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                             "received before they were used"))
     if must_validate:
         checks.append(_validation(steps, must_validate, answer_tool))
+    first_write = next((s for s in steps if s.name in writes), None)
+    if first_write is not None:
+        looked = [s for s in steps if s.name in set(record_readers) and s.before(first_write)]
+        checks.append(Check("read", bool(looked), f"read the record ({', '.join(sorted({s.name for s in looked}))}) "
+                            f"before the first write ({first_write.name}, call #{first_write.seq})" if looked else
+                            f"wrote ({first_write.name}, call #{first_write.seq}) before any successful read of the "
+                            f"record ({', '.join(sorted(record_readers)) or 'no reader declared'}): decided from "
+                            "nothing a tool returned"))
     checks.append(_repeats(steps, max_repeats))
     result = GroundingResult(applicable=True, checks=checks, ungrounded=ungrounded)
     result.reason = result.dimension().reason
     return result
 
 
-__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "Matchers", "grounded"]
+__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "Matchers", "grounded", "no_tools",
+           "written_values"]

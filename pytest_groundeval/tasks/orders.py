@@ -244,6 +244,11 @@ class OrdersTask(Task):
 
         return run_baseline(inputs)
 
+    # grounding (grounding.py): the answer is the writes; what they take from the record, and a
+    # read of the record before the first of them
+    grounding_writers: ClassVar[tuple[str, ...]] = ("fhir_create", "fhir_update", "fhir_transaction")
+    grounding_readers: ClassVar[tuple[str, ...]] = ("fhir_search", "fhir_read")
+
     def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
         """The FHIR tools bound to THIS case's server (a fresh list per case), and the RxNorm
         catalog lookup (a note names a medication by words)."""

@@ -22,7 +22,15 @@ Files, in a private folder (``mkdtemp``: mode 0700; each file 0600) removed when
 ends: ``spec.json`` (``{"task", "socket", "token"}``, what ``server.py`` is started with),
 ``mcp.json`` (``{"mcpServers": {"groundeval": {"command": python, "args": ["-m",
 "pytest_groundeval.integrations.mcp.server", spec]}}}``), the Unix socket. A connection must
-present the spec's token. :meth:`CaseHost.close` (the case is over) closes every connection,
+present the spec's token, and, for a host that has an owner (``mcp:COMMAND``: the case's
+command, :meth:`CaseHost.own`), come from that process or one it started (the connecting
+process's parent chain, read from ``/proc`` when it connects, reaches the owner): the same
+user runs every case's command, so under ``--concurrency`` another case's command could read
+this folder's spec; it is refused unanswered, so it neither reads this case's patient nor
+writes a call into this case's log (its transcript, the only evidence ``grounded`` reads). A
+client that detaches its server from itself (a double fork to init) is refused too. The
+built-in clients (LangGraph over MCP, the Claude Agent SDK) run in the harness: their hosts
+have no owner. :meth:`CaseHost.close` (the case is over) closes every connection,
 so each server exits, and kills each server process that connected (by a pidfd taken when
 it connected: never another process that reused its pid): MCP clients start servers in a
 session of their own, out of reach of the agent's process group.
@@ -77,6 +85,21 @@ def _write_private(path: Path, data: dict[str, Any]) -> None:
         json.dump(data, fh)
 
 
+def _descends(pid: int | None, owner: int, limit: int = 64) -> bool:
+    """Is ``pid`` the process ``owner`` or one of its descendants (its parent chain, from /proc)?"""
+    for _ in range(limit):
+        if pid is None or pid <= 1:
+            return False
+        if pid == owner:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 def _peer_pid(conn: socket.socket) -> int | None:
     try:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -89,7 +112,9 @@ def _peer_pid(conn: socket.socket) -> int | None:
 class CaseHost:
     """One case's tools, served on a private socket to the MCP servers of one attempt."""
 
-    def __init__(self, task: Any, inputs: dict[str, Any]) -> None:
+    def __init__(self, task: Any, inputs: dict[str, Any], *, owned: bool = False) -> None:
+        """``owned``: only the process given to :meth:`own` (and its descendants) is served;
+        connections wait for it."""
         from pytest_groundeval.run.toolcalls import harness_tools
 
         # the attempt's context (its LangSmith trace): each call runs in a copy of it, so a traced
@@ -108,6 +133,11 @@ class CaseHost:
         self._pidfds: list[int] = []
         self._closed = False
         self._calls = 0
+        self._owner: int | None = None
+        self._owner_known = threading.Event()
+        if not owned:
+            self._owner_known.set()
+        self.refused: list[int | None] = []  # the pids of connections refused as not the owner's
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.socket_path))
         os.chmod(self.socket_path, 0o600)
@@ -115,6 +145,11 @@ class CaseHost:
         _write_private(self.spec_path, {"task": self.task_name, "socket": str(self.socket_path), "token": self.token})
         _write_private(self.config_path, {"mcpServers": {SERVER_NAME: self.server_entry()}})
         threading.Thread(target=self._accept, daemon=True, name="groundeval-mcp-host").start()
+
+    def own(self, pid: int) -> None:
+        """The case's agent process: only it and its descendants are served from now on."""
+        self._owner = pid
+        self._owner_known.set()
 
     def server_entry(self) -> dict[str, Any]:
         """How an MCP client starts this case's server (stdio)."""
@@ -138,9 +173,15 @@ class CaseHost:
                         self._pidfds.append(os.pidfd_open(pid))
                     except OSError:
                         pass
-            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="groundeval-mcp-conn").start()
+            threading.Thread(target=self._serve, args=(conn, pid), daemon=True, name="groundeval-mcp-conn").start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, pid: int | None = None) -> None:
+        self._owner_known.wait()
+        if self._closed or (self._owner is not None and not _descends(pid, self._owner)):
+            with self._lock:
+                self.refused.append(pid)
+            self._drop(conn)
+            return
         lines = Lines(conn)
         hello = lines.next()
         token = hello.get("token") if isinstance(hello, dict) else None
@@ -212,6 +253,7 @@ class CaseHost:
                 return
             self._closed = True
             conns, pidfds = list(self._conns), list(self._pidfds)
+        self._owner_known.set()  # a connection waiting for an owner is dropped
         try:
             self._listener.close()
         except OSError:
