@@ -244,6 +244,7 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
         began = time.perf_counter()
         tally: dict[str, Any] = {}
         tallies.append(tally)
+        log: ToolLog | None = None
         try:
             # on the thread that calls: the agent's own runs nest under the case; the harness
             # records every call of the tools it hands the agent (toolcalls.py), per attempt,
@@ -257,12 +258,17 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             usage = _failed_usage(exc)
             if usage:
                 tally["usage"] = usage
+            if log is not None and log.offered:  # the harness gave it tools before it failed
+                tally["offered"] = log.offered
             raise
         finally:
             spent.append(time.perf_counter() - began)
 
     def failed() -> list[dict[str, Any]]:
         return [dict(t["usage"]) for t in list(tallies) if not t.get("answered") and t.get("usage")]
+
+    def offered_before_failing() -> list[str] | None:
+        return next((t["offered"] for t in reversed(list(tallies)) if t.get("offered")), None)
 
     try:
         _prepare(agent)
@@ -277,13 +283,14 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             kind="timeout" if timed_out else "agent", error_class=exc.error_class,
             message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
             traceback=None if timed_out else _agent_traceback(exc.last))
-        called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent))
+        called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent),
+                             tools_offered=offered_before_failing())
         _charge(called, failed(), agent)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
         called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
                                  error_class=type(exc).__name__, traceback=_agent_traceback(exc))
-        called.fields.update(attempts=1, agent=agent_name(agent))
+        called.fields.update(attempts=1, agent=agent_name(agent), tools_offered=offered_before_failing())
         _charge(called, failed(), agent)
         return None
     called.agent_s = sum(spent)
@@ -528,7 +535,12 @@ def finish_case(task: Task, called: Called, scorer: Any = None, *, require_groun
     if called.error is not None:
         fields.update(outcome="error", error=called.error)
         if called.case is not None:  # its truth was read: the rates over applicable cases it counts 0 in
-            fields["applicable"] = task.applicable_rates(called.case)
+            rates = task.applicable_rates(called.case) or []
+            if fields.get("tools_offered"):  # a tool-using agent that failed after the harness gave it tools
+                from pytest_groundeval.scorers.grounding import NAME as GROUNDED
+
+                rates.append(GROUNDED)
+            fields["applicable"] = rates or None
     else:
         observed = fields.get("transcript")
         fields.update(score_case(task, called.case, called.output, scorer,  # type: ignore[arg-type]

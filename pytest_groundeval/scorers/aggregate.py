@@ -31,8 +31,9 @@ GROUNDED_SPEC = metric("grounded", "rate", among="applicable")
 def grounded_summary(run: list[CaseResult]) -> dict[str, Any]:
     """``grounded`` (grounding.py): the rate over the cases it applies to (a ``grounded``
     metric: tool-using agents), ``grounded_n`` of them, its Wilson interval; nothing when it
-    applies to none. Single-call cases and errors are neither passes nor fails here."""
-    values = [r.score.metrics["grounded"] for r in run if r.score is not None and "grounded" in r.score.metrics]
+    applies to none. A single-call case is neither a pass nor a fail here; an errored case counts
+    0 when the harness had given its agent tools (``CaseResult.applicable``)."""
+    values = [v for r in run if (v := r.applicable_value("grounded")) is not None]
     if not values:
         return {}
     return {"grounded": round(mean(values), 6), "grounded_ci95": rate_ci(values), "grounded_n": len(values)}

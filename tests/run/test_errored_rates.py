@@ -144,3 +144,63 @@ def test_a_crashed_worker_s_case_counts_0_in_the_rates_its_truth_applies_to(pyte
     s = record["summary"]["labs"]
     changes = sum(1 for _ in LABS.glob("*_change_*.json"))
     assert s["change_pass_n"] == changes and s["change_pass"] == pytest.approx((changes - 1) / changes, abs=1e-6)
+
+
+# ---------------------------------------------------------------- grounded
+class _ToolUser:
+    """Takes the harness's tools, then answers from a lookup (grounded) or fails (``fail_on``)."""
+    name = "tool-user"
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.fail_on = fail_on
+
+    def run(self, prompt):
+        raise AssertionError("run_case is called")
+
+    def run_case(self, task, prompt, inputs):
+        from pytest_groundeval.run.toolcalls import harness_tools
+
+        assert harness_tools(task, inputs)  # the case's tools, recorded by the harness
+        if self.fail_on is not None and self.fail_on in prompt:
+            raise RuntimeError("gave up after taking the tools")
+        return json.dumps({"active_medications": []})
+
+
+def test_an_errored_case_of_a_tool_using_agent_counts_0_in_grounded():
+    """grounded is a rate over the cases whose agent the harness gave tools: an agent that
+    fails on a case after taking them (a model whose tool loop breaks, a custom agent that
+    gives up) stays in it as 0; one given no tools is not applicable, erroring or not."""
+    from conftest import SMALL_SET, SYNTHEA
+
+    from pytest_groundeval.run.runner import run_case
+    from pytest_groundeval.scorers.aggregate import grounded_summary
+
+    task = registry()["extraction"](SYNTHEA)
+    refs = [r for r in task.discover() if r.case_id in SMALL_SET]
+    victim = refs[0]
+    results = [run_case(task, r, _ToolUser(fail_on=None)) for r in refs[1:]]
+    assert all(r.transcript is not None for r in results)  # tools offered: grounded applies
+    errored = run_case(task, victim, _ToolUser(fail_on=_patient_name(victim)))
+    assert errored.outcome == "error" and errored.tools_offered and errored.applicable == ["grounded"]
+    assert errored.applicable_value("grounded") == 0.0
+    scored = grounded_summary(results)
+    with_error = grounded_summary([*results, errored])
+    assert with_error["grounded_n"] == scored["grounded_n"] + 1
+    assert with_error["grounded"] < scored["grounded"] or scored["grounded"] == 0.0
+    # an agent given no tools that errors: nothing applies
+    class NoTools:
+        name = "no-tools"
+
+        def run(self, prompt):
+            raise RuntimeError("down")
+
+    plain = run_case(task, victim, NoTools())
+    assert plain.outcome == "error" and plain.applicable is None and grounded_summary([plain]) == {}
+
+
+def _patient_name(ref) -> str:
+    from conftest import SYNTHEA
+
+    bundle = json.loads((SYNTHEA / f"{ref.case_id}.json").read_text())
+    patient = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
+    return patient["id"]
