@@ -63,6 +63,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from pytest_groundeval.fhir.codes import RXNORM_ALIASES
 from pytest_groundeval.scorers.base import Check, Dimension
 
 NAME = "grounded"
@@ -71,7 +72,7 @@ NOT_APPLICABLE = ("not applicable: the harness gave this agent no tools, so it o
                   "(a single-call agent such as claude or chat, the baseline's fixed pipeline, or a module:Class "
                   "agent that does not take its tools from pytest_groundeval.run.toolcalls.harness_tools); a "
                   "transcript an agent returns itself is never evidence")
-RXNORM_SYSTEM = "http://www.nlm.nih.gov/research/umls/rxnorm"
+RXNORM_SYSTEMS = frozenset(s.lower() for s in RXNORM_ALIASES)  # the canonical URI and its spellings in the wild
 
 
 def no_tools(task: str) -> str:
@@ -114,8 +115,10 @@ def written_values(args: Any, result: Any = None) -> list[str]:
         ref = node.get("reference")
         if isinstance(ref, str) and "/" in ref and not ref.startswith(("Patient/", "#", "urn:")):
             out.append(ref.rstrip("/").rsplit("/", 1)[-1])
-        if node.get("system") == RXNORM_SYSTEM and isinstance(node.get("code"), str):
-            out.append(node["code"])
+        code = node.get("code")
+        if str(node.get("system", "")).strip().lower() in RXNORM_SYSTEMS and isinstance(code, (str, int)) \
+                and not isinstance(code, bool):
+            out.append(str(code))
         request = node.get("request")
         if isinstance(request, dict) and str(request.get("method", "")).upper() in ("PUT", "PATCH", "DELETE") \
                 and isinstance(request.get("url"), str) and "/" in request["url"]:

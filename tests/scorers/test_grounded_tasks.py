@@ -205,6 +205,24 @@ def test_orders_a_medication_code_written_must_come_from_a_lookup_or_the_record(
                ORDER_TOOLS)["score"].details["ungrounded"] == {"code": ["314076"]}
 
 
+@pytest.mark.parametrize("system, code", [("urn:oid:2.16.840.1.113883.6.88", "314076"), ("RxNorm", "314076"),
+                                          ("https://www.nlm.nih.gov/research/umls/rxnorm", "314076"),
+                                          (RXNORM, 314076)])
+def test_orders_a_memory_code_under_another_rxnorm_spelling_or_as_a_number_is_still_checked(orders_case, system, code):
+    """RxNorm's other spellings (fhir/codes.RXNORM_ALIASES) and a code written as a JSON number
+    name the same code: each is checked against the results like the canonical one."""
+    new = med_request(mid="new-1")
+    del new["id"]
+    new["medicationCodeableConcept"]["coding"] = [{"system": system, "code": code}]
+    read = (*MR_SEARCH, {"resourceType": "Bundle", "entry": [{"resource": med_request()}]})
+    r = run(ORDERS, orders_case, "ordered", log(read, ("fhir_create", {"resource": new}, {**new, "id": "n1"})),
+            ORDER_TOOLS)
+    assert r["score"].details["ungrounded"] == {"code": ["314076"]}, r["score"].reason
+    lookup = ("lookup_medication_code", {"query": "lisinopril 10 mg"}, {"matches": [{"code": "314076"}]})
+    honest = log(read, lookup, ("fhir_create", {"resource": new}, {**new, "id": "n1"}))
+    assert run(ORDERS, orders_case, "ordered", honest, ORDER_TOOLS)["outcome"] == "passed"
+
+
 # ---------------------------------------------------------------- every task: an answer on errors only
 def test_an_abstention_after_only_failed_calls_is_not_grounded(labs_case, orders_case):
     """Every call failed, then "no result" (labs) or "nothing to do" (orders): decided on
