@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED  # noqa: E402
 from pytest_groundeval.fhir.medications import distinct_codes, medication_requests  # noqa: E402
-from pytest_groundeval.tasks.datasets import BUNDLE_SUFFIXES, load_json  # noqa: E402
+from pytest_groundeval.tasks.datasets import bundle_files, load_json, no_bundles  # noqa: E402
 from pytest_groundeval.tasks.datasets import case_id_for as bundle_stem  # noqa: E402
 
 KINDS = ("unreported", "unrecorded", "stopped")
@@ -641,13 +641,6 @@ def dumps(case: dict[str, Any]) -> bytes:
     return (json.dumps(case, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def bundle_files(folder: Path) -> list[Path]:
-    """The bundles in ``folder`` (not recursive), ``.json`` or ``.json.gz``, by name."""
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(BUNDLE_SUFFIXES))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fixtures", type=Path, default=ROOT / "fixtures" / "synthea")
@@ -662,8 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     catalog_by_code = {m.code: m for m in catalog}
     paths = bundle_files(args.fixtures)
     if not paths:  # never an empty run that deletes the --out folder's cases and says "0 cases"
-        print(f"no bundles in {args.fixtures}: expected Synthea R4 bundles named *.json or *.json.gz "
-              f"(--fixtures); nothing written to {args.out}", file=sys.stderr)
+        print(no_bundles(args.fixtures, "--fixtures", args.out), file=sys.stderr)
         return 2
     patients = []
     for path in paths:
@@ -686,6 +678,11 @@ def main(argv: list[str] | None = None) -> int:
             refused.append(str(e))
             continue
         cases.append((case, stratum))
+    if not cases:  # nothing to write: keep what --out holds
+        print(f"no case could be made from the {len(paths)} bundle(s) in {args.fixtures} (none of a living patient "
+              f"with an active medication to report); nothing written to (or deleted from) {args.out}",
+              file=sys.stderr)
+        return 1
     if refused:  # a note that does not say what its truth says: write nothing, delete nothing
         for reason in refused:
             print(f"refused: {reason}", file=sys.stderr)
