@@ -290,8 +290,9 @@ def main(argv: list[str] | None = None) -> int:
             got += 1
         table.append((name, len(avail), got, dict(tags)))
     if not chosen:  # nothing to write: keep what --out holds
-        print(f"no case could be made from the {len(files)} bundle(s) in {args.source} (no patient has a "
-              f"result of the suite's analytes); nothing written to (or deleted from) {args.out}", file=sys.stderr)
+        print(f"no case could be made from the {len(files)} bundle(s) in {args.source} (no living patient has a "
+              f"result of the suite's analytes; a bundle trimmed by make_fixtures.py keeps no Observation: give "
+              f"the untrimmed Synthea output); nothing written to (or deleted from) {args.out}", file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bundles").mkdir(exist_ok=True)
