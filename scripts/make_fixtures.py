@@ -535,6 +535,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     patients = collect(args.source, str(args.seed), err)
+    if not patients:  # never "wrote 0 file(s)" and exit 0 for a wrong --source
+        where = ", ".join(str(s) for s in args.source)
+        print(f"error: no readable Synthea bundle (.json or .json.gz) in --source {where}; "
+              f"nothing written to {args.out}", file=err)
+        return 2
     if args.select == "all":
         selection = Selection(chosen=list(patients))
     else:

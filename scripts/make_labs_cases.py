@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_groundeval.model import CaseError  # noqa: E402
+from pytest_groundeval.tasks.datasets import bundle_files, no_bundles  # noqa: E402
 from pytest_groundeval.scorers.labs import ANALYTES, CHANGE_ANALYTE, CHANGE_MONTHS, CRITERIA, LOINC  # noqa: E402
 from pytest_groundeval.tasks.labs import derive_truth, months_before, results  # noqa: E402
 
@@ -246,7 +247,10 @@ def _write_bundle(path: Path, bundle: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     seed = str(args.seed)
-    files = sorted(p for p in args.source.iterdir() if p.name.endswith((".json", ".json.gz")))
+    files = bundle_files(args.source)
+    if not files:
+        print(no_bundles(args.source, "--source", args.out), file=sys.stderr)
+        return 2
     bundles: dict[str, dict[str, Any]] = {}
     pool: dict[str, list[tuple[str, dict[str, Any], dict[str, Any]]]] = {}
     for path in files:
@@ -285,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
             chosen.append((name, cand, truth))
             got += 1
         table.append((name, len(avail), got, dict(tags)))
+    if not chosen:  # nothing to write: keep what --out holds
+        print(f"no case could be made from the {len(files)} bundle(s) in {args.source} (no living patient has a "
+              f"result of the suite's analytes; a bundle trimmed by make_fixtures.py keeps no Observation: give "
+              f"the untrimmed Synthea output); nothing written to (or deleted from) {args.out}", file=sys.stderr)
+        return 1
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bundles").mkdir(exist_ok=True)
     for old in list(args.out.glob("*.json")) + list((args.out / "bundles").glob("*.json")):

@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_groundeval.fhir.codes import LOINC, RXNORM, SNOMED, UCUM  # noqa: E402
 from pytest_groundeval.tasks import orders as task  # noqa: E402
+from pytest_groundeval.tasks.datasets import bundle_files, no_bundles  # noqa: E402
 
 KEEP = ("Patient", "Condition", "Observation", "MedicationRequest", "Medication")
 DROP_KEYS = ("text", "encounter", "requester", "recorder", "asserter", "performer", "context", "insurance",
@@ -105,8 +106,9 @@ class Record:
                                 for c in self.of("Condition"))
         self.a1c = sorted(d for o in self.of("Observation") if task.HBA1C in task.codes_of(o.get("code"), LOINC)
                           for d in [task.day_of(o.get("effectiveDateTime"))] if d)
-        self.last_day = max(d for r in self.res for k in ("effectiveDateTime", "authoredOn", "onsetDateTime")
-                            for d in [task.day_of(r.get(k))] if d)
+        # None: nothing dated (e.g. a bundle trimmed to the Patient); main() skips it, naming it
+        self.last_day = max((d for r in self.res for k in ("effectiveDateTime", "authoredOn", "onsetDateTime")
+                             for d in [task.day_of(r.get(k))] if d), default=None)
 
     def of(self, rtype: str) -> list[dict[str, Any]]:
         return [r for r in self.res if r["resourceType"] == rtype]
@@ -369,8 +371,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "fixtures" / "orders")
     ap.add_argument("--seed", type=int, default=18)
     args = ap.parse_args(argv)
-    files = sorted(p for p in args.source.iterdir() if p.name.endswith((".json", ".json.gz")))
-    records = [Record(p) for p in files]
+    files = bundle_files(args.source)
+    if not files:
+        print(no_bundles(args.source, "--source", args.out), file=sys.stderr)
+        return 2
+    records = []
+    for p in files:
+        rec = Record(p)
+        if rec.last_day is None:  # a case's "today" is set after the record's last date
+            print(f"skipped {p.name}: no dated resource (effectiveDateTime, authoredOn, onsetDateTime)",
+                  file=sys.stderr)
+            continue
+        records.append(rec)
     cases: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     seen: Counter[str] = Counter()
     for rec, c in plan(records, args.seed):
@@ -391,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if truth["due"] is not item["choice"]["due"]:
             problems.append(f"{cid}: derived due={truth['due']} ({truth['why']})")
+    if not cases:  # nothing to write: keep what --out holds
+        print(f"no case could be made from the {len(files)} bundle(s) in {args.source}; nothing written to "
+              f"(or deleted from) {args.out}", file=sys.stderr)
+        return 1
     if problems:
         print("refused:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1

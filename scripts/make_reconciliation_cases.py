@@ -60,6 +60,8 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES, REQUEST_ACTIVE, REQUEST_ENDED  # noqa: E402
 from pytest_groundeval.fhir.medications import distinct_codes, medication_requests  # noqa: E402
+from pytest_groundeval.tasks.datasets import bundle_files, load_json, no_bundles  # noqa: E402
+from pytest_groundeval.tasks.datasets import case_id_for as bundle_stem  # noqa: E402
 
 KINDS = ("unreported", "unrecorded", "stopped")
 STRATA = [tuple(k for k, on in zip(KINDS, bits) if on) for bits in
@@ -455,7 +457,7 @@ def _age_years(birth: str, on: str) -> int:
 
 
 def read_patient(path: Path) -> Patient | None:
-    bundle = json.loads(path.read_bytes())
+    bundle, _ = load_json(path)  # .json or .json.gz, as the suites read them
     patient = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
     if patient.get("deceasedDateTime") or patient.get("deceasedBoolean"):
         return None
@@ -482,7 +484,7 @@ def read_patient(path: Path) -> Patient | None:
         return None
     ended = [c for c, m in meds.items() if "active" not in m.statuses and m.statuses & set(ENDED)]
     age = _age_years(patient["birthDate"], max(dates))
-    return Patient(path.stem, path, age >= 16, age, patient.get("gender", ""), meds, active, ended)
+    return Patient(bundle_stem(path), path, age >= 16, age, patient.get("gender", ""), meds, active, ended)
 
 
 def case_id_for(stem: str, variant: str) -> str:
@@ -651,8 +653,12 @@ def main(argv: list[str] | None = None) -> int:
 
     catalog = [parse_display(str(e["code"]), str(e["display"])) for e in json.loads(args.catalog.read_bytes())]
     catalog_by_code = {m.code: m for m in catalog}
+    paths = bundle_files(args.fixtures)
+    if not paths:  # never an empty run that deletes the --out folder's cases and says "0 cases"
+        print(no_bundles(args.fixtures, "--fixtures", args.out), file=sys.stderr)
+        return 2
     patients = []
-    for path in sorted(args.fixtures.glob("*.json")):
+    for path in paths:
         p = read_patient(path)
         if p is None:
             continue
@@ -672,6 +678,11 @@ def main(argv: list[str] | None = None) -> int:
             refused.append(str(e))
             continue
         cases.append((case, stratum))
+    if not cases:  # nothing to write: keep what --out holds
+        print(f"no case could be made from the {len(paths)} bundle(s) in {args.fixtures} (none of a living patient "
+              f"with an active medication to report); nothing written to (or deleted from) {args.out}",
+              file=sys.stderr)
+        return 1
     if refused:  # a note that does not say what its truth says: write nothing, delete nothing
         for reason in refused:
             print(f"refused: {reason}", file=sys.stderr)

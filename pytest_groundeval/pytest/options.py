@@ -140,6 +140,17 @@ def _task_path(config: pytest.Config, task: Any) -> Path:
     return config.rootpath / task.source.default
 
 
+def source_setting(config: pytest.Config, task: Any) -> str:
+    """Which setting gave a task's case path (for a refusal of that path): the command-line
+    option, the ini key, or the task's default."""
+    src = task.source
+    if config.getoption(src.dest):
+        return f"given by {src.flag}, relative to the current folder {Path.cwd()}"
+    if config.getini(src.ini):
+        return f"given by the ini key {src.ini}, relative to the rootdir {config.rootpath}"
+    return f"the {task.name} suite's default; point it elsewhere with {src.flag} or the ini key {src.ini}"
+
+
 MAX_CONCURRENCY = 256
 MAX_RETRIES = 20
 MAX_REPEAT = 1000

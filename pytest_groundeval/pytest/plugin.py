@@ -256,7 +256,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         refs = evaluator.refs(task)
     except (FileNotFoundError, ValueError) as e:
-        raise _redacted(pytest.UsageError(str(e))) from None
+        from pytest_groundeval.pytest.options import source_setting
+
+        where = source_setting(metafunc.config, evaluator.tasks[task])
+        raise _redacted(pytest.UsageError(f"{e} [{where}]")) from None
     metafunc.parametrize("case", refs, ids=[r.item_id for r in refs])
 
 

@@ -341,7 +341,7 @@ def table(history: History, chosen: Sequence[str] = ()) -> list[str]:
     lead = leads(runs, chosen)
     head = ["started", "run id", "agent", "model", "branch"]
     for task, metric in lead.items():
-        head += [f"{task} pass", f"{task} {metric or '–'}"]
+        head += [f"{task} pass rate", f"{task} {metric or '–'}"]  # as on the page: "pass" may be the lead
     head.append("completeness")
     rows = [head]
     for r in runs:

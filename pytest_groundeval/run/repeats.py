@@ -2,7 +2,8 @@
 result in the record, the repeat index in the model-call cache key). Per case, its pass
 rate, pass^k (all N passed) and pass@k (at least one did); per task, the mean pass rate with
 a 95% interval (a seeded bootstrap over cases: a case's repeats are not independent
-draws), the share of cases with pass^k and pass@k, and the share of flaky cases (passed
+draws; Wilson's when every case's rate is 0 or 1, as the bootstrap of identical values is a
+certain-looking [1, 1]), the share of cases with pass^k and pass@k, and the share of flaky cases (passed
 some repeats and failed others), each with a Wilson interval. Threshold names: ``TASK.pass_rate``, ``TASK.pass_hat_k``,
 ``TASK.pass_at_k`` and ``TASK.flaky`` (declared lower-is-better: a threshold on it is a maximum).
 Each figure is declared (:data:`REPEAT_SPECS`), and the record carries the declarations.
@@ -20,7 +21,6 @@ from typing import Any, Iterable
 
 from pytest_groundeval.model import CaseResult, MetricSpec, RepeatCase, RepeatRecord, metric, pass_hat
 from pytest_groundeval.scorers.aggregate import rate_ci
-from pytest_groundeval.scorers.base import bootstrap_ci
 
 # one value per case, from its repeats (RepeatCase's fields), not per result
 REPEAT_SPECS: tuple[MetricSpec, ...] = (
@@ -73,7 +73,7 @@ def repeat_summary(results: Iterable[CaseResult], *, seed: int = 0) -> dict[str,
     n = len(per_case)
     rates = [c.pass_rate for c in per_case.values()]
     out: dict[str, Any] = {"repeats": max(c.runs for c in per_case.values()),
-                           "pass_rate": round(sum(rates) / n, 6), "pass_rate_ci95": bootstrap_ci(rates, seed=seed)}
+                           "pass_rate": round(sum(rates) / n, 6), "pass_rate_ci95": rate_ci(rates, seed=seed)}
     for key in ("pass_hat_k", "pass_at_k", "flaky"):
         flags = [1.0 if getattr(c, key) else 0.0 for c in per_case.values()]
         out[key] = round(sum(flags) / n, 6)
@@ -81,7 +81,7 @@ def repeat_summary(results: Iterable[CaseResult], *, seed: int = 0) -> dict[str,
     for k in range(1, min(c.runs for c in per_case.values()) + 1):  # tau-bench's pass^k
         values = [pass_hat(c.runs, c.passed, k) for c in per_case.values()]
         out[f"{PASS_HAT}{k}"] = round(sum(values) / n, 6)
-        out[f"{PASS_HAT}{k}_ci95"] = bootstrap_ci(values, seed=seed)
+        out[f"{PASS_HAT}{k}_ci95"] = rate_ci(values, seed=seed)  # all 0/1 (e.g. every case passing): Wilson
     return out
 
 

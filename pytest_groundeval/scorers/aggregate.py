@@ -40,8 +40,10 @@ def grounded_summary(run: list[CaseResult]) -> dict[str, Any]:
 
 
 def rate_ci(values: list[float], *, seed: int = 0) -> list[float] | None:
-    """The 95% interval of a mean of per-case values: Wilson's when every value is 0 or 1 (a
-    proportion of cases passing), else the seeded bootstrap's; None under two cases."""
+    """The 95% interval of a mean of per-case values in [0, 1]: Wilson's when every value is 0
+    or 1 (a proportion of cases passing; and the percentile bootstrap of identical values is a
+    zero-width, certain-looking interval: 168 of 168 would be [1, 1], not [0.978, 1]), else
+    the seeded bootstrap's; None under two cases."""
     if all(v in (0.0, 1.0) for v in values):
         return wilson_ci(int(sum(values)), len(values))
     return bootstrap_ci(values, seed=seed)
@@ -63,8 +65,9 @@ def code_set_summary(tp: int, fp: int, fn: int, per_case: dict[str, list[float]]
                      *, seed: int = 0) -> dict[str, Any]:
     """The aggregates of a code-set task (extraction, reconciliation): micro P/R/F1 from the
     summed counts, macro means of the per-case ``precision``/``recall``/``f1``, exact-match
-    and name-accuracy rates; the seeded bootstrap interval of macro-F1 and the Wilson
-    interval of exact match (a proportion of cases)."""
+    and name-accuracy rates; the interval of macro-F1 (:func:`rate_ci`: the seeded bootstrap,
+    or Wilson's when every case's F1 is 0 or 1, so a perfect run is not a certain [1, 1]) and
+    the Wilson interval of exact match (a proportion of cases)."""
     micro_p, micro_r, micro_f = prf(tp, fp, fn) if n_run else (0.0, 0.0, 0.0)
     return {
         "micro_precision": round(micro_p, 6),
@@ -75,7 +78,7 @@ def code_set_summary(tp: int, fp: int, fn: int, per_case: dict[str, list[float]]
         "macro_f1": round(mean(per_case["f1"]), 6),
         "exact_match": round(mean(per_case["exact_match"]), 6),
         "name_accuracy": round(mean(per_case["name_accuracy"]), 6),
-        "macro_f1_ci95": bootstrap_ci(per_case["f1"], seed=seed),
+        "macro_f1_ci95": rate_ci(per_case["f1"], seed=seed),
         "exact_match_ci95": rate_ci(per_case["exact_match"], seed=seed),
         "tp": tp, "fp": fp, "fn": fn,
     }

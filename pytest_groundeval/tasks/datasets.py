@@ -86,6 +86,23 @@ def _is_case_file(entry: os.DirEntry) -> bool:
         return True
 
 
+def bundle_files(folder: Path) -> list[Path]:
+    """The bundle files (``.json`` / ``.json.gz``) directly in ``folder``, by name; none when
+    it is not a folder. The case generators (``scripts/make_*_cases.py``) read their source
+    with it and refuse an empty one before touching their output folder."""
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if p.is_file() and p.name.endswith(BUNDLE_SUFFIXES)),
+                  key=lambda p: p.name)
+
+
+def no_bundles(folder: Path, option: str, out: Path) -> str:
+    """The generators' refusal of a source with no bundle (exit 2, nothing written or deleted)."""
+    where = "is not a folder" if not folder.is_dir() else "holds no *.json or *.json.gz bundle"
+    return (f"{option} {folder} {where}: give a folder of Synthea R4 bundles (.json or .json.gz); "
+            f"nothing written to (or deleted from) {out}")
+
+
 def discover_files(folder: Path, task: str, suffixes: tuple[str, ...] = BUNDLE_SUFFIXES) -> list[CaseRef]:
     """One case per ``*.json`` / ``*.json.gz`` file in ``folder`` (not recursive), id = file stem.
 

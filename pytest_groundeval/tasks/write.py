@@ -51,6 +51,14 @@ def _check_case(item: Any, source: str) -> dict[str, Any]:
     fields are checked by :class:`~pytest_groundeval.scorers.write.WriteTruth` in ``load``."""
     from pytest_groundeval.scorers.write import _json_kind
 
+    if isinstance(item, dict) and "note" not in item and "input" in item:
+        # the original groundeval project's format (``input``; a flat ``dosage`` of dose_value /
+        # dose_unit; ``max_daily_dose`` a number): a legitimate refusal that says what to change
+        raise CaseError(f"{source}: write case has 'input' but no 'note': this is the original groundeval "
+                        f"case format, which this suite does not read; rename 'input' to 'note' and give "
+                        f"'expected' this suite's shape (dosage.dose {{value, unit}}, frequency_per_day, "
+                        f"as_needed, ...; max_daily_dose {{value, unit, ingredient}}), as in the suite's bundled "
+                        f"write cases (which hold those seven cases converted)")
     item = require_keys(item, CASE_KEYS, source, "write case")
     for key in ("case_id", "subject", "note"):
         value = item[key]

@@ -252,7 +252,7 @@ def test_runs_prints_the_table(runs_dir, capsys):
     assert groundeval("runs", str(runs_dir)) == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert lines[0].split() == ["started", "run", "id", "agent", "model", "branch", "extraction", "pass",
+    assert lines[0].split() == ["started", "run", "id", "agent", "model", "branch", "extraction", "pass", "rate",
                                 "extraction", "micro_f1", "completeness"]
     assert len(lines) == 1 + len(recs)
     for line, rec in zip(lines[1:], recs):

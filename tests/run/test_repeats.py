@@ -115,6 +115,13 @@ def test_pass_hat_is_tau_bench_s_unbiased_estimator():
     assert s["pass_hat_2"] == pytest.approx((1 / 6 + 1) / 2, abs=1e-6)
     assert s["pass_hat_3"] == pytest.approx((0 + 1) / 2, abs=1e-6)
 
+    # every case passing every repeat: not the bootstrap's certain [1, 1] but Wilson's interval
+    from pytest_groundeval.scorers.base import wilson_ci
+
+    perfect = repeat_summary([r for case in "abcdefghij" for r in results(case, ["passed"] * 3)])
+    assert perfect["pass_rate"] == 1.0 and perfect["pass_rate_ci95"] == wilson_ci(10, 10)
+    assert perfect["pass_hat_3_ci95"] == wilson_ci(10, 10) and perfect["pass_rate_ci95"][0] < 0.75
+
 
 def test_a_cut_short_repeated_run_resumes_to_every_repeat_once(evalproject):
     cut = _run(evalproject, "--run-record", "record.json", "--maxfail", "1")

@@ -393,3 +393,16 @@ def test_committed_fixtures_are_canonical():
         assert bundle["type"] == "collection", f.name
         assert {e["resource"]["resourceType"] for e in bundle["entry"]} <= KEEP, f.name
         assert mf.dump_json(mf.trim_bundle(bundle)) == raw, f.name
+
+
+def test_a_source_with_no_readable_bundle_is_an_error_not_zero_files(tmp_path, capsys):
+    """A wrong --source (missing, empty, or only unreadable files) exits 2 naming it and
+    writes nothing; it used to print "wrote 0 file(s)" and exit 0."""
+    empty, broken, out = tmp_path / "empty", tmp_path / "broken", tmp_path / "out"
+    empty.mkdir(), broken.mkdir()
+    (broken / "bad.json").write_text("not json")
+    for src in (tmp_path / "missing", empty, broken):
+        assert _run("--source", src, "--out", out, "--select", "all") == 2
+        err = capsys.readouterr().err
+        assert f"no readable Synthea bundle (.json or .json.gz) in --source {src}" in err
+        assert not out.exists()

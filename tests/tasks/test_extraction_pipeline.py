@@ -213,7 +213,13 @@ def test_collection_does_not_read_bundles(evalproject):
 def test_missing_data_dir_is_a_clear_usage_error(evalproject):
     result = evalproject.runpytest("--data-dir", "nowhere")
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error, before any case runs
-    result.stdout.fnmatch_lines(["*extraction cases folder not found: *nowhere*"])
+    # the refusal names the setting that gave the path and what it is relative to
+    result.stdout.fnmatch_lines(["*extraction cases folder not found: *nowhere "
+                                 "[[]given by --data-dir, relative to the current folder *]"])
+    evalproject.makeini("[pytest]\ngroundeval_data_dir = elsewhere\n")
+    result = evalproject.runpytest()
+    result.stdout.fnmatch_lines(["*extraction cases folder not found: *elsewhere "
+                                 "[[]given by the ini key groundeval_data_dir, relative to the rootdir *]"])
 
 
 def test_live_agent_without_key_fails_at_start_and_never_falls_back(evalproject, monkeypatch):

@@ -470,3 +470,18 @@ def test_bootstrap_ci_matches_index_resampling():
     assert ci[0] == pytest.approx(plain[0], abs=0.03) and ci[1] == pytest.approx(plain[1], abs=0.03)
     mean = sum(values) / n
     assert ci[0] < mean < ci[1] and ci[1] - ci[0] > 0.15
+
+
+def test_a_perfect_run_has_an_honest_macro_f1_interval_not_a_certain_one():
+    """168 cases all at F1 1 (the baseline on the SMART sample's other patients): the percentile
+    bootstrap of identical values is [1, 1], a certainty 168 cases cannot give, next to exact
+    match's Wilson [0.978, 1]. Per-case F1 all 0 or 1 is a proportion: Wilson's interval."""
+    n = 168
+    ones = [1.0] * n
+    per_case = {"precision": ones, "recall": ones, "f1": ones, "exact_match": ones, "name_accuracy": ones}
+    s = code_set_summary(300, 0, 0, per_case, n, seed=0)
+    assert s["macro_f1_ci95"] == wilson_ci(n, n) == s["exact_match_ci95"]
+    assert s["macro_f1_ci95"][0] < 0.98 and s["macro_f1_ci95"][1] == 1.0
+    zeros = [0.0] * n
+    s0 = code_set_summary(0, 5, 300, {k: zeros for k in per_case}, n, seed=0)
+    assert s0["macro_f1_ci95"] == wilson_ci(0, n) and s0["macro_f1_ci95"][1] > 0.02

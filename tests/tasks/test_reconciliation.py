@@ -523,3 +523,42 @@ def test_the_langgraph_agent_reconciles_through_tools_without_the_bundle_in_its_
     tools = [t.tool for t in result.transcript]  # what the harness observed
     assert tools == ["list_medication_requests"]
     assert result.score.dimensions["grounded"].passed  # every code it answered, it had read
+
+
+def test_generator_reads_gzipped_bundles_and_refuses_a_folder_with_none(tmp_path, capsys):
+    """A Synthea output folder of ``.json.gz`` (as the suites and the other generators read it)
+    gives the same cases as the plain files; a folder with no bundle is refused with a
+    message naming it, and the --out folder's files are left alone (no "0 cases", exit 0)."""
+    import gzip
+
+    gen = _generator()
+    names = sorted({json.loads((CASES / n).read_bytes())["bundle"].rsplit("/", 1)[-1]
+                    for n in sorted(p.name for p in CASES.glob("*.json"))[:4]})
+    plain, zipped = tmp_path / "plain", tmp_path / "zipped"
+    plain.mkdir(), zipped.mkdir()
+    for name in names:
+        raw = (FIXTURES / "synthea" / name).read_bytes()
+        (plain / name).write_bytes(raw)
+        (zipped / (name + ".gz")).write_bytes(gzip.compress(raw))
+    catalog = ["--catalog", str(FIXTURES / "terminology" / "rxnorm.json"), "--seed", "7"]
+    assert gen.main(["--fixtures", str(plain), "--out", str(tmp_path / "a")] + catalog) == 0
+    assert gen.main(["--fixtures", str(zipped), "--out", str(tmp_path / "b")] + catalog) == 0
+    made = {p.name: json.loads(p.read_bytes()) for p in (tmp_path / "a").glob("*.json")}
+    made_gz = {p.name: json.loads(p.read_bytes()) for p in (tmp_path / "b").glob("*.json")}
+    assert made and sorted(made) == sorted(made_gz)
+    for name, case in made.items():
+        assert made_gz[name]["bundle"] == case["bundle"].replace("../plain/", "../zipped/") + ".gz"
+        assert {k: v for k, v in made_gz[name].items() if k != "bundle"} == {k: v for k, v in case.items() if k != "bundle"}
+    # the gzipped cases load through the task, with the same truth as the plain ones
+    plain_cases = {r.case_id: ReconciliationTask(tmp_path / "a").load(r).truth for r in ReconciliationTask(tmp_path / "a").discover()}
+    gz_task = ReconciliationTask(tmp_path / "b")
+    assert {r.case_id: gz_task.load(r).truth for r in gz_task.discover()} == plain_cases
+    capsys.readouterr()
+    (tmp_path / "empty").mkdir()
+    keep = tmp_path / "out" / "mine.json"
+    keep.parent.mkdir()
+    keep.write_text("{}")
+    assert gen.main(["--fixtures", str(tmp_path / "empty"), "--out", str(keep.parent)] + catalog) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "empty") in err and "*.json.gz" in err and "nothing written" in err
+    assert keep.read_text() == "{}"

@@ -186,6 +186,24 @@ def test_top_level_fields_must_be_non_empty_strings(field, bad):
     assert _check_case(dict(case), "cases.json[3]")[field] == case[field]
 
 
+def test_the_original_projects_case_format_is_refused_saying_what_to_change():
+    """The original groundeval project's write cases (``input``, a flat dosage) are a refusal
+    that names the format and the fields to change, not a bare "lacks ['note']"."""
+    from pytest_groundeval.model import CaseError
+    from pytest_groundeval.tasks.write import _check_case
+
+    legacy = {"case_id": "aspirin-active-daily", "subject": "Patient/pat-001",
+              "input": "Patient takes aspirin 81 mg oral tablet once daily.",
+              "expected": {"rxnorm_code": "243670", "display": "aspirin 81 MG Oral Tablet", "status": "active",
+                           "dosage": {"dose_value": 81, "dose_unit": "mg", "frequency_per_day": 1},
+                           "max_daily_dose": 4000}}
+    with pytest.raises(CaseError, match=r"^cases\.json\[0\]: write case has 'input' but no 'note': this is the "
+                                        r"original groundeval case format.*rename 'input' to 'note'.*dosage\.dose"):
+        _check_case(legacy, "cases.json[0]")
+    with pytest.raises(CaseError, match=r"write case lacks \['note'\]"):  # no 'input': the plain refusal
+        _check_case({k: v for k, v in legacy.items() if k != "input"}, "cases.json[0]")
+
+
 # ---------------------------------------------------------------- content
 
 
