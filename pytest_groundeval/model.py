@@ -603,7 +603,9 @@ class MetricSpec(_Model):
     * ``rate``: the share of cases (results) whose per-case value ``of`` is 1 (0 or 1 per case:
       a pass/fail check); paired test exact McNemar; Wilson interval.
     * ``mean``: the mean of a per-case value ``of`` (any number: a macro F1, name accuracy);
-      paired test the paired bootstrap; bootstrap interval.
+      paired test the paired bootstrap; bootstrap interval (Wilson's when every per-case value
+      is 0 or 1: the percentile bootstrap of identical values has no width, a certain-looking
+      [1, 1] for a perfect run).
     * ``prf``: ``figure`` (precision, recall or F1) of the summed per-case ``counts``
       (tp, fp, fn: ``count`` metrics of the same task); paired bootstrap.
     * ``count``: a sum of the per-case value ``of`` (``unscored``: what an errored case adds),
