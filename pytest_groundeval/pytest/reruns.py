@@ -53,10 +53,13 @@ EXEMPT = MappingProxyType({"reruns": 0, "retries": 0, "condition": False})
 REPEAT_PLUGIN = ("pytest_repeat", "pytest-repeat")
 
 
+def repeat_loaded(config: pytest.Config) -> bool:
+    return any(getattr(p, "__name__", None) == REPEAT_PLUGIN[0] for p in config.pluginmanager.get_plugins())
+
+
 def repeat_setting(config: pytest.Config) -> str | None:
     """pytest-repeat's ``--count N`` when it is loaded and N > 1, as the user wrote it."""
-    loaded = {getattr(p, "__name__", None) for p in config.pluginmanager.get_plugins()}
-    if REPEAT_PLUGIN[0] not in loaded:
+    if not repeat_loaded(config):
         return None
     try:
         count = int(config.getoption("count"))
@@ -68,7 +71,10 @@ def repeat_setting(config: pytest.Config) -> str | None:
 def exempt_from_repeats(metafunc: pytest.Metafunc) -> None:
     """An eval test function is run once per case whatever pytest-repeat is told (module
     docstring, 4); called from groundeval's ``pytest_generate_tests``, which pluggy runs before
-    pytest-repeat's (``trylast``)."""
+    pytest-repeat's (``trylast``). Without pytest-repeat nothing is marked (``repeat`` is then
+    no registered marker: ``--strict-markers`` would refuse it)."""
+    if not repeat_loaded(metafunc.config):
+        return
     own = metafunc.definition.get_closest_marker("repeat")
     if own is not None and own.args and own.args[0] != 1:
         import warnings

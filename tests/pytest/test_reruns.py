@@ -400,3 +400,11 @@ def test_plain():
     assert (counts.get("failed"), counts.get("passed")) == (FIRST_TRY_FAILED, 1 + 2), counts  # test_plain twice
     result.stdout.fnmatch_lines(["*test_evals.py::test_extraction: the test's repeat(3) marker does not repeat eval "
                                  "cases*--repeat N*"])
+
+
+def test_without_pytest_repeat_strict_markers_still_collects_the_evals(project):
+    """Eval tests get the ``repeat`` marker only where pytest-repeat registers it: without it,
+    ``--strict-markers`` would refuse an unknown marker and nothing would be collected."""
+    result = _run(project, "--agent=fail_first:FailFirst", "-p", "no:repeat", "--strict-markers")
+    _assert_first_try_stands(project, result)
+    assert "not repeated by" not in result.stdout.str()
