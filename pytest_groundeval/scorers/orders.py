@@ -271,7 +271,8 @@ def parse_instant(value: Any) -> datetime | None:
 _instant = parse_instant
 
 
-def _day(value: Any) -> date | None:
+def day_of(value: Any) -> date | None:
+    """The calendar date a FHIR date / dateTime starts with (None: no date)."""
     if not isinstance(value, str) or len(value) < 10:
         return None
     try:
@@ -293,7 +294,7 @@ def _one_test_now(resource: dict[str, Any], today_iso: str) -> Check:
     period = resource.get("occurrencePeriod")
     if isinstance(period, dict):
         days.append(("occurrencePeriod.start", period.get("start", today_iso)))
-        if "end" in period and (_day(period["end"]) is None or _day(period["end"]) < today):  # type: ignore[operator]
+        if "end" in period and (day_of(period["end"]) is None or day_of(period["end"]) < today):  # type: ignore[operator]
             problems.append(f"occurrencePeriod.end {period['end']!r} is before today")
     timing = resource.get("occurrenceTiming")
     if isinstance(timing, dict):
@@ -304,7 +305,7 @@ def _one_test_now(resource: dict[str, Any], today_iso: str) -> Check:
             problems.append(f"occurrenceTiming has {len(events)} events: several tests, not one")
         days += [("occurrenceTiming.event", e) for e in events[:1]]
     for where, value in days:
-        d = _day(value)
+        d = day_of(value)
         if d is None:
             problems.append(f"{where} {value!r} is no date")
         elif d < today:
@@ -559,6 +560,6 @@ def summarize(results: list[CaseResult]) -> dict[str, Any]:
     return summary
 
 
-__all__ = ["DIMENSIONS", "SPECS", "Write", "as_activity", "code_check", "parse_instant", "score_orders", "summarize",
+__all__ = ["DIMENSIONS", "SPECS", "Write", "as_activity", "code_check", "day_of", "parse_instant", "score_orders", "summarize",
            "unscored",
            "valid_dimension", "writes"]

@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any, Mapping
 
 from pytest_groundeval.fhir.codes import LOINC, RXNORM, SNOMED
-from pytest_groundeval.scorers.orders import parse_instant
+from pytest_groundeval.scorers.orders import day_of, parse_instant
 
 HBA1C = "4548-4"
 BP_PANEL = "85354-9"
@@ -42,16 +42,6 @@ def codes_of(concept: Any, system: str | None = None) -> set[str]:
         return set()
     return {c["code"] for c in concept["coding"] if isinstance(c, dict) and isinstance(c.get("code"), str)
             and (system is None or c.get("system") == system)}
-
-
-def day_of(value: Any) -> date | None:
-    """The calendar date a FHIR date / dateTime starts with (None: no date)."""
-    if not isinstance(value, str) or len(value) < 10:
-        return None
-    try:
-        return date.fromisoformat(value[:10])
-    except ValueError:
-        return None
 
 
 def months_before(d: date, months: int) -> date:

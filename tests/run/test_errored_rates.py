@@ -47,6 +47,17 @@ class DodgesDeclines:
 '''
 
 
+def _labs_project(pytester, **agents: str):
+    """The committed labs suite copied into ``pytester``'s project, with the eval test and
+    ``agents`` (module name -> source); returns the suite's folder."""
+    pytester.makepyfile(test_labs_suite=EVAL, **agents)
+    data = pytester.mkdir("labs")
+    shutil.copytree(LABS / "bundles", data / "bundles")
+    for p in sorted(LABS.glob("*.json")):
+        shutil.copy(p, data / p.name)
+    return data
+
+
 def _labs_task():
     return registry()["labs"](LABS)
 
@@ -74,11 +85,7 @@ def _expect(case_id: str) -> str:
 
 
 def test_an_agent_that_raises_on_the_cases_it_would_fail_keeps_them_in_every_rate(pytester):
-    pytester.makepyfile(test_labs_suite=EVAL, dodging=AGENT)
-    data = pytester.mkdir("labs")
-    shutil.copytree(LABS / "bundles", data / "bundles")
-    for p in sorted(LABS.glob("*.json")):
-        shutil.copy(p, data / p.name)
+    data = _labs_project(pytester, dodging=AGENT)
     common = ("-p", "no:randomly", "-p", "no:cacheprovider", "--labs-cases", str(data), "-q")
     result = pytester.runpytest_subprocess("--agent=dodging:DodgesDeclines", "--run-record", "dodging.json",
                                            "--threshold", "labs.value=0.95", *common)
@@ -129,11 +136,7 @@ class CrashesOnADecline:
 
 def test_a_crashed_worker_s_case_counts_0_in_the_rates_its_truth_applies_to(pytester):
     """The controller reads the crashed case's truth (the worker that held it is gone)."""
-    pytester.makepyfile(test_labs_suite=EVAL, crasher=CRASHER)
-    data = pytester.mkdir("labs")
-    shutil.copytree(LABS / "bundles", data / "bundles")
-    for p in sorted(LABS.glob("*.json")):
-        shutil.copy(p, data / p.name)
+    data = _labs_project(pytester, crasher=CRASHER)
     result = pytester.runpytest_subprocess("--agent=crasher:CrashesOnADecline", "--run-record", "record.json",
                                            "-p", "no:randomly", "-p", "no:cacheprovider", "--labs-cases", str(data),
                                            "-n", "2", "-q")
