@@ -18,7 +18,7 @@ required ``Coding``-free ``subject``) must be identical before and after; the sc
 if not. groundeval never does this swap: its verdicts are fhir.resources' own. This is the
 reproducer for the upstream issue, and the number behind issue 17's cold floor.
 
-Usage: uv run python scripts/bench_fhir_core_validators.py [--reps 5]
+Usage: uv run python scripts/bench_fhir_core_validators.py [--reps 5] [--fixtures DIR]
 """
 
 from __future__ import annotations
@@ -167,8 +167,9 @@ def timed(bundles: list[dict]) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--fixtures", type=Path, default=FIXTURES, help="a folder of Bundle JSON files (default: fixtures/synthea)")
     a = p.parse_args(argv)
-    bundles = [orjson.loads(f.read_bytes()) for f in sorted(FIXTURES.glob("*.json"))]
+    bundles = [orjson.loads(f.read_bytes()) for f in sorted(a.fixtures.glob("*.json"))]
     invalid = invalid_bundles(bundles)
     released_out = outcomes(bundles, invalid)
     if "accepted" in released_out[len(bundles):]:
