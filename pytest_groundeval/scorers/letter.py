@@ -37,7 +37,14 @@ The checks (each a dimension with one check per drug and a reason):
   drug is always a contradiction, so hedging never passes;
 * ``no_invented_drug``: every drug the letter names is in the record (any status) or the note;
 * ``dose``: every strength stated next to a drug ("amlodipine 10 mg") is one of that drug's
-  strengths in the record; a sentence naming several drugs may state any of their strengths.
+  strengths in the record or its recorded dose in mg (two 500 mg tablets: "1000 mg"); every
+  count of units ("take 2 tablets", "two 500 mg tablets", "1-2 puffs": :func:`unit_counts`) is
+  the record's count per administration (``truth["doses"]``), or one unit when the record gives
+  no dose (the strength the review lists is then the dose, as "amlodipine 5 mg" says); a count
+  per day ("4 tablets a day") is the record's per-day count where the record gives a schedule
+  (unchecked where it gives none). A sentence naming several drugs may state any of their
+  strengths and counts; a sentence naming none gives its strengths and counts to the previous
+  sentence's drugs. How often (twice a day) is not compared.
 
 ``passed`` = every checkable dimension passed. The reading grade (Flesch-Kincaid, below) is
 reported, not judged; the jury's score (HealthBench's formula, ``judges/jury.py``) is reported
@@ -56,6 +63,7 @@ from typing import Any, Iterable
 
 from pytest_groundeval.model import CaseResult, MetricSpec, metric
 from pytest_groundeval.scorers import drugtext
+from pytest_groundeval.scorers import units as units_mod
 from pytest_groundeval.scorers.aggregate import counts, rate_ci
 from pytest_groundeval.scorers.base import Check, Dimension, Score, mean
 
@@ -242,6 +250,38 @@ _UNIT_WORDS = ((re.compile(r"\bmilli ?grams?\b", re.I), "mg"), (re.compile(r"\bm
 _NUMBER_UNIT = re.compile(r"\b(" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r")(?:[ -]a)? (mg|mcg|g)\b", re.I)
 
 
+# A count of units ("take 2 tablets", "two 500 mg tablets", "half a tablet", "1-2 puffs", "2 x 500 mg"):
+# a dose in units per administration, or per day when "a day" / "per day" / "in 24 hours" follows
+_CN = (r"(?:\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a half|one half|half"
+       r"|a|an)")
+_UNIT_WORD = r"(?:tablets?|tabs?|capsules?|caps?|caplets?|pills?|puffs?|sprays?|inhalations?|actuations?|patch(?:es)?)"
+_COUNT = re.compile(
+    rf"(?<![\w.,/])(?P<n>{_CN})(?:\s*(?:-|\u2013|to|or)\s*(?P<m>{_CN}))?\s+(?:of\s+)?(?:an?\s+)?"
+    rf"(?:(?:\d+(?:\.\d+)?\s*(?:mg|mcg|g)|(?!(?:mg|mcg|g|ml|milli|micro)\b)[a-z]+)\s+){{0,2}}?{_UNIT_WORD}\b"
+    rf"|(?<![\w.,/])(?P<xn>\d+)\s*[x\u00d7]\s*\d+(?:\.\d+)?\s*(?:mg|mcg|g)\b", re.I)
+_PER_DAY = re.compile(r"\s*(?:of\s+(?:it|them|each)\s+)?(?:(?:a|per|each|every)\s+day\b|daily\s+in\s+total\b"
+                      r"|in\s+(?:a\s+|any\s+|one\s+)?(?:24\s*-?\s*h(?:ours?|rs?)?|day)\b)", re.I)
+_COUNT_VALUES = {**{w: float(v) for w, v in _NUMBERS.items() if v.isdigit()}, "a": 1.0, "an": 1.0,
+                 "half": 0.5, "a half": 0.5, "one half": 0.5}
+
+
+def unit_counts(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """``(per administration, per day)``: the counts of units (tablets, capsules, puffs ...)
+    a text states, each a ``(low, high)`` range ("1-2 tablets")."""
+    dose: list[tuple[float, float]] = []
+    day: list[tuple[float, float]] = []
+
+    def value(token: str) -> float:
+        t = " ".join(token.casefold().split())
+        return _COUNT_VALUES[t] if t in _COUNT_VALUES else float(t)
+
+    for m in _COUNT.finditer(text):
+        lo = value(m.group("n") or m.group("xn"))
+        hi = value(m.group("m")) if m.group("m") else lo
+        (day if _PER_DAY.match(text, m.end()) else dose).append((min(lo, hi), max(lo, hi)))
+    return dose, day
+
+
 def units(text: str) -> str:
     """Strengths as the catalog's tokenizer reads them: "ten milligrams" is "10 mg"."""
     for pattern, unit in _UNIT_WORDS:
@@ -304,10 +344,22 @@ class Drug:
     display: str
     verdict: str | None
     statuses: frozenset[str]
+    per_dose: tuple[float, ...] = ()  # the record's doses, in units (tablets, puffs) per administration
+    per_day: tuple[float, ...] = ()  # ... and per day, where the record gives a schedule
     product: drugtext.Product = field(init=False)
 
     def __post_init__(self) -> None:
         self.product = drugtext.product(self.display)
+
+    def dose_counts(self) -> tuple[float, ...]:
+        """The counts of units a letter may give per administration: the record's, else one
+        unit (the strength the review lists, as "amlodipine 5 mg" states it)."""
+        return self.per_dose or (1.0,)
+
+    def dose_amounts(self) -> list[float]:
+        """The record's doses in mg per administration (its counts times the one strength per unit)."""
+        per_unit = [a.value for a in units_mod.product_strengths(self.display).values() if a.kind == units_mod.MASS]
+        return [n * v for n in self.per_dose for v in per_unit]
 
     @property
     def ended_only(self) -> bool:
@@ -322,6 +374,8 @@ class Mention:
     stances: list[str] = field(default_factory=list)
     strengths: list[tuple[float, str | None]] = field(default_factory=list)
     sentence_codes: tuple[str, ...] = ()
+    counts: list[tuple[float, float]] = field(default_factory=list)  # units per administration (:func:`unit_counts`)
+    daily: list[tuple[float, float]] = field(default_factory=list)  # units per day
 
 
 @dataclass
@@ -348,10 +402,17 @@ def drugs_of(truth: dict[str, Any]) -> list[Drug]:
     for r in truth.get("record", []):
         statuses.setdefault(r["code"], set()).add(r["status"])
         displays.setdefault(r["code"], r["display"])
-    out = [Drug(t["code"], t["display"], t["verdict"], frozenset(statuses.get(t["code"], ())))
+    doses = truth.get("doses") or {}
+
+    def dosed(code: str) -> dict[str, tuple[float, ...]]:
+        d = doses.get(code) or {}
+        return {"per_dose": tuple(float(x) for x in d.get("per_dose", ())),
+                "per_day": tuple(float(x) for x in d.get("per_day", ()))}
+
+    out = [Drug(t["code"], t["display"], t["verdict"], frozenset(statuses.get(t["code"], ())), **dosed(t["code"]))
            for t in truth["items"]]
     seen = {d.code for d in out}
-    out += [Drug(c, displays[c], None, frozenset(s)) for c, s in sorted(statuses.items()) if c not in seen]
+    out += [Drug(c, displays[c], None, frozenset(s), **dosed(c)) for c, s in sorted(statuses.items()) if c not in seen]
     return out
 
 
@@ -503,9 +564,11 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     for m in last:
                         m.stances.extend(cues)
                 loose = list(drugtext.read(sentence).strengths)
-                # a strength with no drug ("Keep taking amlodipine. Take 10 mg a day.") is the
-                # previous sentence's drugs' (checked in ``dose``)
-                last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes) for m in last] if loose else []
+                per_dose, per_day = unit_counts(sentence)
+                # a strength or a count with no drug ("Keep taking amlodipine. Take 10 mg a day.",
+                # "... Take 4 tablets.") is the previous sentence's drugs' (checked in ``dose``)
+                last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes, per_dose, per_day) for m in last] \
+                    if loose or per_dose or per_day else []
                 mentions.extend(last)
                 continue
             runs: list[tuple[str, list[Any]]] = []
@@ -530,6 +593,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     pairs.append((found, list(cues)))
             has_cue = any(cues for _, cues in pairs)
             strengths = drugtext.read(sentence).strengths
+            sentence_counts = unit_counts(sentence)
             sentence_codes: list[str] = []
             for found, _ in pairs:
                 for ds, _part in found:
@@ -540,9 +604,11 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     stances = list(heading)
                 for ds, part in found:
                     part_strengths = list(drugtext.read(part).strengths)
+                    part_counts = unit_counts(part)
+                    per_dose, per_day = part_counts if any(part_counts) else sentence_counts
                     for d in ds:
                         mentions.append(Mention(d.code, si, part, list(stances), part_strengths or list(strengths),
-                                                tuple(sentence_codes)))
+                                                tuple(sentence_codes), list(per_dose), list(per_day)))
             last = mentions[-sum(len(ds) for found, _ in pairs for ds, _ in found):]
     return Reading(mentions, sorted(invented))
 
@@ -550,6 +616,19 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
 # ---------------------------------------------------------------- the checks
 def _fmt(mg: float, per: str | None) -> str:
     return f"{mg:g} mg" + (f"/{per}" if per else "")
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+
+
+def _units(lo: float, hi: float) -> str:
+    return f"{lo:g} unit(s)" if _same(lo, hi) else f"{lo:g}-{hi:g} units"
+
+
+def _units_of(counts: Iterable[float]) -> str:
+    shown = [f"{n:g}" for n in counts]
+    return f"{' or '.join(shown)} unit(s)" if shown else "no dose (one unit: the strength listed)"
 
 
 def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> dict[str, Dimension]:
@@ -595,16 +674,27 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
         "drugs named", not reading.invented, "every drug named is in the record or the note" if not reading.invented
         else f"names {', '.join(reading.invented)}, in neither the record nor the note"))
     for m in reading.mentions:
-        if not m.strengths or all(per == "mg" for _, per in m.strengths):
-            continue  # (a mg/mg "strength" is two strengths read as a ratio: "10 mg / 28 mg")
-        own = {s for c in (set(m.sentence_codes) | {m.code}) for s in drugs[c].product.reading.strengths}
-        if not drugs[m.code].product.reading.strengths:
-            continue
-        wrong = [s for s in m.strengths if s[1] != "mg" and not any(abs(s[0] - o[0]) <= 1e-6 * max(1.0, o[0]) for o in own)]
+        near = [drugs[c] for c in dict.fromkeys((m.code, *m.sentence_codes))]  # a sentence's drugs share its doses
         label = f"{m.code} {drugs[m.code].product.shown()}: {m.text[:60]!r}"
-        dims["dose"].append(Check(label, not wrong, "stated strength is the record's" if not wrong else
-                                  f"states {', '.join(_fmt(*s) for s in wrong)}; the record has "
-                                  f"{', '.join(_fmt(*s) for s in drugs[m.code].product.reading.strengths)}"))
+        why: list[str] = []
+        stated = [s for s in m.strengths if s[1] != "mg"]  # (a mg/mg "strength" is two strengths read as a ratio)
+        if stated and drugs[m.code].product.reading.strengths:
+            own = [o[0] for d in near for o in d.product.reading.strengths] + [a for d in near for a in d.dose_amounts()]
+            wrong = [s for s in stated if not any(_same(s[0], o) for o in own)]
+            if wrong:
+                amounts = sorted({a for a in drugs[m.code].dose_amounts()})
+                why.append(f"states {', '.join(_fmt(*s) for s in wrong)}; the record has "
+                           f"{', '.join(_fmt(*s) for s in drugs[m.code].product.reading.strengths)}"
+                           + (f" (a dose of {', '.join(_fmt(a, None) for a in amounts)})" if amounts else ""))
+        for lo, hi in m.counts:  # units per administration: the record's count, else one unit
+            if not any(_same(lo, n) and _same(hi, n) for d in near for n in d.dose_counts()):
+                why.append(f"says {_units(lo, hi)} per dose; the record has {_units_of(drugs[m.code].per_dose)}")
+        for lo, hi in m.daily:  # units per day: checked where the record gives a schedule
+            if any(d.per_day for d in near) and not any(_same(lo, n) and _same(hi, n) for d in near for n in d.per_day):
+                why.append(f"says {_units(lo, hi)} a day; the record has "
+                           f"{_units_of(drugs[m.code].per_day) if drugs[m.code].per_day else 'no schedule'}")
+        if (stated and drugs[m.code].product.reading.strengths) or m.counts or (m.daily and any(d.per_day for d in near)):
+            dims["dose"].append(Check(label, not why, "; ".join(why) or "stated strength and count are the record's"))
     return {k: Dimension.from_checks(k, v) for k, v in dims.items()}
 
 

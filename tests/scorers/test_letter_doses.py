@@ -1,0 +1,103 @@
+"""A dose given as a count of units ("take 2 tablets") is read against the case's truth: the
+record's dose per administration (``truth["doses"]``, from each request's ``doseQuantity``) and,
+where the record gives a schedule, per day; with no recorded dose only one unit (the strength
+the review lists) is consistent. Both directions: a wrong count fails, the right count passes,
+and so does the right dose stated in mg (two 500 mg tablets are 1000 mg)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_groundeval.scorers.letter import check_letter, unit_counts
+from pytest_groundeval.tasks.letter import record_doses
+
+METFORMIN = "861007"
+TRUTH = {
+    "items": [
+        {"code": METFORMIN, "display": "Metformin hydrochloride 500 MG Oral Tablet", "verdict": "matched"},
+        {"code": "197361", "display": "Amlodipine 5 MG Oral Tablet", "verdict": "matched"},
+        {"code": "310436", "display": "Galantamine 4 MG Oral Tablet", "verdict": "stopped-but-taking"},
+    ],
+    "record": [
+        {"code": METFORMIN, "display": "Metformin hydrochloride 500 MG Oral Tablet", "status": "active"},
+        {"code": "197361", "display": "Amlodipine 5 MG Oral Tablet", "status": "active"},
+        {"code": "310436", "display": "Galantamine 4 MG Oral Tablet", "status": "stopped"},
+    ],
+    # metformin: 2 tablets twice a day (1000 mg a dose, 4 tablets a day); amlodipine: no dose recorded
+    "doses": {METFORMIN: {"per_dose": [2.0], "per_day": [4.0]}},
+    "note": "metformin, amlodipine, galantamine",
+}
+STOP = "Stop taking galantamine."
+
+
+def dose_failed(letter: str, truth: dict = TRUTH) -> str | None:
+    dim = check_letter(letter + "\n" + STOP, truth)["dose"]
+    return None if dim.passed else dim.reason
+
+
+@pytest.mark.parametrize("letter", [
+    "Keep taking metformin, 4 tablets twice a day.",
+    "Keep taking metformin. Take 4 tablets each time.",  # the count in the next sentence
+    "Take 1 tablet of metformin twice a day.",
+    "Keep taking metformin: one tablet in the morning and one at night.",
+    "Keep taking metformin, 1-2 tablets twice a day.",
+    "Keep taking metformin 500 mg, three tablets twice a day.",
+    "Keep taking metformin, two 500 mg tablets, 6 tablets a day.",  # the dose right, the day wrong
+    "Keep taking metformin 2000 mg twice a day.",  # an amount that is neither a strength nor the dose
+    "Keep taking amlodipine, 2 tablets a dose.",  # no recorded dose: one unit
+    "Keep taking metformin as before.<!-- Metformin: 3 tablets. -->",  # hidden text counts against
+])
+def test_a_wrong_count_fails(letter):
+    assert dose_failed(letter), letter
+
+
+@pytest.mark.parametrize("letter", [
+    "Keep taking metformin, 2 tablets twice a day.",
+    "Keep taking metformin. Take two tablets each time, four tablets a day.",
+    "Take 2 tablets of metformin in the morning and 2 at night.",
+    "Keep taking metformin 500 mg, two tablets twice a day.",
+    "Keep taking two 500 mg metformin tablets twice a day.",
+    "Keep taking metformin 1000 mg (2 tablets) twice a day.",  # the dose in mg: the record's
+    "Keep taking metformin 1000 mg twice a day.",
+    "Keep taking metformin, 4 tablets a day in two doses.",
+    "Keep taking amlodipine 5 mg, one tablet a day.",  # no recorded dose: one unit is the strength listed
+    "Keep taking amlodipine 5 mg every day.",
+    "Keep taking metformin as before.",
+])
+def test_the_right_count_passes(letter):
+    assert dose_failed(letter) is None, (letter, dose_failed(letter))
+
+
+def test_a_strength_is_not_a_count():
+    assert unit_counts("Amlodipine 5 mg tablets, one a day") == ([], [])
+    assert unit_counts("take half a tablet, 3 puffs, 1-2 capsules, 2 x 500 mg") == (
+        [(0.5, 0.5), (3.0, 3.0), (1.0, 2.0), (2.0, 2.0)], [])
+    assert unit_counts("take 4 tablets a day, 3 in 24 hours") == ([], [(4.0, 4.0)])
+
+
+def _bundle(dose: dict | None, repeat: dict | None) -> dict:
+    request = {"resourceType": "MedicationRequest", "id": "m1", "status": "active", "intent": "order",
+               "medicationCodeableConcept": {"coding": [{"system": "http://www.nlm.nih.gov/research/umls/rxnorm",
+                                                         "code": METFORMIN,
+                                                         "display": "Metformin hydrochloride 500 MG Oral Tablet"}]},
+               "subject": {"reference": "Patient/p"}}
+    if dose is not None:
+        request["dosageInstruction"] = [{"doseAndRate": [{"doseQuantity": dose}],
+                                         **({"timing": {"repeat": repeat}} if repeat else {})}]
+    return {"resourceType": "Bundle", "type": "collection",
+            "entry": [{"resource": {"resourceType": "Patient", "id": "p"}}, {"resource": request}]}
+
+
+@pytest.mark.parametrize("dose, repeat, expected", [
+    ({"value": 2}, {"frequency": 2, "period": 1, "periodUnit": "d"}, {"per_dose": [2.0], "per_day": [4.0]}),
+    ({"value": 1000, "unit": "mg"}, None, {"per_dose": [2.0], "per_day": []}),  # a mass: over the strength
+    ({"value": 1, "unit": "tablet"}, {"frequency": 1, "period": 6, "periodUnit": "h"},
+     {"per_dose": [1.0], "per_day": [4.0]}),
+    ({"value": 5, "unit": "mL"}, None, None),  # a volume of a tablet: no count
+    (None, None, None),
+])
+def test_the_truth_reads_the_record_dose(dose, repeat, expected):
+    got = record_doses(json.loads(json.dumps(_bundle(dose, repeat))), "test")
+    assert got.get(METFORMIN) == expected
