@@ -23,7 +23,9 @@ The letter is read twice (:func:`visible`): as the patient sees it (hidden marku
 invisible characters dropped, look-alike letters folded), which alone earns ``named`` and
 ``stance``, and with its hidden pieces shown too, which can lose ``no_contradiction``,
 ``no_invented_drug`` and ``dose``. A negation earlier in the clause flips a cue
-(:func:`negated`); a cue under a condition (:func:`conditional`) earns no ``stance``.
+(:func:`negated`); a cue under a condition (:func:`conditional`) earns no ``stance``, nor
+does a stop told as a past event ("it was stopped", "stopped last year": :func:`past_stop`),
+though both count against; "you stopped it" reports the patient's doing (neither).
 
 The checks (each a dimension with one check per drug and a reason):
 
@@ -110,7 +112,42 @@ _NEGATOR = re.compile(r"n't\b|\b(?:not|never|no|nor)\b", re.I)
 _NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry)\b", re.I)
 _BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then)\b", re.I)
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
-FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue"}
+FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue",
+           "stop~": "continue~"}
+
+# A stop told in the past tense (:func:`past_stop`). "Stop taking it", "we have stopped it", "it
+# has been stopped", "we stopped it", "Galantamine: stopped" tell the patient the drug is stopped
+# now: the instruction. "It was stopped", "it had been stopped", "your doctor stopped it last
+# year" tell what happened once: a patient still taking the drug is not told to stop, so it
+# earns no ``stance`` (a stance ending in ``~``) but still counts in ``no_contradiction`` (a
+# drug that must continue, told it was stopped). "You stopped it", "you may have stopped it",
+# "if you have stopped it" report the patient's own doing: no instruction either way.
+_PAST_FORM = re.compile(r"(?:stopped|discontinued|ceased|quit)\b", re.I)
+_BY_PATIENT = re.compile(r"\byou(?:'ve|'d| have| had| may have| might have| may| might| must have| could have"
+                         r"| probably| already| recently)*\s*$", re.I)
+_PAST_AUX = re.compile(r"\b(?:was|were|had been|had)(?: already| previously| recently| once| first)?\s*$", re.I)
+_NOW = re.compile(r"[\s,]*(?:(?:by (?:us|me|your \w+|the \w+)|for you|your \w+)[\s,]*)?"
+                  r"(?:today|now|just now|at (?:this|your|today's) (?:visit|appointment|review|check-?up))\b", re.I)
+_PAST_TIME = re.compile(r"\b(?:last (?:year|month|week|time|spring|summer|autumn|fall|winter)|in (?:19|20)\d\d|ago"
+                        r"|previously|in the past|before (?:your|this|the|today's) (?:visit|appointment|review)"
+                        r"|earlier|some time back|years? before)\b", re.I)
+
+
+def past_stop(sentence: str, start: int, end: int, spans: list[tuple[int, int]]) -> str | None:
+    """How a past-tense stop cue at ``sentence[start:end]`` reads (comment above): ``"report"``
+    (the patient's doing), ``"stop~"`` (a past event), or None (the instruction)."""
+    if not _PAST_FORM.match(sentence, start):
+        return None
+    before = sentence[max(0, start - 60):start]
+    if _BY_PATIENT.search(before):
+        return "report"
+    if _NOW.match(sentence, end):
+        return None
+    i = bisect.bisect_right([a for a, _ in spans], start) - 1
+    hi = min(spans[max(i, 0)][1], end + _REACH)
+    if _PAST_AUX.search(before) or _PAST_TIME.search(sentence, end, max(end, hi)):
+        return "stop~"
+    return None
 _NEAR = re.compile(r"\s*(?:(?:your|the|any|all|of|taking|using)\s+)*(?:(it|them|these|those)\b)?", re.I)
 
 # A cue under a condition ("If you feel unwell, stop it"; "Stop it if it upsets you"; "unless")
@@ -388,11 +425,15 @@ class Reading:
 
     def stances(self, code: str) -> set[str]:
         """Every instruction given for the drug, conditional ones too."""
-        return {s.rstrip("?") for m in self.mentions if m.code == code for s in m.stances}
+        return {s.rstrip("?~") for m in self.mentions if m.code == code for s in m.stances}
 
     def firm(self, code: str) -> set[str]:
-        """The instructions given for the drug without a condition."""
-        return {s for m in self.mentions if m.code == code for s in m.stances if not s.endswith("?")}
+        """The instructions given for the drug without a condition, and not as a past event."""
+        return {s for m in self.mentions if m.code == code for s in m.stances if not s.endswith(("?", "~"))}
+
+    def past(self, code: str) -> set[str]:
+        """The instructions told only as a past event ("it was stopped last year")."""
+        return {s.rstrip("?~") for m in self.mentions if m.code == code for s in m.stances if "~" in s}
 
 
 def drugs_of(truth: dict[str, Any]) -> list[Drug]:
@@ -494,6 +535,8 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
                 stance = "stop"
             else:  # a drug must come first after the filler words: checked below, once drugs are found
                 near_at[m.start()] = near.end()
+        if stance == "stop":
+            stance = past_stop(sentence, m.start(), m.end(), spans) or stance
         if negated(sentence[prev:m.start()]):
             stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
         if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end(), spans):
@@ -567,8 +610,9 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                 per_dose, per_day = unit_counts(sentence)
                 # a strength or a count with no drug ("Keep taking amlodipine. Take 10 mg a day.",
                 # "... Take 4 tablets.") is the previous sentence's drugs' (checked in ``dose``)
+                # ... and a sentence that speaks of them ("You may have stopped it.") keeps them for the next
                 last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes, per_dose, per_day) for m in last] \
-                    if loose or per_dose or per_day else []
+                    if loose or per_dose or per_day else last if _PRONOUN.search(sentence) else []
                 mentions.extend(last)
                 continue
             runs: list[tuple[str, list[Any]]] = []
@@ -649,6 +693,8 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
             said = seen.firm(t["code"])
             need = REQUIRED[t["verdict"]]
             why = (f"says {SAYS[need]}" if need in said else
+                   f"says {SAYS[need]!r} only as a past event ('was stopped'), not as the instruction"
+                   if need in seen.past(t["code"]) else
                    f"says {SAYS[need]!r} only under a condition" if need in seen.stances(t["code"]) else
                    f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})")
             dims["stance"].append(Check(label, need in said, why))

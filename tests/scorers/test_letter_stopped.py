@@ -1,0 +1,73 @@
+"""Past-tense reports of a stop against the instruction to stop (scorers/letter.py). "Stop
+taking", "we have stopped", "has been stopped", "we stopped" tell the patient the drug is
+stopped now (the instruction); "was stopped" / "had been stopped" / "stopped last year" tell
+them what happened once: a patient still taking the drug is not told to stop, so it earns no
+``stance``, but said of a drug that must continue it still counts against it. "You stopped" /
+"you may have stopped" / "if you have stopped" report the patient's own doing: no instruction
+either way. Both directions."""
+
+from __future__ import annotations
+
+import pytest
+from test_letter_scorer import GOOD, failed
+
+STOP = "Stop taking galantamine: your record shows it was stopped."
+UNREPORTED = "Simvastatin is on your list, but you did not mention it, so please check with your doctor."
+
+
+# the stopped drug the patient still takes: a history of the stop is not the instruction to stop
+@pytest.mark.parametrize("said", [
+    "Your record shows galantamine was stopped.",
+    "Galantamine was stopped last year.",
+    "Galantamine had been stopped before your visit.",
+    "Your galantamine was discontinued in 2019.",
+    "Your doctor stopped galantamine two years ago.",
+    "You have stopped galantamine.",  # not true: the patient still takes it
+])
+def test_a_report_of_a_past_stop_earns_no_stance(said):
+    assert "stance" in failed(GOOD.replace(STOP, said)), said
+
+
+@pytest.mark.parametrize("said", [
+    "Stop taking galantamine.",
+    "We have stopped galantamine, so please do not take it any more.",
+    "We have stopped your galantamine.",
+    "We stopped galantamine today.",
+    "Galantamine has been stopped.",
+    "Galantamine is now stopped.",
+    "Galantamine was stopped today, at this visit.",
+    "Galantamine was stopped last year, so please stop taking it.",
+    "Galantamine: stopped.",
+])
+def test_an_instruction_or_a_decision_earns_stop(said):
+    assert failed(GOOD.replace(STOP, said)) == {}, (said, failed(GOOD.replace(STOP, said)))
+
+
+# a drug that must continue: told it was stopped counts against it, however the stop is told
+@pytest.mark.parametrize("said", [
+    "Amlodipine was stopped last year.",
+    "Amlodipine has been stopped.",
+    "We stopped amlodipine.",
+    "Your amlodipine was discontinued.",
+])
+def test_a_stop_reported_of_a_drug_that_must_continue_counts_against(said):
+    bad = failed(GOOD.replace("every day.", f"every day. {said}"))
+    assert "no_contradiction" in bad, said
+
+
+# the patient's own doing: the unreported drug the patient may have stopped
+@pytest.mark.parametrize("said", [
+    "Simvastatin is on your list, but you did not mention it. You may have stopped it. Please ask your doctor about it.",
+    "Simvastatin is on your list. Please check it with your doctor, even if you have stopped it.",
+    "Simvastatin is on your list. If you have stopped simvastatin, tell your doctor. Please ask your doctor about it.",
+    "Simvastatin is on your list, but you have stopped it, so please check with your doctor.",
+    "You stopped simvastatin some time ago; please check with your doctor whether to restart it.",
+])
+def test_what_the_patient_stopped_is_no_instruction(said):
+    assert failed(GOOD.replace(UNREPORTED, said)) == {}, (said, failed(GOOD.replace(UNREPORTED, said)))
+
+
+def test_a_report_of_the_patient_is_no_instruction_to_keep_it_either():
+    """'You stopped it' does not rescue a stop told to a drug that must continue."""
+    bad = failed(GOOD.replace(UNREPORTED, "You stopped simvastatin, so stop taking it and check with your doctor."))
+    assert "no_contradiction" in bad
