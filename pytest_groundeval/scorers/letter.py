@@ -206,11 +206,15 @@ def syllables(word: str) -> int:
     """The syllables of an English word by a standard rule: count the groups of vowels
     (a, e, i, o, u, y), less one for a silent final ``e`` (not ``-le`` after a consonant, as
     in "table", and not ``-ee``/``-ye``), less one for a final ``-es``/``-ed`` that adds none
-    ("takes", "stopped"; but "dosed"... is a known miss), at least one."""
+    ("takes", "stopped"; but "dosed"... is a known miss), at least one. A word with no vowel
+    ("mg", "Dr", "BP", or a word with its vowels left out: "tkng") is read letter by letter:
+    a syllable a letter."""
     w = word.casefold().strip("'")
     if not w:
         return 0
     n = len(_VOWELS.findall(w))
+    if n == 0:
+        return len(w.replace("'", ""))
     if w.endswith("e") and not w.endswith(("le", "ee", "ye")) and n > 1:
         n -= 1
     elif w.endswith("le") and len(w) > 2 and w[-3] in "aeiouy" and n > 1:
@@ -221,15 +225,22 @@ def syllables(word: str) -> int:
     return max(1, n)
 
 
+#: a piece of text shorter than this many words counts as that fraction of a sentence
+FRAGMENT = 3
+
+
 def reading_grade(text: str) -> float:
     """Flesch-Kincaid grade level: 0.39 * words/sentences + 11.8 * syllables/words - 15.59
     (Kincaid et al., 1975), with :func:`syllables`. Sentences end at ``.``, ``!``, ``?`` or a
-    line break (a bullet is a sentence); numbers are not words. Empty text: 0."""
+    line break (a bullet is a sentence); numbers are not words. A piece of fewer than
+    :data:`FRAGMENT` words (a heading, a bullet, "Thank you.", or text cut into fragments to
+    buy a low grade) counts as that fraction of a sentence: however text is cut, words per
+    sentence is at least 3. Empty text: 0."""
     words = _WORDS.findall(text)
     if not words:
         return 0.0
-    sentences = [s for s in re.split(r"[.!?]+|\n+", text) if _WORDS.search(s)]
-    n_sent = max(1, len(sentences))
+    sentences = [len(_WORDS.findall(s)) for s in re.split(r"[.!?]+|\n+", text)]
+    n_sent = max(1.0, sum(min(1.0, n / FRAGMENT) for n in sentences if n))
     syl = sum(syllables(w) for w in words)
     return round(0.39 * len(words) / n_sent + 11.8 * syl / len(words) - 15.59, 2)
 
@@ -762,10 +773,15 @@ def score_letter(text: str, truth: dict[str, Any], jury: Any = None) -> Score:
     metrics: dict[str, float] = {k: 1.0 if d.passed else 0.0 for k, d in dims.items()}
     metrics["checks_passed"] = 1.0 if passed else 0.0
     seen = visible(text)[0]
-    metrics["reading_grade"] = reading_grade(seen)
+    details: dict[str, Any] = {}
+    # the grade of a letter that does its job: one that fails a check ("Ok.", reading at grade
+    # -3) shows its grade in the details but buys none in the summary
+    if passed:
+        metrics["reading_grade"] = reading_grade(seen)
+    else:
+        details["reading_grade"] = reading_grade(seen)
     metrics["words"] = float(len(_WORDS.findall(seen)))
     failed = [f"{k}: {d.reason}" for k, d in dims.items() if not d.passed]
-    details: dict[str, Any] = {}
     if jury is not None:
         from pytest_groundeval.judges.jury import jury_metrics, shown
 
@@ -784,7 +800,8 @@ def unparsed(reason: str) -> Score:
 # ---------------------------------------------------------------- the summary
 def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
     """Pass rates of each checkable dimension and of all of them (Wilson intervals), the mean
-    reading grade; errored cases count 0 in every rate and are left out of the grade."""
+    reading grade of the letters that pass every check; errored cases count 0 in every rate and
+    are left out of the grade."""
     run, summary = counts(results)
     for k in ("checks_passed",) + CHECKS:
         values = [r.metric(k) for r in run]
