@@ -196,6 +196,25 @@ def negated(before: str) -> bool:
 
 _PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
 
+# A drug named to be left out of an instruction ("Keep taking everything except galantamine",
+# "Keep taking amlodipine but not galantamine", "... instead of galantamine", "(not
+# galantamine)") gets the opposite of it (a "check" nothing); a drug mention's piece of text
+# starts at such a word
+_EXCLUDING = r"except|but not|instead of|rather than|apart from|other than"
+_PARTS = re.compile(rf"\b(?:and|or|plus|then)\b|(?=\b(?:{_EXCLUDING})\b)", re.I)
+_EXCLUDED = re.compile(rf"(?:{_EXCLUDING}|not)\b", re.I)
+
+
+def excluded(stances: list[str]) -> list[str]:
+    """The stances of a drug left out of the instructions ``stances`` give (comment above)."""
+    out = []
+    for c in stances:
+        base = c.rstrip("?~")
+        flipped = FLIPPED.get(base)
+        if flipped is not None and flipped != "report":
+            out.append(flipped.rstrip("~") + c[len(base):])
+    return out
+
 
 # ---------------------------------------------------------------- reading grade
 _VOWELS = re.compile(r"[aeiouy]+")
@@ -564,7 +583,7 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
         chunk = sentence[pos:start]
         offset = pos
         for piece in re.finditer(r"[^,/()]+", chunk):
-            for part in re.split(r"\b(?:and|or|plus|then)\b", piece.group(0)):
+            for part in _PARTS.split(piece.group(0)):
                 if not part.strip():
                     continue
                 found, _ = _mentioned(part, drugs, vocab)
@@ -653,18 +672,23 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             for found, _ in pairs:
                 for ds, _part in found:
                     sentence_codes += [d.code for d in ds]
+            kept_last: list[Mention] = []
             for found, cues in pairs:
                 stances = [c for c in cues if c != "report"]
                 if not has_cue and heading:
                     stances = list(heading)
                 for ds, part in found:
+                    left_out = bool(_EXCLUDED.match(part))
                     part_strengths = list(drugtext.read(part).strengths)
                     part_counts = unit_counts(part)
                     per_dose, per_day = part_counts if any(part_counts) else sentence_counts
                     for d in ds:
-                        mentions.append(Mention(d.code, si, part, list(stances), part_strengths or list(strengths),
-                                                tuple(sentence_codes), list(per_dose), list(per_day)))
-            last = mentions[-sum(len(ds) for found, _ in pairs for ds, _ in found):]
+                        mentions.append(Mention(d.code, si, part, excluded(stances) if left_out else list(stances),
+                                                part_strengths or list(strengths), tuple(sentence_codes),
+                                                list(per_dose), list(per_day)))
+                        if not left_out:  # "it" in the next sentence is not the drug left out
+                            kept_last.append(mentions[-1])
+            last = kept_last
     return Reading(mentions, sorted(invented))
 
 
