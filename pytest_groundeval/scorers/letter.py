@@ -692,6 +692,38 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     return Reading(mentions, sorted(invented))
 
 
+# ---------------------------------------------------------------- a change of dose
+# The review changes no dose: a letter telling the patient to change one ("double the dose",
+# "take an extra tablet", "skip a dose", "you can increase the dose") fails ``dose``. Not a
+# change: a negated one ("do not double up", "never skip a dose"), one a clinician makes ("your
+# doctor may lower the dose", "we will review the dose"), one the patient is said to make in a
+# clause ("talk to us before you change the dose"), "double-check", a report ("was increased").
+_DOSE_OBJECT = r"(?:doses?|dosage|amount|tablets?|pills?|capsules?|puffs?)"
+_DOSE_CHANGE = re.compile(
+    r"\b(?:(?:double|triple|halve|increase|decrease|reduce|raise|lower|cut|change|adjust|skip|miss out)"
+    rf"(?!-)(?:\s+(?:down|back)(?:\s+on)?)?\s+(?:(?:your|the|its|this|that|each|a|an|one|every|of)\s+)*"
+    rf"(?:[a-z]+\s+){{0,2}}?{_DOSE_OBJECT}\b"
+    r"|double\s+up\b"
+    rf"|take\s+(?:an?\s+|one\s+|two\s+)?(?:extra|additional|double|more)\s+(?:[a-z]+\s+)?{_DOSE_OBJECT}\b"
+    r"|take\s+(?:twice|three times|double)\s+as\s+(?:much|many))", re.I)
+_SOMEONE_ELSE = re.compile(r"\b(?:we|they|doctor|doctors|clinician|nurse|pharmacist|team|gp|specialist|you)"
+                           r"(?:\s+(?:will|would|may|might|can|could|should|need to|want to|are going to))?\s*$",
+                           re.I)
+_YOU_MAY = re.compile(r"\byou(?:\s+(?:can|may|could|might|should|must|need to|have to|are able to))\s*$", re.I)
+
+
+def dose_changes(text: str) -> list[str]:
+    """The instructions to change a dose the text gives (comment above)."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n+", text):
+        for m in _DOSE_CHANGE.finditer(sentence):
+            before = sentence[:m.start()]
+            if negated(before) or (_SOMEONE_ELSE.search(before) and not _YOU_MAY.search(before)):
+                continue
+            out.append(m.group(0))
+    return out
+
+
 # ---------------------------------------------------------------- the checks
 def _fmt(mg: float, per: str | None) -> str:
     return f"{mg:g} mg" + (f"/{per}" if per else "")
@@ -776,6 +808,10 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
                            f"{_units_of(drugs[m.code].per_day) if drugs[m.code].per_day else 'no schedule'}")
         if (stated and drugs[m.code].product.reading.strengths) or m.counts or (m.daily and any(d.per_day for d in near)):
             dims["dose"].append(Check(label, not why, "; ".join(why) or "stated strength and count are the record's"))
+    changes = dose_changes(units(revealed(text)))
+    if changes:
+        dims["dose"].append(Check("a change of dose", False, f"tells the patient to change a dose "
+                                  f"({'; '.join(repr(c) for c in changes[:3])}), which the review does not"))
     return {k: Dimension.from_checks(k, v) for k, v in dims.items()}
 
 
