@@ -617,10 +617,12 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     mentions: list[Mention] = []
     invented: set[str] = set()
     heading: list[str] | None = None
+    # what a heading line states of the drugs under it ("Take 4 tablets of each of these:")
+    heading_dose: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     last: list[Mention] = []  # the previous sentence's mentions (a pronoun's drugs)
     for line in text.splitlines() or [text]:
         if not line.strip():
-            heading, last = None, []
+            heading, last, heading_dose = None, [], ([], [], [])
             continue
         line_cues_only = line.rstrip().endswith(":")
         line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
@@ -630,9 +632,10 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             events = _events(sentence, drugs, vocab)
             if not any(k == "drug" for _, k, _ in events):
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
-                if line_cues_only and cues:
+                if line_cues_only and (cues or any(unit_counts(sentence)) or drugtext.read(sentence).strengths):
                     line_heading += cues
                     heading = list(line_heading)
+                    heading_dose = (list(drugtext.read(sentence).strengths), *unit_counts(sentence))
                 elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
                     for m in last:
                         m.stances.extend(cues)
@@ -682,10 +685,12 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     part_strengths = list(drugtext.read(part).strengths)
                     part_counts = unit_counts(part)
                     per_dose, per_day = part_counts if any(part_counts) else sentence_counts
+                    said = part_strengths or list(strengths)
+                    if heading is not None and not has_cue and not said and not per_dose and not per_day:
+                        said, per_dose, per_day = heading_dose  # the heading's, where the line states none
                     for d in ds:
                         mentions.append(Mention(d.code, si, part, excluded(stances) if left_out else list(stances),
-                                                part_strengths or list(strengths), tuple(sentence_codes),
-                                                list(per_dose), list(per_day)))
+                                                list(said), tuple(sentence_codes), list(per_dose), list(per_day)))
                         if not left_out:  # "it" in the next sentence is not the drug left out
                             kept_last.append(mentions[-1])
             last = kept_last

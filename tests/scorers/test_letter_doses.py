@@ -101,3 +101,12 @@ def _bundle(dose: dict | None, repeat: dict | None) -> dict:
 def test_the_truth_reads_the_record_dose(dose, repeat, expected):
     got = record_doses(json.loads(json.dumps(_bundle(dose, repeat))), "test")
     assert got.get(METFORMIN) == expected
+
+
+def test_a_heading_s_count_is_its_list_s():
+    """A count or strength on a heading line applies to the drugs listed under it that state none."""
+    wrong = "Keep taking these, 4 tablets twice a day:\n- Metformin\n- Amlodipine 5 mg"
+    assert "861007" in (dose_failed(wrong) or "")
+    assert dose_failed("Keep taking these, 2 tablets twice a day:\n- Metformin") is None
+    # a line's own count wins over the heading's
+    assert dose_failed("Keep taking these, 4 tablets twice a day:\n- Metformin, 2 tablets") is None
