@@ -82,8 +82,14 @@ Review outcome:
 
 
 def render_outcome(items: list[dict[str, str]]) -> str:
-    return "\n".join(f"- {t['display']} (RxNorm {t['code']}): {t['verdict']}: {MEANING[t['verdict']]}"
+    """One line per item; a display or code with line breaks of its own (a record's free text)
+    stays on its line, so it cannot pose as another item or as the judges' fence line."""
+    return "\n".join(f"- {_line(t['display'])} (RxNorm {_line(t['code'])}): {t['verdict']}: {MEANING[t['verdict']]}"
                      for t in items)
+
+
+def _line(text: Any) -> str:
+    return " ".join(str(text).split())
 
 
 def context_of(truth: Mapping[str, Any]) -> str:
