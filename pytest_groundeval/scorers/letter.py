@@ -125,6 +125,7 @@ FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "rep
 _PAST_FORM = re.compile(r"(?:stopped|discontinued|ceased|quit)\b", re.I)
 _BY_PATIENT = re.compile(r"\byou(?:'ve|'d| have| had| may have| might have| may| might| must have| could have"
                          r"| probably| already| recently)*\s*$", re.I)
+_ENSURE = re.compile(r"\b(?:make sure|be sure|ensure|see to it|check|confirm)(?: that)?\s*$", re.I)
 _PAST_AUX = re.compile(r"\b(?:was|were|had been|had)(?: already| previously| recently| once| first)?\s*$", re.I)
 _NOW = re.compile(r"[\s,]*(?:(?:by (?:us|me|your \w+|the \w+)|for you|your \w+)[\s,]*)?"
                   r"(?:today|now|just now|at (?:this|your|today's) (?:visit|appointment|review|check-?up))\b", re.I)
@@ -139,7 +140,8 @@ def past_stop(sentence: str, start: int, end: int, spans: list[tuple[int, int]])
     if not _PAST_FORM.match(sentence, start):
         return None
     before = sentence[max(0, start - 60):start]
-    if _BY_PATIENT.search(before):
+    mine = _BY_PATIENT.search(before)
+    if mine and not _ENSURE.search(before, 0, mine.start()):  # "make sure you have stopped it": an instruction
         return "report"
     if _NOW.match(sentence, end):
         return None
@@ -202,7 +204,7 @@ _PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
 # starts at such a word
 _EXCLUDING = r"except|but not|instead of|rather than|apart from|other than"
 _PARTS = re.compile(rf"\b(?:and|or|plus|then)\b|(?=\b(?:{_EXCLUDING})\b)", re.I)
-_EXCLUDED = re.compile(rf"(?:{_EXCLUDING}|not)\b", re.I)
+_EXCLUDED = re.compile(rf"(?:{_EXCLUDING}|not(?!\s+(?:only|just|to mention|forgetting|least|even)\b))\b", re.I)
 
 
 def excluded(stances: list[str]) -> list[str]:
@@ -556,6 +558,7 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
     prev = 0
     near_at: dict[int, int] = {}  # a "stop-near" cue's position -> where its drug must start
     spans = clauses(sentence)
+    asked = sentence.rstrip().endswith("?")
     for m in _CUE_RE.finditer(sentence):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
         stance: str | None = CUES[i][0]
@@ -569,8 +572,9 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
             stance = past_stop(sentence, m.start(), m.end(), spans) or stance
         if negated(sentence[prev:m.start()]):
             stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
-        if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end(), spans):
-            stance += "?"
+        if stance is not None and stance != "report" and (
+                asked or conditional(sentence, m.start(), m.end(), spans)):
+            stance += "?"  # a question asks, a condition restricts: neither tells
         if stance is not None:
             events.append((m.start(), "cue", stance))
         prev = m.end()

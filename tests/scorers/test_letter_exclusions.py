@@ -45,3 +45,34 @@ def test_stopping_everything_but_the_stopped_drug_fails():
 def test_keeping_one_and_not_the_other_passes(said):
     letter = GOOD.replace(KEEP + "\n" + STOP, said)
     assert failed(letter) == {}, failed(letter)
+
+
+@pytest.mark.parametrize("text, amlodipine, galantamine", [
+    ("Keep taking amlodipine, not to mention galantamine.", {"continue"}, {"continue"}),
+    ("Keep taking not only amlodipine but also galantamine.", {"continue"}, {"continue"}),
+    ("Keep taking amlodipine, and not forgetting galantamine.", {"continue"}, {"continue"}),
+])
+def test_not_only_and_not_to_mention_exclude_nothing(text, amlodipine, galantamine):
+    r = read_letter(text, TRUTH)
+    assert (r.stances("197361"), r.stances("310436")) == (amlodipine, galantamine), text
+
+
+# a question asks; it does not tell: its cues earn no stance (but count against, as a condition's)
+@pytest.mark.parametrize("said", [
+    "Should you stop galantamine? No.",
+    "Do you need to stop galantamine? Not at all.",
+])
+def test_a_question_earns_no_stance(said):
+    assert "stance" in failed(GOOD.replace(STOP, said)), said
+
+
+@pytest.mark.parametrize("said", [
+    "Should you stop galantamine? Yes, please stop taking it.",
+    "Stop taking galantamine. Why? Your record shows it was stopped.",
+])
+def test_a_question_and_its_answer_pass(said):
+    assert failed(GOOD.replace(STOP, said)) == {}, (said, failed(GOOD.replace(STOP, said)))
+
+
+def test_a_question_still_counts_against():
+    assert "no_contradiction" in failed(GOOD.replace(STOP, STOP + " Could you keep taking galantamine?"))

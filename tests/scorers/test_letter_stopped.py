@@ -71,3 +71,12 @@ def test_a_report_of_the_patient_is_no_instruction_to_keep_it_either():
     """'You stopped it' does not rescue a stop told to a drug that must continue."""
     bad = failed(GOOD.replace(UNREPORTED, "You stopped simvastatin, so stop taking it and check with your doctor."))
     assert "no_contradiction" in bad
+
+
+@pytest.mark.parametrize("said", [
+    "Make sure you have stopped amlodipine by Monday.",
+    "Please ensure you have stopped amlodipine.",
+    "Be sure you've stopped amlodipine before the scan.",
+])
+def test_making_sure_the_patient_stopped_is_an_instruction(said):
+    assert "no_contradiction" in failed(GOOD.replace("every day.", f"every day. {said}")), said
