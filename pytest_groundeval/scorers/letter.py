@@ -44,9 +44,11 @@ The checks (each a dimension with one check per drug and a reason):
   the record's count per administration (``truth["doses"]``), or one unit when the record gives
   no dose (the strength the review lists is then the dose, as "amlodipine 5 mg" says); a count
   per day ("4 tablets a day") is the record's per-day count where the record gives a schedule
-  (unchecked where it gives none). A sentence naming several drugs may state any of their
-  strengths and counts; a sentence naming none gives its strengths and counts to the previous
-  sentence's drugs. How often (twice a day) is not compared.
+  (unchecked where it gives none). A strength or count in a drug's own words is that drug's; one
+  stated apart from the drugs of a sentence may be any of theirs (unless it says "each");
+  a sentence naming none gives its strengths and counts to the previous sentence's drugs. How
+  often (twice a day) is not compared. An instruction to change a dose (:func:`dose_changes`)
+  fails.
 
 ``passed`` = every checkable dimension passed. The reading grade (Flesch-Kincaid, below) is
 reported, not judged; the jury's score (HealthBench's formula, ``judges/jury.py``) is reported
@@ -445,6 +447,11 @@ class Mention:
     sentence_codes: tuple[str, ...] = ()
     counts: list[tuple[float, float]] = field(default_factory=list)  # units per administration (:func:`unit_counts`)
     daily: list[tuple[float, float]] = field(default_factory=list)  # units per day
+    # the drugs whose strengths / counts may be the ones stated: the drug's own piece of text
+    # when the strength or count is in it ("amlodipine 20 mg and simvastatin": amlodipine's
+    # alone), else every drug of the sentence ("amlodipine and simvastatin, 5 mg and 20 mg")
+    strength_scope: tuple[str, ...] | None = None
+    count_scope: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -675,6 +682,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             has_cue = any(cues for _, cues in pairs)
             strengths = drugtext.read(sentence).strengths
             sentence_counts = unit_counts(sentence)
+            each = bool(re.search(r"\b(?:each|both|every one|all of them)\b", sentence, re.I))
             sentence_codes: list[str] = []
             for found, _ in pairs:
                 for ds, _part in found:
@@ -692,9 +700,13 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     said = part_strengths or list(strengths)
                     if heading is not None and not has_cue and not said and not per_dose and not per_day:
                         said, per_dose, per_day = heading_dose  # the heading's, where the line states none
+                    in_part = tuple(d.code for d in ds)
                     for d in ds:
+                        alone = (d.code,) if each else None  # "2 tablets of each": every drug's own
                         mentions.append(Mention(d.code, si, part, excluded(stances) if left_out else list(stances),
-                                                list(said), tuple(sentence_codes), list(per_dose), list(per_day)))
+                                                list(said), tuple(sentence_codes), list(per_dose), list(per_day),
+                                                in_part if part_strengths else alone,
+                                                in_part if any(part_counts) else alone))
                         if not left_out:  # "it" in the next sentence is not the drug left out
                             kept_last.append(mentions[-1])
             last = kept_last
@@ -796,7 +808,8 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
         "drugs named", not reading.invented, "every drug named is in the record or the note" if not reading.invented
         else f"names {', '.join(reading.invented)}, in neither the record nor the note"))
     for m in reading.mentions:
-        near = [drugs[c] for c in dict.fromkeys((m.code, *m.sentence_codes))]  # a sentence's drugs share its doses
+        near = [drugs[c] for c in dict.fromkeys((m.code, *(m.strength_scope or m.sentence_codes)))]
+        near_count = [drugs[c] for c in dict.fromkeys((m.code, *(m.count_scope or m.sentence_codes)))]
         label = f"{m.code} {drugs[m.code].product.shown()}: {m.text[:60]!r}"
         why: list[str] = []
         stated = [s for s in m.strengths if s[1] != "mg"]  # (a mg/mg "strength" is two strengths read as a ratio)
@@ -809,13 +822,15 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
                            f"{', '.join(_fmt(*s) for s in drugs[m.code].product.reading.strengths)}"
                            + (f" (a dose of {', '.join(_fmt(a, None) for a in amounts)})" if amounts else ""))
         for lo, hi in m.counts:  # units per administration: the record's count, else one unit
-            if not any(_same(lo, n) and _same(hi, n) for d in near for n in d.dose_counts()):
+            if not any(_same(lo, n) and _same(hi, n) for d in near_count for n in d.dose_counts()):
                 why.append(f"says {_units(lo, hi)} per dose; the record has {_units_of(drugs[m.code].per_dose)}")
         for lo, hi in m.daily:  # units per day: checked where the record gives a schedule
-            if any(d.per_day for d in near) and not any(_same(lo, n) and _same(hi, n) for d in near for n in d.per_day):
+            if any(d.per_day for d in near_count) and not any(_same(lo, n) and _same(hi, n)
+                                                          for d in near_count for n in d.per_day):
                 why.append(f"says {_units(lo, hi)} a day; the record has "
                            f"{_units_of(drugs[m.code].per_day) if drugs[m.code].per_day else 'no schedule'}")
-        if (stated and drugs[m.code].product.reading.strengths) or m.counts or (m.daily and any(d.per_day for d in near)):
+        if (stated and drugs[m.code].product.reading.strengths) or m.counts or (
+                m.daily and any(d.per_day for d in near_count)):
             dims["dose"].append(Check(label, not why, "; ".join(why) or "stated strength and count are the record's"))
     changes = dose_changes(units(revealed(text)))
     if changes:

@@ -110,3 +110,25 @@ def test_a_heading_s_count_is_its_list_s():
     assert dose_failed("Keep taking these, 2 tablets twice a day:\n- Metformin") is None
     # a line's own count wins over the heading's
     assert dose_failed("Keep taking these, 4 tablets twice a day:\n- Metformin, 2 tablets") is None
+
+
+@pytest.mark.parametrize("letter", [
+    "Take 2 tablets of amlodipine, and keep taking metformin.",  # metformin's count is not amlodipine's
+    "Keep taking amlodipine and metformin, 2 tablets of each.",
+])
+def test_a_count_in_a_drug_s_own_words_is_that_drug_s(letter):
+    assert "197361" in (dose_failed(letter) or ""), letter
+
+
+def test_a_sentence_s_counts_may_be_any_of_its_drugs():
+    assert dose_failed("Keep taking amlodipine and metformin, 1 tablet and 2 tablets.") is None
+
+
+def test_a_strength_in_a_drug_s_own_words_is_that_drug_s():
+    from test_letter_scorer import GOOD, failed
+
+    keep = "Please keep taking amlodipine 5 mg every day."
+    for wrong in ("Keep taking amlodipine 20 mg and simvastatin.", "Keep taking simvastatin and amlodipine 20 mg."):
+        assert "dose" in failed(GOOD.replace(keep, wrong)), wrong  # 20 mg is simvastatin's, not amlodipine's
+    assert failed(GOOD.replace(keep, "Keep taking amlodipine 5 mg and simvastatin 20 mg.")) == {}
+    assert failed(GOOD.replace(keep, "Keep taking amlodipine and simvastatin, 5 mg and 20 mg.")) == {}
