@@ -738,7 +738,7 @@ def dose_changes(text: str) -> list[str]:
     out = []
     for sentence in re.split(r"(?<=[.!?;])\s+|\n+", text):
         for m in _DOSE_CHANGE.finditer(sentence):
-            before = sentence[:m.start()]
+            before = sentence[max(0, m.start() - _REACH):m.start()]  # bounded: linear in the sentence
             if negated(before) or (_SOMEONE_ELSE.search(before) and not _YOU_MAY.search(before)):
                 continue
             out.append(m.group(0))

@@ -44,3 +44,15 @@ def test_no_change_of_dose_passes(said):
 def test_what_happens_if_a_dose_is_missed_is_no_change():
     assert dose_changes("If you skip a dose, take it when you remember.") == []
     assert dose_changes("If you feel dizzy, halve the dose.") == ["halve the dose"]
+
+
+def test_a_long_sentence_of_changes_is_read_in_bounded_pieces(monkeypatch):
+    """Each change looks back a bounded stretch for its negation or subject (a 30 KB sentence
+    of 'double the dose, ' took 2.3 s, quadratic; now linear): the characters scanned are counted."""
+    from pytest_groundeval.scorers import letter
+
+    seen: list[int] = []
+    real = letter.negated
+    monkeypatch.setattr(letter, "negated", lambda before: seen.append(len(before)) or real(before))
+    assert len(dose_changes("double the dose, " * 2000)) == 2000
+    assert max(seen) <= letter._REACH
