@@ -332,6 +332,12 @@ _COUNT = re.compile(
     rf"|(?<![\w.,/])(?P<xn>\d+)\s*[x\u00d7]\s*\d+(?:\.\d+)?\s*(?:mg|mcg|g)\b", re.I)
 _PER_DAY = re.compile(r"\s*(?:of\s+(?:it|them|each)\s+)?(?:(?:a|per|each|every)\s+day\b|daily\s+in\s+total\b"
                       r"|in\s+(?:a\s+|any\s+|one\s+)?(?:24\s*-?\s*h(?:ours?|rs?)?|day)\b)", re.I)
+_SUPPLY_BEFORE = re.compile(r"\b(?:(?:you|we|it|that|which|there|they|pack|box|bottle|packet)(?:'ve|\s+have|\s+has|\s+had)?"
+                            r"\s+(?:have|has|had|got|contains?|holds?)|contains?|holds?"
+                            r"|(?:pack|box|bottle|packet|supply|strip|blister)s? of)"
+                            r"(?:\s+(?:about|around|only|just|at least|over|under))?\s+$", re.I)
+_SUPPLY_AFTER = re.compile(r"\s*(?:left|remaining|to spare|in (?:the|your|each|a|every|one) (?:pack|box|bottle|packet|blister|strip|"
+                           r"container)s?)\b", re.I)
 _COUNT_VALUES = {**{w: float(v) for w, v in _NUMBERS.items() if v.isdigit()}, "a": 1.0, "an": 1.0,
                  "half": 0.5, "a half": 0.5, "one half": 0.5}
 
@@ -347,6 +353,8 @@ def unit_counts(text: str) -> tuple[list[tuple[float, float]], list[tuple[float,
         return _COUNT_VALUES[t] if t in _COUNT_VALUES else float(t)
 
     for m in _COUNT.finditer(text):
+        if _SUPPLY_BEFORE.search(text, max(0, m.start() - 40), m.start()) or _SUPPLY_AFTER.match(text, m.end()):
+            continue  # how many the patient has, not takes ("28 tablets in a pack", "2 tablets left")
         lo = value(m.group("n") or m.group("xn"))
         hi = value(m.group("m")) if m.group("m") else lo
         (day if _PER_DAY.match(text, m.end()) else dose).append((min(lo, hi), max(lo, hi)))

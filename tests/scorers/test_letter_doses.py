@@ -132,3 +132,17 @@ def test_a_strength_in_a_drug_s_own_words_is_that_drug_s():
         assert "dose" in failed(GOOD.replace(keep, wrong)), wrong  # 20 mg is simvastatin's, not amlodipine's
     assert failed(GOOD.replace(keep, "Keep taking amlodipine 5 mg and simvastatin 20 mg.")) == {}
     assert failed(GOOD.replace(keep, "Keep taking amlodipine and simvastatin, 5 mg and 20 mg.")) == {}
+
+
+@pytest.mark.parametrize("text", [
+    "Keep taking metformin. You have 28 tablets in each pack.",
+    "Keep taking metformin. Your box of 56 tablets lasts four weeks.",
+    "Keep taking metformin 500 mg; if you have 3 tablets left, ask for more.",
+])
+def test_how_many_the_patient_has_is_no_dose(text):
+    assert dose_failed(text) is None, dose_failed(text)
+    assert dose_failed(text.replace("Keep taking metformin", "Keep taking metformin, 3 tablets twice a day"))
+
+
+def test_an_imperative_have_is_a_dose():
+    assert dose_failed("Keep taking metformin: have 4 tablets each morning.")
