@@ -86,6 +86,10 @@ _C = r"(?:taking|using|to take|to use|with|on)"
 _NOT = r"(?:do not|don't|never|should not|shouldn't|must not|no longer|not to)(?: ever)?"
 CUES: tuple[tuple[str, str], ...] = (
     ("report", r"(?:told us|said|mentioned|reported|say)(?: that)? you(?: have| had|'ve)? (?:stopped|quit|are not taking|aren't taking)"),
+    # "you do not take it" says what the patient does (a report), "do not take it" tells them
+    # to stop; "make sure you do not take it" tells them too (see _events)
+    ("report-you", r"you (?:do not|don't|did not|didn't|are not|aren't|have not|haven't)(?: been)? "
+                   r"(?:take|taking|use|using)"),
     ("continue", r"(?:do not|don't|never|please don't|not)(?: ever)? (?:stop|quit)"),
     ("stop", r"(?:do not|don't|not) (?:continue|keep " + _C + r")"),
     ("stop", _NOT + r" (?:take|use|restart)"),
@@ -115,6 +119,7 @@ _NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry)\b", re.
 _BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then)\b", re.I)
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
 FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue",
+           "report-you": "report",
            "stop~": "continue~"}
 
 # A stop told in the past tense (:func:`past_stop`). "Stop taking it", "we have stopped it", "it
@@ -585,6 +590,8 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
                 near_at[m.start()] = near.end()
         if stance == "stop":
             stance = past_stop(sentence, m.start(), m.end(), spans) or stance
+        elif stance == "report-you":
+            stance = "stop" if _ENSURE.search(sentence, max(0, m.start() - 60), m.start()) else "report"
         if negated(sentence[prev:m.start()]):
             stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
         if stance is not None and stance != "report" and (
@@ -687,7 +694,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     found = runs[i][1]
                     cues = runs[i + 1][1] if i + 1 < len(runs) else []
                     pairs.append((found, list(cues)))
-            has_cue = any(cues for _, cues in pairs)
+            has_cue = any(c != "report" for _, cues in pairs for c in cues)  # a report gives no instruction
             strengths = drugtext.read(sentence).strengths
             sentence_counts = unit_counts(sentence)
             each = bool(re.search(r"\b(?:each|both|every one|all of them)\b", sentence, re.I))

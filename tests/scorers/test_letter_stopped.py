@@ -80,3 +80,24 @@ def test_a_report_of_the_patient_is_no_instruction_to_keep_it_either():
 ])
 def test_making_sure_the_patient_stopped_is_an_instruction(said):
     assert "no_contradiction" in failed(GOOD.replace("every day.", f"every day. {said}")), said
+
+
+@pytest.mark.parametrize("said", [
+    "Simvastatin is on your list, but you said you do not take it. Please check with your doctor about it.",
+    "Simvastatin is on your list, but you don't take it, so please check with your doctor.",
+    "Simvastatin is on your list, but you have not been taking it; please ask your doctor about it.",
+])
+def test_what_the_patient_does_not_take_is_a_report(said):
+    assert failed(GOOD.replace(UNREPORTED, said)) == {}, (said, failed(GOOD.replace(UNREPORTED, said)))
+
+
+def test_making_sure_the_patient_does_not_take_it_is_an_instruction():
+    assert "no_contradiction" in failed(GOOD.replace("every day.", "every day. Make sure you do not take amlodipine."))
+    assert failed(GOOD.replace(STOP, "Please make sure you don't take galantamine any more.")) == {}
+
+
+def test_a_report_under_a_heading_takes_the_heading_s_instruction():
+    letter = ("Keep taking:\n- Amlodipine 5 mg\n\nStop taking:\n- Galantamine 4 mg\n\n"
+              "Please check these with your doctor:\n- Simvastatin 20 mg: you told us you stopped it.\n"
+              "- Naproxen 220 mg: you said you do not take it every day.\n\nCall us with any questions.")
+    assert failed(letter) == {}, failed(letter)
