@@ -146,3 +146,55 @@ def test_how_many_the_patient_has_is_no_dose(text):
 
 def test_an_imperative_have_is_a_dose():
     assert dose_failed("Keep taking metformin: have 4 tablets each morning.")
+
+
+# a letter as a model writes it, on a committed case whose record gives doses (amlodipine and
+# hydrochlorothiazide: one tablet once a day)
+REAL_CASE = "Chiquita638_Vandervort697_269c9001_a"
+REAL = """Dear Chiquita,
+
+Thank you for reviewing your medicines with us today. Here is what we decided.
+
+Keep taking these medicines as you do now:
+- Amlodipine 2.5 mg, one tablet once a day, for your blood pressure.
+- Clopidogrel 75 mg, one tablet a day.
+- Hydrochlorothiazide 25 mg, 1 tablet each morning.
+- Nitroglycerin spray: use 1 spray under your tongue if you have chest pain.
+- Naproxen 220 mg when you need it for pain.
+- Metoprolol succinate 100 mg, once a day. Swallow it whole.
+
+Please stop taking Natazia. Our records show it was stopped. Do not take any more of these pills, even if you have some left.
+
+Please talk to your doctor about these:
+- Simvastatin 20 mg: it is on your list, but you said you do not take it. You may have stopped it some time ago.
+- Atorvastatin 80 mg and rosuvastatin 40 mg: you told us you take these, but they are not on your list. Taking both together may not be right, so please check with your doctor soon.
+
+Do not change your doses on your own. If you miss a dose, take it when you remember, but do not take two tablets at once.
+
+If you have questions, call the clinic. If you have chest pain that does not go away, trouble breathing, or feel very unwell, call 911.
+
+Warm wishes,
+Your care team"""
+
+
+@pytest.fixture(scope="module")
+def real_truth():
+    from conftest import FIXTURES
+
+    from pytest_groundeval.tasks.letter import LetterTask
+
+    task = LetterTask(FIXTURES / "reconciliation")
+    return task.load(next(r for r in task.discover() if r.case_id == REAL_CASE)).truth
+
+
+def test_a_real_letter_on_a_case_with_doses_passes(real_truth):
+    assert any(v == {"per_dose": [1.0], "per_day": [1.0]} for v in real_truth["doses"].values())
+    score = check_letter(REAL, real_truth)
+    assert all(d.passed for d in score.values()), {k: d.reason for k, d in score.items() if not d.passed}
+
+
+@pytest.mark.parametrize("wrong", ["Amlodipine 2.5 mg, two tablets once a day",
+                                   "Amlodipine 2.5 mg, one tablet twice a day, 2 tablets a day"])
+def test_the_real_letter_with_a_wrong_count_fails(real_truth, wrong):
+    letter = REAL.replace("Amlodipine 2.5 mg, one tablet once a day", wrong)
+    assert not check_letter(letter, real_truth)["dose"].passed, wrong
