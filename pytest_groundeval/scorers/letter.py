@@ -124,8 +124,8 @@ FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "rep
 
 # A stop told in the past tense (:func:`past_stop`). "Stop taking it", "we have stopped it", "it
 # has been stopped", "we stopped it", "Galantamine: stopped" tell the patient the drug is stopped
-# now: the instruction. "It was stopped", "it had been stopped", "your doctor stopped it last
-# year" tell what happened once: a patient still taking the drug is not told to stop, so it
+# now: the instruction. "It was stopped", "it had been stopped", "your doctor stopped it",
+# "we stopped it last year" tell what happened once: a patient still taking the drug is not told to stop, so it
 # earns no ``stance`` (a stance ending in ``~``) but still counts in ``no_contradiction`` (a
 # drug that must continue, told it was stopped). "You stopped it", "you may have stopped it",
 # "if you have stopped it" report the patient's own doing: no instruction either way.
@@ -133,6 +133,10 @@ _PAST_FORM = re.compile(r"(?:stopped|discontinued|ceased|quit)\b", re.I)
 _BY_PATIENT = re.compile(r"\byou(?:'ve|'d| have| had| may have| might have| may| might| must have| could have"
                          r"| probably| already| recently)*\s*$", re.I)
 _ENSURE = re.compile(r"\b(?:make sure|be sure|ensure|see to it|check|confirm)(?: that)?\s*$", re.I)
+# "your doctor stopped it" (simple past, someone other than the letter's writers): what
+# happened once; "we stopped it", "your doctor has stopped it": the decision now
+_BY_OTHERS = re.compile(r"\b(?:doctors?|clinicians?|specialists?|gp|nurses?|pharmacists?|hospital|consultants?|surgeons?"
+                        r"|cardiologists?|they|someone|somebody)(?:\s+(?:already|previously|recently|once))?\s*$", re.I)
 _PAST_AUX = re.compile(r"\b(?:was|were|had been|had)(?: already| previously| recently| once| first)?\s*$", re.I)
 _NOW = re.compile(r"[\s,]*(?:(?:by (?:us|me|your \w+|the \w+)|for you|your \w+)[\s,]*)?"
                   r"(?:today|now|just now|at (?:this|your|today's) (?:visit|appointment|review|check-?up))\b", re.I)
@@ -154,7 +158,7 @@ def past_stop(sentence: str, start: int, end: int, spans: list[tuple[int, int]])
         return None
     i = bisect.bisect_right([a for a, _ in spans], start) - 1
     hi = min(spans[max(i, 0)][1], end + _REACH)
-    if _PAST_AUX.search(before) or _PAST_TIME.search(sentence, end, max(end, hi)):
+    if _PAST_AUX.search(before) or _BY_OTHERS.search(before) or _PAST_TIME.search(sentence, end, max(end, hi)):
         return "stop~"
     return None
 _NEAR = re.compile(r"\s*(?:(?:your|the|any|all|of|taking|using)\s+)*(?:(it|them|these|those)\b)?", re.I)

@@ -22,6 +22,8 @@ UNREPORTED = "Simvastatin is on your list, but you did not mention it, so please
     "Galantamine had been stopped before your visit.",
     "Your galantamine was discontinued in 2019.",
     "Your doctor stopped galantamine two years ago.",
+    "Your doctor stopped galantamine.",
+    "The hospital stopped your galantamine.",
     "You have stopped galantamine.",  # not true: the patient still takes it
 ])
 def test_a_report_of_a_past_stop_earns_no_stance(said):
@@ -34,6 +36,7 @@ def test_a_report_of_a_past_stop_earns_no_stance(said):
     "We have stopped your galantamine.",
     "We stopped galantamine today.",
     "Galantamine has been stopped.",
+    "Your doctor has stopped galantamine.",
     "Galantamine is now stopped.",
     "Galantamine was stopped today, at this visit.",
     "Galantamine was stopped last year, so please stop taking it.",
