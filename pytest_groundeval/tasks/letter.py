@@ -107,6 +107,8 @@ def record_doses(bundle: Any, source: str) -> dict[str, dict[str, list[float]]]:
                 if res["resourceType"] == "MedicationRequest" and res.get("status") in MEDICATION_REQUEST_STATUSES
                 and not res.get("doNotPerform")]
     codings = medication_requests(bundle, source, MEDICATION_REQUEST_STATUSES)  # same requests, same order
+    if len(codings) != len(requests):  # by construction never; a dose must not go to another drug
+        raise RuntimeError(f"{source}: {len(requests)} MedicationRequests but {len(codings)} codings read")
     out: dict[str, dict[str, list[float]]] = {}
     for res, (_, coding) in zip(requests, codings):
         per_unit = units.product_strengths(coding.get("display"))
