@@ -332,8 +332,8 @@ _NUMBER_UNIT = re.compile(r"\b(" + "|".join(sorted(_NUMBERS, key=len, reverse=Tr
 
 # A count of units ("take 2 tablets", "two 500 mg tablets", "half a tablet", "1-2 puffs", "2 x 500 mg"):
 # a dose in units per administration, or per day when "a day" / "per day" / "in 24 hours" follows
-_CN = (r"(?:\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a half|one half|half"
-       r"|a|an)")
+_CN = (r"(?:\d+(?:\.\d+)?|a half|one half|half|a quarter|quarter|"
+       + "|".join(sorted((w for w, v in _NUMBERS.items() if v.isdigit()), key=len, reverse=True)) + r"|a|an)")
 _UNIT_WORD = r"(?:tablets?|tabs?|capsules?|caps?|caplets?|pills?|puffs?|sprays?|inhalations?|actuations?|patch(?:es)?)"
 _COUNT = re.compile(
     rf"(?<![\w.,/])(?P<n>{_CN})(?:\s*(?:-|\u2013|to|or)\s*(?P<m>{_CN}))?\s+(?:of\s+)?(?:an?\s+)?"
@@ -348,7 +348,7 @@ _SUPPLY_BEFORE = re.compile(r"\b(?:(?:you|we|it|that|which|there|they|pack|box|b
 _SUPPLY_AFTER = re.compile(r"\s*(?:left|remaining|to spare|in (?:the|your|each|a|every|one) (?:pack|box|bottle|packet|blister|strip|"
                            r"container)s?)\b", re.I)
 _COUNT_VALUES = {**{w: float(v) for w, v in _NUMBERS.items() if v.isdigit()}, "a": 1.0, "an": 1.0,
-                 "half": 0.5, "a half": 0.5, "one half": 0.5}
+                 "half": 0.5, "a half": 0.5, "one half": 0.5, "quarter": 0.25, "a quarter": 0.25}
 
 
 def unit_counts(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:

@@ -75,6 +75,9 @@ def test_a_strength_is_not_a_count():
     assert unit_counts("take half a tablet, 3 puffs, 1-2 capsules, 2 x 500 mg") == (
         [(0.5, 0.5), (3.0, 3.0), (1.0, 2.0), (2.0, 2.0)], [])
     assert unit_counts("take 4 tablets a day, 3 in 24 hours") == ([], [(4.0, 4.0)])
+    # numbers in words past twelve, and a quarter
+    assert unit_counts("take fifteen tablets, twenty capsules, a quarter of a tablet") == (
+        [(15.0, 15.0), (20.0, 20.0), (0.25, 0.25)], [])
 
 
 def _bundle(dose: dict | None, repeat: dict | None) -> dict:
