@@ -208,6 +208,8 @@ def negated(before: str) -> bool:
 
 
 _PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
+_NO = re.compile(r"\W*(?:no|nope|not at all|never)\b", re.I)
+_ANSWER = re.compile(r"\W*(?:yes|no|nope|not at all|never|ok|okay)\W*$", re.I)  # "No." keeps the drugs for the next
 
 # A drug named to be left out of an instruction ("Keep taking everything except galantamine",
 # "Keep taking amlodipine but not galantamine", "... instead of galantamine", "(not
@@ -575,8 +577,10 @@ def _has_strengths(d: Drug, strengths: Iterable[tuple[float, str | None]]) -> bo
     return bool(own) and all(any(abs(mg - pm) <= 1e-6 * max(1.0, pm) for pm, _ in own) for mg, _ in strengths)
 
 
-def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> list[tuple[int, str, Any]]:
-    """``(position, "cue", stance)`` and ``(position, "drug", (drugs, text))`` in order."""
+def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary,
+            answered_no: bool = False) -> list[tuple[int, str, Any]]:
+    """``(position, "cue", stance)`` and ``(position, "drug", (drugs, text))`` in order;
+    ``answered_no``: the sentence is a question the next sentence answers "No" (its cues flip)."""
     events: list[tuple[int, str, Any]] = []
     cuts = [0]
     prev = 0
@@ -596,7 +600,7 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
             stance = past_stop(sentence, m.start(), m.end(), spans) or stance
         elif stance == "report-you":
             stance = "stop" if _ENSURE.search(sentence, max(0, m.start() - 60), m.start()) else "report"
-        if negated(sentence[prev:m.start()]):
+        if negated(sentence[prev:m.start()]) != (asked and answered_no):  # "Can I still take it? No."
             stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
         if stance is not None and stance != "report" and (
                 asked or conditional(sentence, m.start(), m.end(), spans)):
@@ -650,16 +654,22 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     # what a heading line states of the drugs under it ("Take 4 tablets of each of these:")
     heading_dose: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     last: list[Mention] = []  # the previous sentence's mentions (a pronoun's drugs)
-    for line in text.splitlines() or [text]:
+    lines = [[s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()] for line in text.splitlines() or [text]]
+    flat = [s for ss in lines for s in ss]
+    # a question answered "No" by the sentence after it ("Can I still take it? No, please stop.")
+    refused = {k for k, q in enumerate(flat[:-1]) if q.rstrip().endswith("?") and _NO.match(flat[k + 1])}
+    k = -1
+    for line, sentences in zip(text.splitlines() or [text], lines):
         if not line.strip():
             heading, last, heading_dose = None, [], ([], [], [])
             continue
         line_cues_only = line.rstrip().endswith(":")
         line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
-        for si, sentence in enumerate(s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()):
+        for si, sentence in enumerate(sentences):
+            k += 1
             _, unknown = _mentioned(sentence, drugs, vocab)
             invented |= {w for w in unknown if w not in note_words}
-            events = _events(sentence, drugs, vocab)
+            events = _events(sentence, drugs, vocab, answered_no=k in refused)
             if not any(k == "drug" for _, k, _ in events):
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
                 if line_cues_only and (cues or any(unit_counts(sentence)) or drugtext.read(sentence).strengths):
@@ -675,7 +685,8 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                 # "... Take 4 tablets.") is the previous sentence's drugs' (checked in ``dose``)
                 # ... and a sentence that speaks of them ("You may have stopped it.") keeps them for the next
                 last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes, per_dose, per_day) for m in last] \
-                    if loose or per_dose or per_day else last if _PRONOUN.search(sentence) else []
+                    if loose or per_dose or per_day else last if _PRONOUN.search(sentence) or _ANSWER.match(sentence) \
+                    else []
                 mentions.extend(last)
                 continue
             runs: list[tuple[str, list[Any]]] = []

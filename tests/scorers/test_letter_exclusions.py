@@ -68,6 +68,8 @@ def test_a_question_earns_no_stance(said):
 
 @pytest.mark.parametrize("said", [
     "Should you stop galantamine? Yes, please stop taking it.",
+    "Can you still take galantamine? No. Please stop taking it.",  # the answer "No" flips the question
+    "Should you keep taking galantamine?\nNo: please stop it now.",
     "Stop taking galantamine. Why? Your record shows it was stopped.",
 ])
 def test_a_question_and_its_answer_pass(said):
@@ -76,3 +78,6 @@ def test_a_question_and_its_answer_pass(said):
 
 def test_a_question_still_counts_against():
     assert "no_contradiction" in failed(GOOD.replace(STOP, STOP + " Could you keep taking galantamine?"))
+    assert "no_contradiction" in failed(GOOD.replace(STOP, STOP + " Can you still take galantamine? Yes."))
+    assert "no_contradiction" in failed(GOOD.replace("every day.", "every day. Should you stop amlodipine? Yes."))
+    assert "no_contradiction" not in failed(GOOD.replace("every day.", "every day. Should you stop amlodipine? No."))
