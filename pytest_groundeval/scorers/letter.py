@@ -657,8 +657,8 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     lines = [[s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()] for line in text.splitlines() or [text]]
     flat = [s for ss in lines for s in ss]
     # a question answered "No" by the sentence after it ("Can I still take it? No, please stop.")
-    refused = {k for k, q in enumerate(flat[:-1]) if q.rstrip().endswith("?") and _NO.match(flat[k + 1])}
-    k = -1
+    refused = {i for i, q in enumerate(flat[:-1]) if q.rstrip().endswith("?") and _NO.match(flat[i + 1])}
+    at = -1  # the sentence's place in ``flat``
     for line, sentences in zip(text.splitlines() or [text], lines):
         if not line.strip():
             heading, last, heading_dose = None, [], ([], [], [])
@@ -666,10 +666,10 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
         line_cues_only = line.rstrip().endswith(":")
         line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
         for si, sentence in enumerate(sentences):
-            k += 1
+            at += 1
             _, unknown = _mentioned(sentence, drugs, vocab)
             invented |= {w for w in unknown if w not in note_words}
-            events = _events(sentence, drugs, vocab, answered_no=k in refused)
+            events = _events(sentence, drugs, vocab, answered_no=at in refused)
             if not any(k == "drug" for _, k, _ in events):
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
                 if line_cues_only and (cues or any(unit_counts(sentence)) or drugtext.read(sentence).strengths):
