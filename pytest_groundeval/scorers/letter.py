@@ -23,7 +23,9 @@ The letter is read twice (:func:`visible`): as the patient sees it (hidden marku
 invisible characters dropped, look-alike letters folded), which alone earns ``named`` and
 ``stance``, and with its hidden pieces shown too, which can lose ``no_contradiction``,
 ``no_invented_drug`` and ``dose``. A negation earlier in the clause flips a cue
-(:func:`negated`); a cue under a condition (:func:`conditional`) earns no ``stance``.
+(:func:`negated`); a cue under a condition (:func:`conditional`) earns no ``stance``, nor
+does a stop told as a past event ("it was stopped", "stopped last year": :func:`past_stop`),
+though both count against; "you stopped it" reports the patient's doing (neither).
 
 The checks (each a dimension with one check per drug and a reason):
 
@@ -37,7 +39,16 @@ The checks (each a dimension with one check per drug and a reason):
   drug is always a contradiction, so hedging never passes;
 * ``no_invented_drug``: every drug the letter names is in the record (any status) or the note;
 * ``dose``: every strength stated next to a drug ("amlodipine 10 mg") is one of that drug's
-  strengths in the record; a sentence naming several drugs may state any of their strengths.
+  strengths in the record or its recorded dose in mg (two 500 mg tablets: "1000 mg"); every
+  count of units ("take 2 tablets", "two 500 mg tablets", "1-2 puffs": :func:`unit_counts`) is
+  the record's count per administration (``truth["doses"]``), or one unit when the record gives
+  no dose (the strength the review lists is then the dose, as "amlodipine 5 mg" says); a count
+  per day ("4 tablets a day") is the record's per-day count where the record gives a schedule
+  (unchecked where it gives none). A strength or count in a drug's own words is that drug's; one
+  stated apart from the drugs of a sentence may be any of theirs (unless it says "each");
+  a sentence naming none gives its strengths and counts to the previous sentence's drugs. How
+  often (twice a day) is not compared. An instruction to change a dose (:func:`dose_changes`)
+  fails.
 
 ``passed`` = every checkable dimension passed. The reading grade (Flesch-Kincaid, below) is
 reported, not judged; the jury's score (HealthBench's formula, ``judges/jury.py``) is reported
@@ -56,6 +67,7 @@ from typing import Any, Iterable
 
 from pytest_groundeval.model import CaseResult, MetricSpec, metric
 from pytest_groundeval.scorers import drugtext
+from pytest_groundeval.scorers import units as units_mod
 from pytest_groundeval.scorers.aggregate import counts, rate_ci
 from pytest_groundeval.scorers.base import Check, Dimension, Score, mean
 
@@ -74,6 +86,10 @@ _C = r"(?:taking|using|to take|to use|with|on)"
 _NOT = r"(?:do not|don't|never|should not|shouldn't|must not|no longer|not to)(?: ever)?"
 CUES: tuple[tuple[str, str], ...] = (
     ("report", r"(?:told us|said|mentioned|reported|say)(?: that)? you(?: have| had|'ve)? (?:stopped|quit|are not taking|aren't taking)"),
+    # "you do not take it" says what the patient does (a report), "do not take it" tells them
+    # to stop; "make sure you do not take it" tells them too (see _events)
+    ("report-you", r"you (?:do not|don't|did not|didn't|are not|aren't|have not|haven't)(?: been)? "
+                   r"(?:take|taking|use|using)"),
     ("continue", r"(?:do not|don't|never|please don't|not)(?: ever)? (?:stop|quit)"),
     ("stop", r"(?:do not|don't|not) (?:continue|keep " + _C + r")"),
     ("stop", _NOT + r" (?:take|use|restart)"),
@@ -102,7 +118,49 @@ _NEGATOR = re.compile(r"n't\b|\b(?:not|never|no|nor)\b", re.I)
 _NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry)\b", re.I)
 _BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then)\b", re.I)
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
-FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue"}
+FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue",
+           "report-you": "report",
+           "stop~": "continue~"}
+
+# A stop told in the past tense (:func:`past_stop`). "Stop taking it", "we have stopped it", "it
+# has been stopped", "we stopped it", "Galantamine: stopped" tell the patient the drug is stopped
+# now: the instruction. "It was stopped", "it had been stopped", "your doctor stopped it",
+# "we stopped it last year" tell what happened once: a patient still taking the drug is not told to stop, so it
+# earns no ``stance`` (a stance ending in ``~``) but still counts in ``no_contradiction`` (a
+# drug that must continue, told it was stopped). "You stopped it", "you may have stopped it",
+# "if you have stopped it" report the patient's own doing: no instruction either way.
+_PAST_FORM = re.compile(r"(?:stopped|discontinued|ceased|quit)\b", re.I)
+_BY_PATIENT = re.compile(r"\byou(?:'ve|'d| have| had| may have| might have| may| might| must have| could have"
+                         r"| probably| already| recently)*\s*$", re.I)
+_ENSURE = re.compile(r"\b(?:make sure|be sure|ensure|see to it|check|confirm)(?: that)?\s*$", re.I)
+# "your doctor stopped it" (simple past, someone other than the letter's writers): what
+# happened once; "we stopped it", "your doctor has stopped it": the decision now
+_BY_OTHERS = re.compile(r"\b(?:doctors?|clinicians?|specialists?|gp|nurses?|pharmacists?|hospital|consultants?|surgeons?"
+                        r"|cardiologists?|they|someone|somebody)(?:\s+(?:already|previously|recently|once))?\s*$", re.I)
+_PAST_AUX = re.compile(r"\b(?:was|were|had been|had)(?: already| previously| recently| once| first)?\s*$", re.I)
+_NOW = re.compile(r"[\s,]*(?:(?:by (?:us|me|your \w+|the \w+)|for you|your \w+)[\s,]*)?"
+                  r"(?:today|now|just now|at (?:this|your|today's) (?:visit|appointment|review|check-?up))\b", re.I)
+_PAST_TIME = re.compile(r"\b(?:last (?:year|month|week|time|spring|summer|autumn|fall|winter)|in (?:19|20)\d\d|ago"
+                        r"|previously|in the past|before (?:your|this|the|today's) (?:visit|appointment|review)"
+                        r"|earlier|some time back|years? before)\b", re.I)
+
+
+def past_stop(sentence: str, start: int, end: int, spans: list[tuple[int, int]]) -> str | None:
+    """How a past-tense stop cue at ``sentence[start:end]`` reads (comment above): ``"report"``
+    (the patient's doing), ``"stop~"`` (a past event), or None (the instruction)."""
+    if not _PAST_FORM.match(sentence, start):
+        return None
+    before = sentence[max(0, start - 60):start]
+    mine = _BY_PATIENT.search(before)
+    if mine and not _ENSURE.search(before, 0, mine.start()):  # "make sure you have stopped it": an instruction
+        return "report"
+    if _NOW.match(sentence, end):
+        return None
+    i = bisect.bisect_right([a for a, _ in spans], start) - 1
+    hi = min(spans[max(i, 0)][1], end + _REACH)
+    if _PAST_AUX.search(before) or _BY_OTHERS.search(before) or _PAST_TIME.search(sentence, end, max(end, hi)):
+        return "stop~"
+    return None
 _NEAR = re.compile(r"\s*(?:(?:your|the|any|all|of|taking|using)\s+)*(?:(it|them|these|those)\b)?", re.I)
 
 # A cue under a condition ("If you feel unwell, stop it"; "Stop it if it upsets you"; "unless")
@@ -150,6 +208,27 @@ def negated(before: str) -> bool:
 
 
 _PRONOUN = re.compile(r"\b(?:it|them|this|that|these|those)\b", re.I)
+_NO = re.compile(r"\W*(?:no|nope|not at all|never)\b", re.I)
+_ANSWER = re.compile(r"\W*(?:yes|no|nope|not at all|never|ok|okay)\W*$", re.I)  # "No." keeps the drugs for the next
+
+# A drug named to be left out of an instruction ("Keep taking everything except galantamine",
+# "Keep taking amlodipine but not galantamine", "... instead of galantamine", "(not
+# galantamine)") gets the opposite of it (a "check" nothing); a drug mention's piece of text
+# starts at such a word
+_EXCLUDING = r"except|but not|instead of|rather than|apart from|other than"
+_PARTS = re.compile(rf"\b(?:and|or|plus|then)\b|(?=\b(?:{_EXCLUDING})\b)", re.I)
+_EXCLUDED = re.compile(rf"(?:{_EXCLUDING}|not(?!\s+(?:only|just|to mention|forgetting|least|even)\b))\b", re.I)
+
+
+def excluded(stances: list[str]) -> list[str]:
+    """The stances of a drug left out of the instructions ``stances`` give (comment above)."""
+    out = []
+    for c in stances:
+        base = c.rstrip("?~")
+        flipped = FLIPPED.get(base)
+        if flipped is not None and flipped != "report":
+            out.append(flipped.rstrip("~") + c[len(base):])
+    return out
 
 
 # ---------------------------------------------------------------- reading grade
@@ -161,11 +240,15 @@ def syllables(word: str) -> int:
     """The syllables of an English word by a standard rule: count the groups of vowels
     (a, e, i, o, u, y), less one for a silent final ``e`` (not ``-le`` after a consonant, as
     in "table", and not ``-ee``/``-ye``), less one for a final ``-es``/``-ed`` that adds none
-    ("takes", "stopped"; but "dosed"... is a known miss), at least one."""
+    ("takes", "stopped"; but "dosed"... is a known miss), at least one. A word with no vowel
+    ("mg", "Dr", "BP", or a word with its vowels left out: "tkng") is read letter by letter:
+    a syllable a letter."""
     w = word.casefold().strip("'")
     if not w:
         return 0
     n = len(_VOWELS.findall(w))
+    if n == 0:
+        return len(w.replace("'", ""))
     if w.endswith("e") and not w.endswith(("le", "ee", "ye")) and n > 1:
         n -= 1
     elif w.endswith("le") and len(w) > 2 and w[-3] in "aeiouy" and n > 1:
@@ -176,15 +259,22 @@ def syllables(word: str) -> int:
     return max(1, n)
 
 
+#: a piece of text shorter than this many words counts as that fraction of a sentence
+FRAGMENT = 3
+
+
 def reading_grade(text: str) -> float:
     """Flesch-Kincaid grade level: 0.39 * words/sentences + 11.8 * syllables/words - 15.59
     (Kincaid et al., 1975), with :func:`syllables`. Sentences end at ``.``, ``!``, ``?`` or a
-    line break (a bullet is a sentence); numbers are not words. Empty text: 0."""
+    line break (a bullet is a sentence); numbers are not words. A piece of fewer than
+    :data:`FRAGMENT` words (a heading, a bullet, "Thank you.", or text cut into fragments to
+    buy a low grade) counts as that fraction of a sentence: however text is cut, words per
+    sentence is at least 3. Empty text: 0."""
     words = _WORDS.findall(text)
     if not words:
         return 0.0
-    sentences = [s for s in re.split(r"[.!?]+|\n+", text) if _WORDS.search(s)]
-    n_sent = max(1, len(sentences))
+    sentences = [len(_WORDS.findall(s)) for s in re.split(r"[.!?]+|\n+", text)]
+    n_sent = max(1.0, sum(min(1.0, n / FRAGMENT) for n in sentences if n))
     syl = sum(syllables(w) for w in words)
     return round(0.39 * len(words) / n_sent + 11.8 * syl / len(words) - 15.59, 2)
 
@@ -240,6 +330,46 @@ _NUMBERS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "s
 _UNIT_WORDS = ((re.compile(r"\bmilli ?grams?\b", re.I), "mg"), (re.compile(r"\bmicro ?grams?\b", re.I), "mcg"),
                (re.compile(r"\bgrams?\b", re.I), "g"))
 _NUMBER_UNIT = re.compile(r"\b(" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r")(?:[ -]a)? (mg|mcg|g)\b", re.I)
+
+
+# A count of units ("take 2 tablets", "two 500 mg tablets", "half a tablet", "1-2 puffs", "2 x 500 mg"):
+# a dose in units per administration, or per day when "a day" / "per day" / "in 24 hours" follows
+_CN = (r"(?:\d+(?:\.\d+)?|a half|one half|half|a quarter|quarter|"
+       + "|".join(sorted((w for w, v in _NUMBERS.items() if v.isdigit()), key=len, reverse=True)) + r"|a|an)")
+_UNIT_WORD = r"(?:tablets?|tabs?|capsules?|caps?|caplets?|pills?|puffs?|sprays?|inhalations?|actuations?|patch(?:es)?)"
+_COUNT = re.compile(
+    rf"(?<![\w.,/])(?P<n>{_CN})(?:\s*(?:-|\u2013|to|or)\s*(?P<m>{_CN}))?\s+(?:of\s+)?(?:an?\s+)?"
+    rf"(?:(?:\d+(?:\.\d+)?\s*(?:mg|mcg|g)|(?!(?:mg|mcg|g|ml|milli|micro)\b)[a-z]+)\s+){{0,2}}?{_UNIT_WORD}\b"
+    rf"|(?<![\w.,/])(?P<xn>\d+)\s*[x\u00d7]\s*\d+(?:\.\d+)?\s*(?:mg|mcg|g)\b", re.I)
+_PER_DAY = re.compile(r"\s*(?:of\s+(?:it|them|each)\s+)?(?:(?:a|per|each|every)\s+day\b|daily\s+in\s+total\b"
+                      r"|in\s+(?:a\s+|any\s+|one\s+)?(?:24\s*-?\s*h(?:ours?|rs?)?|day)\b)", re.I)
+_SUPPLY_BEFORE = re.compile(r"\b(?:(?:you|we|it|that|which|there|they|pack|box|bottle|packet)(?:'ve|\s+have|\s+has|\s+had)?"
+                            r"\s+(?:have|has|had|got|contains?|holds?)|contains?|holds?"
+                            r"|(?:pack|box|bottle|packet|supply|strip|blister)s? of)"
+                            r"(?:\s+(?:about|around|only|just|at least|over|under))?\s+$", re.I)
+_SUPPLY_AFTER = re.compile(r"\s*(?:left|remaining|to spare|in (?:the|your|each|a|every|one) (?:pack|box|bottle|packet|blister|strip|"
+                           r"container)s?)\b", re.I)
+_COUNT_VALUES = {**{w: float(v) for w, v in _NUMBERS.items() if v.isdigit()}, "a": 1.0, "an": 1.0,
+                 "half": 0.5, "a half": 0.5, "one half": 0.5, "quarter": 0.25, "a quarter": 0.25}
+
+
+def unit_counts(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """``(per administration, per day)``: the counts of units (tablets, capsules, puffs ...)
+    a text states, each a ``(low, high)`` range ("1-2 tablets")."""
+    dose: list[tuple[float, float]] = []
+    day: list[tuple[float, float]] = []
+
+    def value(token: str) -> float:
+        t = " ".join(token.casefold().split())
+        return _COUNT_VALUES[t] if t in _COUNT_VALUES else float(t)
+
+    for m in _COUNT.finditer(text):
+        if _SUPPLY_BEFORE.search(text, max(0, m.start() - 40), m.start()) or _SUPPLY_AFTER.match(text, m.end()):
+            continue  # how many the patient has, not takes ("28 tablets in a pack", "2 tablets left")
+        lo = value(m.group("n") or m.group("xn"))
+        hi = value(m.group("m")) if m.group("m") else lo
+        (day if _PER_DAY.match(text, m.end()) else dose).append((min(lo, hi), max(lo, hi)))
+    return dose, day
 
 
 def units(text: str) -> str:
@@ -304,10 +434,22 @@ class Drug:
     display: str
     verdict: str | None
     statuses: frozenset[str]
+    per_dose: tuple[float, ...] = ()  # the record's doses, in units (tablets, puffs) per administration
+    per_day: tuple[float, ...] = ()  # ... and per day, where the record gives a schedule
     product: drugtext.Product = field(init=False)
 
     def __post_init__(self) -> None:
         self.product = drugtext.product(self.display)
+
+    def dose_counts(self) -> tuple[float, ...]:
+        """The counts of units a letter may give per administration: the record's, else one
+        unit (the strength the review lists, as "amlodipine 5 mg" states it)."""
+        return self.per_dose or (1.0,)
+
+    def dose_amounts(self) -> list[float]:
+        """The record's doses in mg per administration (its counts times the one strength per unit)."""
+        per_unit = [a.value for a in units_mod.product_strengths(self.display).values() if a.kind == units_mod.MASS]
+        return [n * v for n in self.per_dose for v in per_unit]
 
     @property
     def ended_only(self) -> bool:
@@ -322,6 +464,13 @@ class Mention:
     stances: list[str] = field(default_factory=list)
     strengths: list[tuple[float, str | None]] = field(default_factory=list)
     sentence_codes: tuple[str, ...] = ()
+    counts: list[tuple[float, float]] = field(default_factory=list)  # units per administration (:func:`unit_counts`)
+    daily: list[tuple[float, float]] = field(default_factory=list)  # units per day
+    # the drugs whose strengths / counts may be the ones stated: the drug's own piece of text
+    # when the strength or count is in it ("amlodipine 20 mg and simvastatin": amlodipine's
+    # alone), else every drug of the sentence ("amlodipine and simvastatin, 5 mg and 20 mg")
+    strength_scope: tuple[str, ...] | None = None
+    count_scope: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -334,11 +483,15 @@ class Reading:
 
     def stances(self, code: str) -> set[str]:
         """Every instruction given for the drug, conditional ones too."""
-        return {s.rstrip("?") for m in self.mentions if m.code == code for s in m.stances}
+        return {s.rstrip("?~") for m in self.mentions if m.code == code for s in m.stances}
 
     def firm(self, code: str) -> set[str]:
-        """The instructions given for the drug without a condition."""
-        return {s for m in self.mentions if m.code == code for s in m.stances if not s.endswith("?")}
+        """The instructions given for the drug without a condition, and not as a past event."""
+        return {s for m in self.mentions if m.code == code for s in m.stances if not s.endswith(("?", "~"))}
+
+    def past(self, code: str) -> set[str]:
+        """The instructions told only as a past event ("it was stopped last year")."""
+        return {s.rstrip("?~") for m in self.mentions if m.code == code for s in m.stances if "~" in s}
 
 
 def drugs_of(truth: dict[str, Any]) -> list[Drug]:
@@ -348,10 +501,17 @@ def drugs_of(truth: dict[str, Any]) -> list[Drug]:
     for r in truth.get("record", []):
         statuses.setdefault(r["code"], set()).add(r["status"])
         displays.setdefault(r["code"], r["display"])
-    out = [Drug(t["code"], t["display"], t["verdict"], frozenset(statuses.get(t["code"], ())))
+    doses = truth.get("doses") or {}
+
+    def dosed(code: str) -> dict[str, tuple[float, ...]]:
+        d = doses.get(code) or {}
+        return {"per_dose": tuple(float(x) for x in d.get("per_dose", ())),
+                "per_day": tuple(float(x) for x in d.get("per_day", ()))}
+
+    out = [Drug(t["code"], t["display"], t["verdict"], frozenset(statuses.get(t["code"], ())), **dosed(t["code"]))
            for t in truth["items"]]
     seen = {d.code for d in out}
-    out += [Drug(c, displays[c], None, frozenset(s)) for c, s in sorted(statuses.items()) if c not in seen]
+    out += [Drug(c, displays[c], None, frozenset(s), **dosed(c)) for c, s in sorted(statuses.items()) if c not in seen]
     return out
 
 
@@ -417,13 +577,16 @@ def _has_strengths(d: Drug, strengths: Iterable[tuple[float, str | None]]) -> bo
     return bool(own) and all(any(abs(mg - pm) <= 1e-6 * max(1.0, pm) for pm, _ in own) for mg, _ in strengths)
 
 
-def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> list[tuple[int, str, Any]]:
-    """``(position, "cue", stance)`` and ``(position, "drug", (drugs, text))`` in order."""
+def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary,
+            answered_no: bool = False) -> list[tuple[int, str, Any]]:
+    """``(position, "cue", stance)`` and ``(position, "drug", (drugs, text))`` in order;
+    ``answered_no``: the sentence is a question the next sentence answers "No" (its cues flip)."""
     events: list[tuple[int, str, Any]] = []
     cuts = [0]
     prev = 0
     near_at: dict[int, int] = {}  # a "stop-near" cue's position -> where its drug must start
     spans = clauses(sentence)
+    asked = sentence.rstrip().endswith("?")
     for m in _CUE_RE.finditer(sentence):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
         stance: str | None = CUES[i][0]
@@ -433,10 +596,15 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
                 stance = "stop"
             else:  # a drug must come first after the filler words: checked below, once drugs are found
                 near_at[m.start()] = near.end()
-        if negated(sentence[prev:m.start()]):
+        if stance == "stop":
+            stance = past_stop(sentence, m.start(), m.end(), spans) or stance
+        elif stance == "report-you":
+            stance = "stop" if _ENSURE.search(sentence, max(0, m.start() - 60), m.start()) else "report"
+        if negated(sentence[prev:m.start()]) != (asked and answered_no):  # "Can I still take it? No."
             stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
-        if stance is not None and stance != "report" and conditional(sentence, m.start(), m.end(), spans):
-            stance += "?"
+        if stance is not None and stance != "report" and (
+                asked or conditional(sentence, m.start(), m.end(), spans)):
+            stance += "?"  # a question asks, a condition restricts: neither tells
         if stance is not None:
             events.append((m.start(), "cue", stance))
         prev = m.end()
@@ -449,7 +617,7 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> lis
         chunk = sentence[pos:start]
         offset = pos
         for piece in re.finditer(r"[^,/()]+", chunk):
-            for part in re.split(r"\b(?:and|or|plus|then)\b", piece.group(0)):
+            for part in _PARTS.split(piece.group(0)):
                 if not part.strip():
                     continue
                 found, _ = _mentioned(part, drugs, vocab)
@@ -483,29 +651,42 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     mentions: list[Mention] = []
     invented: set[str] = set()
     heading: list[str] | None = None
+    # what a heading line states of the drugs under it ("Take 4 tablets of each of these:")
+    heading_dose: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     last: list[Mention] = []  # the previous sentence's mentions (a pronoun's drugs)
-    for line in text.splitlines() or [text]:
+    lines = [[s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()] for line in text.splitlines() or [text]]
+    flat = [s for ss in lines for s in ss]
+    # a question answered "No" by the sentence after it ("Can I still take it? No, please stop.")
+    refused = {i for i, q in enumerate(flat[:-1]) if q.rstrip().endswith("?") and _NO.match(flat[i + 1])}
+    at = -1  # the sentence's place in ``flat``
+    for line, sentences in zip(text.splitlines() or [text], lines):
         if not line.strip():
-            heading, last = None, []
+            heading, last, heading_dose = None, [], ([], [], [])
             continue
         line_cues_only = line.rstrip().endswith(":")
         line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
-        for si, sentence in enumerate(s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()):
+        for si, sentence in enumerate(sentences):
+            at += 1
             _, unknown = _mentioned(sentence, drugs, vocab)
             invented |= {w for w in unknown if w not in note_words}
-            events = _events(sentence, drugs, vocab)
+            events = _events(sentence, drugs, vocab, answered_no=at in refused)
             if not any(k == "drug" for _, k, _ in events):
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
-                if line_cues_only and cues:
+                if line_cues_only and (cues or any(unit_counts(sentence)) or drugtext.read(sentence).strengths):
                     line_heading += cues
                     heading = list(line_heading)
+                    heading_dose = (list(drugtext.read(sentence).strengths), *unit_counts(sentence))
                 elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
                     for m in last:
                         m.stances.extend(cues)
                 loose = list(drugtext.read(sentence).strengths)
-                # a strength with no drug ("Keep taking amlodipine. Take 10 mg a day.") is the
-                # previous sentence's drugs' (checked in ``dose``)
-                last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes) for m in last] if loose else []
+                per_dose, per_day = unit_counts(sentence)
+                # a strength or a count with no drug ("Keep taking amlodipine. Take 10 mg a day.",
+                # "... Take 4 tablets.") is the previous sentence's drugs' (checked in ``dose``)
+                # ... and a sentence that speaks of them ("You may have stopped it.") keeps them for the next
+                last = [Mention(m.code, si, sentence, [], loose, m.sentence_codes, per_dose, per_day) for m in last] \
+                    if loose or per_dose or per_day else last if _PRONOUN.search(sentence) or _ANSWER.match(sentence) \
+                    else []
                 mentions.extend(last)
                 continue
             runs: list[tuple[str, list[Any]]] = []
@@ -528,28 +709,88 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     found = runs[i][1]
                     cues = runs[i + 1][1] if i + 1 < len(runs) else []
                     pairs.append((found, list(cues)))
-            has_cue = any(cues for _, cues in pairs)
+            has_cue = any(c != "report" for _, cues in pairs for c in cues)  # a report gives no instruction
             strengths = drugtext.read(sentence).strengths
+            sentence_counts = unit_counts(sentence)
+            each = bool(re.search(r"\b(?:each|both|every one|all of them)\b", sentence, re.I))
             sentence_codes: list[str] = []
             for found, _ in pairs:
                 for ds, _part in found:
                     sentence_codes += [d.code for d in ds]
+            kept_last: list[Mention] = []
             for found, cues in pairs:
                 stances = [c for c in cues if c != "report"]
                 if not has_cue and heading:
                     stances = list(heading)
                 for ds, part in found:
+                    left_out = bool(_EXCLUDED.match(part))
                     part_strengths = list(drugtext.read(part).strengths)
+                    part_counts = unit_counts(part)
+                    per_dose, per_day = part_counts if any(part_counts) else sentence_counts
+                    said = part_strengths or list(strengths)
+                    if heading is not None and not has_cue and not said and not per_dose and not per_day:
+                        said, per_dose, per_day = heading_dose  # the heading's, where the line states none
+                    in_part = tuple(d.code for d in ds)
                     for d in ds:
-                        mentions.append(Mention(d.code, si, part, list(stances), part_strengths or list(strengths),
-                                                tuple(sentence_codes)))
-            last = mentions[-sum(len(ds) for found, _ in pairs for ds, _ in found):]
+                        alone = (d.code,) if each else None  # "2 tablets of each": every drug's own
+                        mentions.append(Mention(d.code, si, part, excluded(stances) if left_out else list(stances),
+                                                list(said), tuple(sentence_codes), list(per_dose), list(per_day),
+                                                in_part if part_strengths else alone,
+                                                in_part if any(part_counts) else alone))
+                        if not left_out:  # "it" in the next sentence is not the drug left out
+                            kept_last.append(mentions[-1])
+            last = kept_last
     return Reading(mentions, sorted(invented))
+
+
+# ---------------------------------------------------------------- a change of dose
+# The review changes no dose: a letter telling the patient to change one ("double the dose",
+# "take an extra tablet", "skip a dose", "you can increase the dose") fails ``dose``. Not a
+# change: a negated one ("do not double up", "never skip a dose"), one a clinician makes ("your
+# doctor may lower the dose", "we will review the dose"), one the patient is said to make in a
+# clause ("talk to us before you change the dose"), "double-check", a report ("was increased").
+_DOSE_OBJECT = r"(?:doses?|dosage|amount|tablets?|pills?|capsules?|puffs?)"
+_DOSE_CHANGE = re.compile(
+    r"\b(?:(?:double|triple|halve|increase|decrease|reduce|raise|lower|cut|change|adjust|skip|miss out)"
+    rf"(?!-)(?:\s+(?:down|back)(?:\s+on)?)?\s+(?:(?:your|the|its|this|that|each|a|an|one|every|of)\s+)*"
+    rf"(?:[a-z]+\s+){{0,2}}?{_DOSE_OBJECT}\b"
+    r"|double\s+up\b"
+    rf"|take\s+(?:an?\s+|one\s+|two\s+)?(?:extra|additional|double|more)\s+(?:[a-z]+\s+)?{_DOSE_OBJECT}\b"
+    r"|take\s+(?:twice|three times|double)\s+as\s+(?:much|many))", re.I)
+_SOMEONE_ELSE = re.compile(r"\b(?:we|they|doctor|doctors|clinician|nurse|pharmacist|team|gp|specialist|you)"
+                           r"(?:\s+(?:will|would|may|might|can|could|should|need to|want to|are going to))?\s*$",
+                           re.I)
+_YOU_MAY = re.compile(r"\byou(?:\s+(?:can|may|could|might|should|must|need to|have to|are able to))\s*$", re.I)
+
+
+def dose_changes(text: str) -> list[str]:
+    """The instructions to change a dose the text gives (comment above)."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n+", text):
+        for m in _DOSE_CHANGE.finditer(sentence):
+            before = sentence[max(0, m.start() - _REACH):m.start()]  # bounded: linear in the sentence
+            if negated(before) or (_SOMEONE_ELSE.search(before) and not _YOU_MAY.search(before)):
+                continue
+            out.append(m.group(0))
+    return out
 
 
 # ---------------------------------------------------------------- the checks
 def _fmt(mg: float, per: str | None) -> str:
     return f"{mg:g} mg" + (f"/{per}" if per else "")
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+
+
+def _units(lo: float, hi: float) -> str:
+    return f"{lo:g} unit(s)" if _same(lo, hi) else f"{lo:g}-{hi:g} units"
+
+
+def _units_of(counts: Iterable[float]) -> str:
+    shown = [f"{n:g}" for n in counts]
+    return f"{' or '.join(shown)} unit(s)" if shown else "no dose (one unit: the strength listed)"
 
 
 def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> dict[str, Dimension]:
@@ -570,6 +811,8 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
             said = seen.firm(t["code"])
             need = REQUIRED[t["verdict"]]
             why = (f"says {SAYS[need]}" if need in said else
+                   f"says {SAYS[need]!r} only as a past event ('was stopped'), not as the instruction"
+                   if need in seen.past(t["code"]) else
                    f"says {SAYS[need]!r} only under a condition" if need in seen.stances(t["code"]) else
                    f"does not say {SAYS[need]!r} (says: {', '.join(sorted(said)) or 'nothing'})")
             dims["stance"].append(Check(label, need in said, why))
@@ -595,16 +838,34 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
         "drugs named", not reading.invented, "every drug named is in the record or the note" if not reading.invented
         else f"names {', '.join(reading.invented)}, in neither the record nor the note"))
     for m in reading.mentions:
-        if not m.strengths or all(per == "mg" for _, per in m.strengths):
-            continue  # (a mg/mg "strength" is two strengths read as a ratio: "10 mg / 28 mg")
-        own = {s for c in (set(m.sentence_codes) | {m.code}) for s in drugs[c].product.reading.strengths}
-        if not drugs[m.code].product.reading.strengths:
-            continue
-        wrong = [s for s in m.strengths if s[1] != "mg" and not any(abs(s[0] - o[0]) <= 1e-6 * max(1.0, o[0]) for o in own)]
+        near = [drugs[c] for c in dict.fromkeys((m.code, *(m.strength_scope or m.sentence_codes)))]
+        near_count = [drugs[c] for c in dict.fromkeys((m.code, *(m.count_scope or m.sentence_codes)))]
         label = f"{m.code} {drugs[m.code].product.shown()}: {m.text[:60]!r}"
-        dims["dose"].append(Check(label, not wrong, "stated strength is the record's" if not wrong else
-                                  f"states {', '.join(_fmt(*s) for s in wrong)}; the record has "
-                                  f"{', '.join(_fmt(*s) for s in drugs[m.code].product.reading.strengths)}"))
+        why: list[str] = []
+        stated = [s for s in m.strengths if s[1] != "mg"]  # (a mg/mg "strength" is two strengths read as a ratio)
+        if stated and drugs[m.code].product.reading.strengths:
+            own = [o[0] for d in near for o in d.product.reading.strengths] + [a for d in near for a in d.dose_amounts()]
+            wrong = [s for s in stated if not any(_same(s[0], o) for o in own)]
+            if wrong:
+                amounts = sorted({a for a in drugs[m.code].dose_amounts()})
+                why.append(f"states {', '.join(_fmt(*s) for s in wrong)}; the record has "
+                           f"{', '.join(_fmt(*s) for s in drugs[m.code].product.reading.strengths)}"
+                           + (f" (a dose of {', '.join(_fmt(a, None) for a in amounts)})" if amounts else ""))
+        for lo, hi in m.counts:  # units per administration: the record's count, else one unit
+            if not any(_same(lo, n) and _same(hi, n) for d in near_count for n in d.dose_counts()):
+                why.append(f"says {_units(lo, hi)} per dose; the record has {_units_of(drugs[m.code].per_dose)}")
+        for lo, hi in m.daily:  # units per day: checked where the record gives a schedule
+            if any(d.per_day for d in near_count) and not any(_same(lo, n) and _same(hi, n)
+                                                          for d in near_count for n in d.per_day):
+                why.append(f"says {_units(lo, hi)} a day; the record has "
+                           f"{_units_of(drugs[m.code].per_day) if drugs[m.code].per_day else 'no schedule'}")
+        if (stated and drugs[m.code].product.reading.strengths) or m.counts or (
+                m.daily and any(d.per_day for d in near_count)):
+            dims["dose"].append(Check(label, not why, "; ".join(why) or "stated strength and count are the record's"))
+    changes = dose_changes(units(revealed(text)))
+    if changes:
+        dims["dose"].append(Check("a change of dose", False, f"tells the patient to change a dose "
+                                  f"({'; '.join(repr(c) for c in changes[:3])}), which the review does not"))
     return {k: Dimension.from_checks(k, v) for k, v in dims.items()}
 
 
@@ -626,10 +887,15 @@ def score_letter(text: str, truth: dict[str, Any], jury: Any = None) -> Score:
     metrics: dict[str, float] = {k: 1.0 if d.passed else 0.0 for k, d in dims.items()}
     metrics["checks_passed"] = 1.0 if passed else 0.0
     seen = visible(text)[0]
-    metrics["reading_grade"] = reading_grade(seen)
+    details: dict[str, Any] = {}
+    # the grade of a letter that does its job: one that fails a check ("Ok.", reading at grade
+    # -3) shows its grade in the details but buys none in the summary
+    if passed:
+        metrics["reading_grade"] = reading_grade(seen)
+    else:
+        details["reading_grade"] = reading_grade(seen)
     metrics["words"] = float(len(_WORDS.findall(seen)))
     failed = [f"{k}: {d.reason}" for k, d in dims.items() if not d.passed]
-    details: dict[str, Any] = {}
     if jury is not None:
         from pytest_groundeval.judges.jury import jury_metrics, shown
 
@@ -648,7 +914,8 @@ def unparsed(reason: str) -> Score:
 # ---------------------------------------------------------------- the summary
 def summarize(results: list[CaseResult], *, seed: int = 0) -> dict[str, Any]:
     """Pass rates of each checkable dimension and of all of them (Wilson intervals), the mean
-    reading grade; errored cases count 0 in every rate and are left out of the grade."""
+    reading grade of the letters that pass every check; errored cases count 0 in every rate and
+    are left out of the grade."""
     run, summary = counts(results)
     for k in ("checks_passed",) + CHECKS:
         values = [r.metric(k) for r in run]

@@ -9,8 +9,10 @@ means for the patient): the letter's job is to tell the patient the decisions fa
 understandably, not to reconcile again. It never sees the record's other medications.
 
 Truth (``Case.truth``): ``{"items": [{code, display, verdict}], "record": [{code, display,
-status}], "note": "..."}``: the reconciliation's items, every medication of the record in
-every status (what the letter may name, and the strengths it may state), and the note.
+status}], "note": "...", "doses": {code: {"per_dose": [...], "per_day": [...]}}}``: the
+reconciliation's items, every medication of the record in every status (what the letter may
+name, and the strengths it may state), the note, and the record's doses in units
+(:func:`record_doses`: what a count of tablets in the letter is checked against).
 
 Rubric: the checkable items (``scorers/letter.py``; deterministic, authoritative, a reason for
 each check; they alone decide ``passed``), the reading grade (reported, not judged) and the
@@ -29,11 +31,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES
-from pytest_groundeval.fhir.medications import distinct_codes, medication_requests
+from pytest_groundeval.fhir.medications import bundle_resources, distinct_codes, medication_requests
 from pytest_groundeval.judges import calibration
 from pytest_groundeval.judges.jury import Item, jury_specs, jury_summary, unjudged
 from pytest_groundeval.model import AgentOutput, Case, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import letter as scorer
+from pytest_groundeval.scorers import units
 from pytest_groundeval.tasks import BUILTIN
 from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, coded_items
 from pytest_groundeval.tasks.datasets import discover_case_records
@@ -79,13 +82,80 @@ Review outcome:
 
 
 def render_outcome(items: list[dict[str, str]]) -> str:
-    return "\n".join(f"- {t['display']} (RxNorm {t['code']}): {t['verdict']}: {MEANING[t['verdict']]}"
+    """One line per item; a display or code with line breaks of its own (a record's free text)
+    stays on its line, so it cannot pose as another item or as the judges' fence line."""
+    return "\n".join(f"- {_line(t['display'])} (RxNorm {_line(t['code'])}): {t['verdict']}: {MEANING[t['verdict']]}"
                      for t in items)
+
+
+def _line(text: Any) -> str:
+    return " ".join(str(text).split())
 
 
 def context_of(truth: Mapping[str, Any]) -> str:
     """What the judges are told the letter should reflect: the review outcome."""
     return render_outcome(list(truth["items"]))
+
+
+def record_doses(bundle: Any, source: str) -> dict[str, dict[str, list[float]]]:
+    """What the record says is taken of each medication, in units (tablets, capsules, puffs):
+    ``{code: {"per_dose": [...], "per_day": [...]}}`` from every request's
+    ``doseQuantity`` (a count, or a mass divided by the product's one strength per unit) and,
+    when its ``timing.repeat`` gives a rate, that count times the administrations a day.
+    A request with no readable dose adds nothing (a drug with none has no entry)."""
+    requests = [res for _, res in bundle_resources(bundle, source)
+                if res["resourceType"] == "MedicationRequest" and res.get("status") in MEDICATION_REQUEST_STATUSES
+                and not res.get("doNotPerform")]
+    codings = medication_requests(bundle, source, MEDICATION_REQUEST_STATUSES)  # same requests, same order
+    if len(codings) != len(requests):  # by construction never; a dose must not go to another drug
+        raise RuntimeError(f"{source}: {len(requests)} MedicationRequests but {len(codings)} codings read")
+    out: dict[str, dict[str, list[float]]] = {}
+    for res, (_, coding) in zip(requests, codings):
+        per_unit = units.product_strengths(coding.get("display"))
+        for dosage in res.get("dosageInstruction") or []:
+            if not isinstance(dosage, dict):
+                continue
+            for dr in dosage.get("doseAndRate") or []:
+                q = dr.get("doseQuantity") if isinstance(dr, dict) else None
+                count = _count_of(q, per_unit)
+                if count is None:
+                    continue
+                entry = out.setdefault(coding["code"], {"per_dose": [], "per_day": []})
+                if count not in entry["per_dose"]:
+                    entry["per_dose"].append(count)
+                timing = dosage.get("timing")
+                try:
+                    rate = units.per_day_from_repeat(timing.get("repeat")) if isinstance(timing, dict) \
+                        and timing.get("repeat") is not None else None
+                except units.UnverifiableError:
+                    rate = None
+                if rate is not None:
+                    for day in {round(count * rate.low, 6), round(count * rate.high, 6)}:
+                        if day not in entry["per_day"]:
+                            entry["per_day"].append(day)
+    return out
+
+
+def _count_of(q: Any, per_unit: dict[str, units.Amount]) -> float | None:
+    """A ``doseQuantity`` in units: a number with no unit or a unit word (tablet, ``{tbl}``,
+    puff), or a mass over the product's one strength per unit; None if neither."""
+    if not isinstance(q, dict) or isinstance(q.get("value"), bool) or not isinstance(q.get("value"), (int, float)):
+        return None
+    value = float(q["value"])
+    if value <= 0:
+        return None
+    try:
+        a = units.read_quantity(q)
+    except (units.UnverifiableError, ValueError, TypeError, KeyError):
+        a = None
+    if a is None or a.kind != units.MASS:
+        unit = str(q.get("unit") or q.get("code") or "").casefold().strip("{}")
+        return value if unit in ("", "1", "tablet", "tablets", "tab", "tbl", "capsule", "capsules", "cap",
+                                 "puff", "puffs", "actuat", "actuation", "spray", "sprays", "each") else None
+    for strength in per_unit.values():
+        if strength.kind == a.kind and strength.value > 0:
+            return round(a.value / strength.value, 6)
+    return None
 
 
 def record_medications(bundle: Any, source: str) -> list[dict[str, str]]:
@@ -178,7 +248,8 @@ class LetterTask(Task):
         bundle = json.loads(case.inputs["bundle_json"])
         note = case.inputs["patient_report"]
         items = list(case.truth)
-        truth = {"items": items, "record": record_medications(bundle, str(ref.path)), "note": note}
+        truth = {"items": items, "record": record_medications(bundle, str(ref.path)), "note": note,
+                 "doses": record_doses(bundle, str(ref.path))}
         return Case(ref=ref, prompt=PROMPT.format(note=note, outcome=render_outcome(items)),
                     inputs={"patient_report": note, "review": items}, truth=truth,
                     content_hash=case.content_hash)

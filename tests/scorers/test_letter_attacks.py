@@ -213,12 +213,14 @@ def test_the_right_strength_however_written_passes(name):
 
 
 def test_chopping_a_letter_to_game_the_reading_grade_fails_its_instructions():
-    """One word a line gives a low Flesch-Kincaid grade (the formula rewards short sentences),
-    but an instruction cut from its drug binds to nothing: the letter fails ``stance``."""
+    """One word a line gives a lower Flesch-Kincaid grade (the formula rewards short sentences;
+    a fragment counts as a fraction of a sentence, so by a bounded amount:
+    test_letter_reading_grade.py), but an instruction cut from its drug binds to nothing: the
+    letter fails ``stance``, and a letter that fails a check has no grade in the summary."""
     from pytest_groundeval.scorers.letter import reading_grade
 
     chopped = "\n".join(GOOD.split())
-    assert reading_grade(chopped) < reading_grade(GOOD) - 2.5
+    assert reading_grade(chopped) < reading_grade(GOOD) - 1.5
     assert "stance" in failed(chopped)
 
 
