@@ -325,6 +325,92 @@ def _one_test_now(resource: dict[str, Any], today_iso: str) -> Check:
                  "one test, for now (no schedule that puts it off or repeats it)")
 
 
+# ---------------------------------------------------------------- what the resource's own words say
+# A resource's words (its narrative ``text.div``, its notes, a patient instruction, a code's
+# text or display, a string extension) must not call off what its status says: an order whose
+# note says "cancelled" or "do not draw" beside ``status: active`` is an order a careful
+# clinician would not act on. The words are read as the letter scorer reads a letter
+# (``letter.revealed``: HTML entities decoded, markup dropped and its hidden pieces shown,
+# invisible characters dropped, look-alike letters folded), in lower case, with letters spaced
+# out ("C A N C E L L E D") joined; a cue negated earlier in its sentence ("not cancelled",
+# "do not stop") says nothing (``letter.negated``).
+TEXT_KEYS = frozenset({"div", "text", "display", "patientInstruction", "comment", "description", "valueString",
+                       "valueMarkdown", "title"})
+_VOID = (r"entered[\s-]*in[\s-]*error|\bin error\b|erroneous(?:ly)?|by mistake|wrong patient|\bvoid(?:ed)?\b"
+         r"|disregard|\bignore (?:this|it|the)\b|retract(?:ed)?|\binvalid(?:ated)?\b|rescind(?:ed)?|revoked?\b"
+         r"|\bdo not (?:use|chart|file|record)\b|\bdelete(?:d)?\b")
+_CALLED_OFF = (r"\bcancel(?:l?ed|lation|s)?\b|\bdiscontinu\w*|\bd/c(?:'?d)?\b|\bstop(?:ped|s)?\b(?! by)"
+               r"|\bon hold\b|\bheld\b|\bhold (?:off|this|the|order|test|lab|draw)\b|\bsuspend(?:ed)?\b|\bpaused?\b|\bwithdrawn\b"
+               r"|\bno longer (?:needed|required|indicated|due)\b|\bnot (?:to be )?(?:ordered|performed|drawn)\b"
+               r"|\bdo not (?:give|perform|draw|collect|order|run|send|process|test|do|obtain|act|carry out|schedule)\b"
+               r"|\bdon't (?:give|perform|draw|collect|order|run|send|process|test|do|obtain|act|schedule)\b"
+               r"|\bdraft\b|\bsuperseded\b|\bobsolete\b|\balready (?:done|drawn|completed|resulted|ordered)\b")
+_GOING_ON = (r"\bon hold\b|\bheld\b|\bhold (?:off|this|the|it|order|medication|drug)\b|\bsuspend(?:ed)?\b|\bpaused?\b|\bresum(?:e|ed|es)\b|\brestart(?:ed|s)?\b"
+             r"|\bre-?start(?:ed)?\b|\breinstat\w*|\bstill (?:taking|active|on)\b|\bremains? active\b"
+             r"|\bcontinu(?:e|es|ed|ing) (?:taking|to take|using|on|with|it|the)\b")
+#: the words that call off each status (a status not named: only the void words)
+CONTRADICTS = {
+    "active": re.compile(f"{_VOID}|{_CALLED_OFF}", re.I),
+    "final": re.compile(f"{_VOID}|\\bcancel(?:l?ed|lation)?\\b|\\bpreliminary\\b|\\bnot (?:the|this) patient", re.I),
+    "stopped": re.compile(f"{_VOID}|{_GOING_ON}", re.I),
+}
+#: a cue about another, earlier record ("prior order cancelled", "last result invalid") says
+#: nothing of this one
+_OTHER = re.compile(r"\b(?:previous|prior|earlier|older|old|last|other)\s+(?:\w+\s+)?(?:orders?|results?|tests?|"
+                    r"requests?|values?|readings?|prescriptions?|labs?|draws?|measurements?|hba1c|a1c|ones?)\b", re.I)
+_SPACED = re.compile(r"\b(?:[a-z][ .\-_*·/]){3,}[a-z]\b", re.I)
+_SENTENCE = re.compile(r"[.!?;\n]+")
+
+
+def _words_of(node: Any, path: str = "") -> list[tuple[str, str]]:
+    """``(where, text)`` for every human-readable string of a resource."""
+    out: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            where = f"{path}.{k}" if path else k
+            if isinstance(v, str) and k in TEXT_KEYS:
+                out.append((where, v))
+            elif isinstance(v, (dict, list)):
+                out += _words_of(v, where)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _words_of(v, f"{path}[{i}]")
+    return out
+
+
+def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
+    """Where the resource's own words call off its status (``before``: the resource as the
+    record held it; only words the agent wrote are read, the record's own are not its answer)."""
+    from pytest_groundeval.scorers.letter import negated, revealed
+
+    status = resource.get("status")
+    cues = CONTRADICTS.get(status) if isinstance(status, str) else None
+    if cues is None:
+        cues = re.compile(_VOID, re.I)
+    old = {text for _, text in _words_of(before)} if before else set()
+    found: list[str] = []
+    for where, text in _words_of(resource):
+        if text in old:
+            continue
+        read = revealed(text)
+        read = _SPACED.sub(lambda m: re.sub(r"[^a-z]", "", m.group(0), flags=re.I), read).casefold()
+        for sentence in _SENTENCE.split(read):
+            hit = next((m for m in cues.finditer(sentence) if not negated(sentence[:m.start()])
+                        and not _OTHER.search(sentence[:m.start()])), None)
+            if hit is not None:
+                found.append(f"{where} says {hit.group(0)!r}")
+                break
+    return found
+
+
+def _text_check(resource: dict[str, Any], before: dict[str, Any] | None) -> Check:
+    said = text_contradictions(resource, before)
+    status = resource.get("status")
+    return Check("text_agrees_with_status", not said,
+                 f"{'; '.join(said[:3])} beside status {status!r}: a resource whose own words call off its status "
+                 "is not one a clinician acts on" if said else f"no word of the resource calls off status {status!r}")
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -356,6 +442,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("do_not_perform", dnp is not True, "doNotPerform is true: an order NOT to test"
                             if dnp is True else "an order to perform the test"))
         checks.append(_one_test_now(resource, exp["authored_on"]))
+        checks.append(_text_check(resource, None))
     elif kind == "bp":
         checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
         checks.append(Check("status", resource.get("status") == exp["status"],
@@ -403,6 +490,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         own = [k for k in resource if k.startswith("value") or k == "dataAbsentReason"]
         checks.append(Check("panel_value", not own, f"the panel has {own} of its own" if own
                             else "the values are in the components"))
+        checks.append(_text_check(resource, None))
     elif kind == "stop":
         status = resource.get("status")
         checks.append(Check("status", status == "stopped", f"status {status!r}" + (
@@ -422,6 +510,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
             changed.append(f"note ({len(lost)} of the record's notes dropped or rewritten)")
         checks.append(Check("only_status", not changed, f"elements changed beside the status: {changed}" if changed
                             else "nothing but the status (and a reason or an added note) changed"))
+        checks.append(_text_check(resource, before))
     return checks
 
 
