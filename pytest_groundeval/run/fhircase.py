@@ -8,7 +8,9 @@
 * :func:`close_case` (after the call, also when the agent errored): the server's request log
   and the state diff as :class:`FhirActivity`, on the result (``CaseResult.fhir``) and on the
   case for the scorer (``case.inputs["fhir_activity"]``); a server that died during the case
-  makes it an error of kind ``server`` (it is started again for the next case).
+  makes it an error of kind ``server`` (it is started again for the next case), and so does a
+  request log the server cut at its bound (``requests_cut``: the evidence is partial, so the
+  case is not scored, never passed or failed on part of it).
 * :func:`rescored_case`: ``--rescore`` puts the stored activity back on the case (no server).
 * :func:`masked`: the model-call cache keys a case's messages with its base URL as
   ``{fhir_base_url}`` (:class:`fhir_base_of` around the agent call), so a replay under
@@ -85,7 +87,19 @@ def close_case(opened: Opened, case: Case) -> tuple[Case, Any, ErrorInfo | None]
         requests=[FhirExchange.model_validate(r) for r in got.get("requests", [])],
         changes=diff_states(handle.before, got.get("state") or {}),
         requests_cut=int(got.get("requests_cut") or 0))
+    if activity.requests_cut:
+        return _with(case, activity), activity, ErrorInfo(kind="server", message=cut_log(case, activity))
     return _with(case, activity), activity, None
+
+
+def cut_log(case: Case, activity: Any) -> str:
+    """Why a case whose request log the server cut is not scored: what its agent wrote or undid
+    in the requests beyond the bound is unknown, so any score would rest on part of the evidence."""
+    kept = len(activity.requests)
+    return (f"{case.ref.task}:{case.ref.case_id}: not scored: the agent made {kept + activity.requests_cut} "
+            f"requests to its FHIR server and the request log kept the first {kept} (its bound on the bodies it "
+            f"holds, FhirServer.max_log_bytes); what the other {activity.requests_cut} wrote or undid cannot be "
+            "shown, so no score would rest on the whole evidence")
 
 
 def _with(case: Case, activity: Any) -> Case:

@@ -602,8 +602,10 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     if error is not None or case is None:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
                           content_hash=case.content_hash if case else None, rescored_from=run_id)
-    if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old):
-        # the stored case never got an answer (API error, budget), or only a cut one: keep it as it was
+    if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old) or (
+            old.error is not None and old.error.kind == "server"):
+        # the stored case never got an answer (API error, budget), or only a cut one, or its FHIR
+        # server's evidence was lost or cut (it died, the log's bound): keep it as it was
         return old.model_copy(update={"rescored_from": run_id})
     output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.agent_reported)
     fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
@@ -611,6 +613,15 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     fields.update(ground_truth=case.truth, rescored_from=run_id)
     if fhircase.uses_server(task):  # the stored FHIR activity on the case, for the scorer (no server)
         case = fhircase.rescored_case(case, old.fhir)
+        if old.fhir is not None and old.fhir.requests_cut:  # a cut log is no evidence to score on, now as then
+            rates = task.applicable_rates(case) or []
+            if fields.get("tools_offered"):
+                from pytest_groundeval.scorers.grounding import NAME as GROUNDED
+
+                rates.append(GROUNDED)
+            fields.update(outcome="error", applicable=rates or None,
+                          error=ErrorInfo(kind="server", message=fhircase.cut_log(case, old.fhir)))
+            return _result(ref, fields, round(time.perf_counter() - started, 6))
     observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
     fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded,
                              observed=observed, offered=old.tools_offered,
