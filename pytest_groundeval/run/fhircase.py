@@ -9,8 +9,9 @@
   and the state diff as :class:`FhirActivity`, on the result (``CaseResult.fhir``) and on the
   case for the scorer (``case.inputs["fhir_activity"]``); a server that died during the case
   makes it an error of kind ``server`` (it is started again for the next case), and so does a
-  request log the server cut at its bound (``requests_cut``: the evidence is partial, so the
-  case is not scored, never passed or failed on part of it).
+  request log the server cut at its bound (``requests_cut``), or a write whose body the record's
+  bounds cut (:func:`partial`: the evidence is partial, so the case is not scored, never passed
+  or failed on part of it).
 * :func:`rescored_case`: ``--rescore`` puts the stored activity back on the case (no server).
 * :func:`masked`: the model-call cache keys a case's messages with its base URL as
   ``{fhir_base_url}`` (:class:`fhir_base_of` around the agent call), so a replay under
@@ -20,6 +21,7 @@
 from __future__ import annotations
 
 import contextvars
+import re
 import dataclasses
 from typing import Any
 
@@ -87,19 +89,42 @@ def close_case(opened: Opened, case: Case) -> tuple[Case, Any, ErrorInfo | None]
         requests=[FhirExchange.model_validate(r) for r in got.get("requests", [])],
         changes=diff_states(handle.before, got.get("state") or {}),
         requests_cut=int(got.get("requests_cut") or 0))
+    why = partial(case, activity)
+    return _with(case, activity), activity, (ErrorInfo(kind="server", message=why) if why else None)
+
+
+_CUT_AT = re.compile(r"^fhir\.requests\[(\d+)\]\.(request|response)")
+
+
+def may_write(exchange: Any) -> bool:
+    """A request that can write: any but a read (GET, HEAD) or a search by POST (``_search``)."""
+    path = str(exchange.path or "").split("?", 1)[0].rstrip("/")
+    return exchange.method.upper() not in ("GET", "HEAD") and not path.endswith("_search")
+
+
+def partial(case: Case, activity: Any, truncated: Any = ()) -> str | None:
+    """Why the FHIR evidence of a case is partial, so it is not scored (None: it is whole): the
+    server's log cut at its bound (``requests_cut``), or the body of a request that can write
+    cut to the record's bounds (``truncated``: ``CaseResult.truncated``'s entries, whose
+    ``fhir.requests[i]`` name the exchange). What the dropped part wrote or undid cannot be
+    shown; a score would rest on part of the evidence."""
+    where = f"{case.ref.task}:{case.ref.case_id}: not scored: "
+    if activity is None:
+        return None
     if activity.requests_cut:
-        return _with(case, activity), activity, ErrorInfo(kind="server", message=cut_log(case, activity))
-    return _with(case, activity), activity, None
-
-
-def cut_log(case: Case, activity: Any) -> str:
-    """Why a case whose request log the server cut is not scored: what its agent wrote or undid
-    in the requests beyond the bound is unknown, so any score would rest on part of the evidence."""
-    kept = len(activity.requests)
-    return (f"{case.ref.task}:{case.ref.case_id}: not scored: the agent made {kept + activity.requests_cut} "
-            f"requests to its FHIR server and the request log kept the first {kept} (its bound on the bodies it "
-            f"holds, FhirServer.max_log_bytes); what the other {activity.requests_cut} wrote or undid cannot be "
-            "shown, so no score would rest on the whole evidence")
+        kept = len(activity.requests)
+        return (where + f"the agent made {kept + activity.requests_cut} requests to its FHIR server and the "
+                f"request log kept the first {kept} (its bound on the bodies it holds, FhirServer.max_log_bytes); "
+                f"what the other {activity.requests_cut} wrote or undid cannot be shown")
+    cut = []
+    for entry in truncated or ():
+        m = _CUT_AT.match(str(entry))
+        if m and int(m.group(1)) < len(activity.requests) and may_write(activity.requests[int(m.group(1))]):
+            cut.append(str(entry))
+    if cut:
+        return (where + f"the body of a write was cut to the record's bounds ({'; '.join(cut[:3])}): what its "
+                "dropped part wrote or undid cannot be shown")
+    return None
 
 
 def _with(case: Case, activity: Any) -> Case:

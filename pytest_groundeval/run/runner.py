@@ -188,7 +188,9 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
 
 def _close_fhir(called: Called, opened: Any) -> None:
     """The case's FHIR activity on the result and on the case; a server that died during the
-    case makes it a ``server`` error. Request and response bodies within groundeval's bounds."""
+    case makes it a ``server`` error. Request and response bodies within groundeval's bounds:
+    a write's body cut to them, like a log the server cut, is partial evidence, so the case is
+    a ``server`` error, not scored (``fhircase.partial``)."""
     called.case, activity, error = fhircase.close_case(opened, called.case)  # type: ignore[arg-type]
     cuts: list[str] = []
     for i, exchange in enumerate(activity.requests):
@@ -200,6 +202,9 @@ def _close_fhir(called: Called, opened: Any) -> None:
     if cuts:
         called.fields["truncated"] = list(called.fields.get("truncated") or []) + cuts
     called.fields["fhir"] = activity
+    why = fhircase.partial(called.case, activity, cuts) if error is None else None  # type: ignore[arg-type]
+    if why is not None:
+        error = ErrorInfo(kind="server", message=why)
     if error is not None:
         called.error = error
 
@@ -613,14 +618,15 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     fields.update(ground_truth=case.truth, rescored_from=run_id)
     if fhircase.uses_server(task):  # the stored FHIR activity on the case, for the scorer (no server)
         case = fhircase.rescored_case(case, old.fhir)
-        if old.fhir is not None and old.fhir.requests_cut:  # a cut log is no evidence to score on, now as then
+        why = fhircase.partial(case, old.fhir, old.truncated)
+        if why is not None:  # a cut log is no evidence to score on, now as then
             rates = task.applicable_rates(case) or []
             if fields.get("tools_offered"):
                 from pytest_groundeval.scorers.grounding import NAME as GROUNDED
 
                 rates.append(GROUNDED)
             fields.update(outcome="error", applicable=rates or None,
-                          error=ErrorInfo(kind="server", message=fhircase.cut_log(case, old.fhir)))
+                          error=ErrorInfo(kind="server", message=why))
             return _result(ref, fields, round(time.perf_counter() - started, 6))
     observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
     fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded,

@@ -3,7 +3,10 @@ the bodies it holds (``FhirServer.max_log_bytes``), not by a count of requests, 
 that makes many small requests (more than the 500 the log used to keep) is scored on its whole
 log; and a case whose log the server did cut is an error of kind ``server`` that names the case
 and why, never a pass or a fail scored on part of the evidence. The log is a prefix: once a
-request is dropped every later one is too (no holes a later small write could hide in)."""
+request is dropped every later one is too (no holes a later small write could hide in). The
+same holds for a write whose body the record's bounds cut (``run/bounds.MAX_STEP``): a padded
+batch hid its later entries (a delete and re-create of the patient's diabetes Condition) from
+the scorer, and the case passed."""
 
 from __future__ import annotations
 
@@ -113,3 +116,74 @@ def test_a_case_whose_server_died_stays_an_error_when_re_scored(small):
     again = reuse(TASK, REFS[HBA], died, "run-1", rescore=True)
     assert again.outcome == "error" and again.error == died.error and again.score is None
 
+
+class _Padded:
+    """The right order in a batch padded past the record's bound on one body, whose later
+    entries delete the patient's diabetes Condition and put it back as it was (``pad``: the
+    padding's characters)."""
+
+    name = "padded"
+    model = None
+
+    def __init__(self, pad: int) -> None:
+        self.pad = pad
+
+    def run_case(self, task, prompt, inputs):
+        from pytest_groundeval.fhir.client import FhirClient
+
+        client = FhirClient(inputs["fhir_base_url"])
+        pid = inputs["patient_id"]
+        found = client.search("Condition", {"patient": f"Patient/{pid}"})
+        cond = next(e["resource"] for e in found["entry"]
+                    if any(c.get("code") == "44054006" for c in e["resource"]["code"]["coding"]))
+        order = {"resourceType": "ServiceRequest", "status": "active", "intent": "order",
+                 "code": {"coding": [{"system": "http://loinc.org", "code": "4548-4"}]},
+                 "subject": {"reference": f"Patient/{pid}"}, "authoredOn": inputs["today"]}
+        client.transaction({"resourceType": "Bundle", "type": "batch",
+                            "identifier": {"system": "urn:example:pad", "value": "p" * self.pad}, "entry": [
+                                {"resource": order, "request": {"method": "POST", "url": "ServiceRequest"}},
+                                {"request": {"method": "DELETE", "url": f"Condition/{cond['id']}"}},
+                                {"resource": cond, "request": {"method": "PUT", "url": f"Condition/{cond['id']}"}}]})
+        return "ordered"
+
+
+def test_a_write_whose_body_the_record_cut_makes_the_case_an_error():
+    from pytest_groundeval.run.bounds import MAX_STEP
+
+    s = FhirServer()
+    try:
+        padded = run_case(TASK, REFS[HBA], _Padded(MAX_STEP + 1000), server=s)
+        plain = run_case(TASK, REFS[HBA], _Padded(10), server=s)
+    finally:
+        s.stop()
+    # unpadded, the log shows the delete: no_collateral fails
+    assert plain.outcome == "failed" and "was deleted" in plain.score.dimensions["no_collateral"].reason
+    # padded past the bound, the delete is cut from the record: not scored, an error saying why
+    assert padded.outcome == "error" and padded.score is None and padded.error.kind == "server", padded.score
+    msg = padded.error.message
+    assert f"orders:{HBA}" in msg and "fhir.requests[1].request" in msg and "not scored" in msg, msg
+    # and so it stays when re-scored; a record made before this rule is an error when re-scored
+    assert reuse(TASK, REFS[HBA], padded, "run-1", rescore=True).error == padded.error
+    older = padded.model_copy(update={"outcome": "passed", "error": None, "applicable": None})
+    again = reuse(TASK, REFS[HBA], older, "run-0", rescore=True)
+    assert again.outcome == "error" and again.error.kind == "server" and "fhir.requests[1].request" in again.error.message
+
+
+
+def test_only_a_cut_in_a_write_is_partial_evidence():
+    """A read's or a search's answer cut to the record's bounds (a big record) leaves every
+    write whole: the case is scored; a cut in any request that can write is partial."""
+    from pytest_groundeval.model import FhirActivity, FhirExchange
+    from pytest_groundeval.run.fhircase import partial
+
+    case = TASK.load(REFS[HBA])
+    ex = [FhirExchange(seq=1, method="GET", path="Observation?patient=Patient/x", status=200),
+          FhirExchange(seq=2, method="POST", path="Observation/_search", status=200),
+          FhirExchange(seq=3, method="POST", path="", status=200),
+          FhirExchange(seq=4, method="DELETE", path="Condition/c", status=200)]
+    activity = FhirActivity(base_url="http://127.0.0.1:9/case/x/fhir/R4", requests=ex)
+    assert partial(case, activity, ["fhir.requests[0].response.entry: 900 items, kept 80",
+                                    "fhir.requests[1].response.entry: 900 items, kept 80", "transcript: 501 steps"]) is None
+    assert "fhir.requests[2].request" in partial(case, activity, ["fhir.requests[2].request.entry: 60 items, kept 40"])
+    assert "fhir.requests[3].response" in partial(case, activity, ["fhir.requests[3].response: 3 keys, kept 2"])
+    assert "not scored" in partial(case, activity.model_copy(update={"requests_cut": 1}), [])
