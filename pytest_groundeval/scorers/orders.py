@@ -140,6 +140,15 @@ def _created_ref(status: int, location: Any, body: Any, rtype: str) -> str | Non
     return None
 
 
+def _resolved(target: str, method: str, stored: Any) -> str:
+    """The ``Type/id`` a conditional update or patch (``PUT|PATCH Type?search``: no id in its
+    path) wrote, from the resource the server answered it stored; else ``target`` as it is."""
+    if "/" in target or method not in ("PUT", "PATCH") or not isinstance(stored, dict):
+        return target
+    rtype, rid = stored.get("resourceType"), stored.get("id")
+    return f"{rtype}/{rid}" if rtype == (target or rtype) and isinstance(rid, str) and rid else target
+
+
 def writes(activity: FhirActivity) -> list[Write]:
     """Every write request of the log, a transaction's or batch's entries one by one."""
     out: list[Write] = []
@@ -163,7 +172,7 @@ def writes(activity: FhirActivity) -> list[Write]:
                 res = entry.get("resource") if isinstance(entry.get("resource"), dict) else {}
                 rtype = _type_id(url).split("/")[0] or str(res.get("resourceType", ""))
                 stored = answers[i].get("resource") if i < len(answers) and isinstance(answers[i], dict) else None
-                out.append(Write(ex.seq, m, _type_id(url) or rtype, st,
+                out.append(Write(ex.seq, m, _resolved(_type_id(url) or rtype, m, stored), st,
                                  f"{body.get('type', 'bundle')} entry {i}: {m} {url}",
                                  _created_ref(st, ans.get("location"), stored, rtype), ex.refused,
                                  stored if isinstance(stored, dict) else None))
@@ -177,7 +186,7 @@ def writes(activity: FhirActivity) -> list[Write]:
         target = _type_id(ex.path)
         stored = ex.response if isinstance(ex.response, dict) and ex.response.get("resourceType") not in (
             None, "OperationOutcome") else None
-        out.append(Write(ex.seq, method, target, ex.status, f"{method} {ex.path}",
+        out.append(Write(ex.seq, method, _resolved(target, method, stored), ex.status, f"{method} {ex.path}",
                          _created_ref(ex.status, None, ex.response, target.split("/")[0]), ex.refused, stored))
     return out
 
@@ -539,6 +548,8 @@ def _transient(activity: FhirActivity, log: list[Write]) -> list[str]:
             continue
         if w.created and w.created not in in_diff:
             out.append(f"{w.created} was created ({w.where}) and is gone again")
+        if w.method == "DELETE" and "/" not in w.target:
+            out.append(f"a conditional delete ({w.where}) was accepted: the log does not name what it deleted")
         if w.method == "DELETE" and "/" in w.target and in_diff.get(w.target) != "deleted":
             out.append(f"{w.target} was deleted ({w.where})" + (" and written again" if w.target in in_diff else ""))
         if w.method in ("PUT", "PATCH") and "/" in w.target and not w.created and w.target not in in_diff:
