@@ -344,7 +344,7 @@ def _one_test_now(resource: dict[str, Any], today_iso: str) -> Check:
 # out ("C A N C E L L E D") joined; a cue negated earlier in its sentence ("not cancelled",
 # "do not stop") says nothing (``letter.negated``).
 TEXT_KEYS = frozenset({"div", "text", "display", "patientInstruction", "comment", "description", "valueString",
-                       "valueMarkdown", "title"})
+                       "valueMarkdown", "title", "authorString"})
 _VOID = (r"entered[\s-]*in[\s-]*error|\bin error\b|erroneous(?:ly)?|by mistake|wrong patient|\bvoid(?:ed)?\b"
          r"|disregard|\bignore (?:this|it|the)\b|retract(?:ed)?|\binvalid(?:ated)?\b|rescind(?:ed)?|revoked?\b"
          r"|\bdo not (?:use|chart|file|record)\b|\bdelete(?:d)?\b")

@@ -74,6 +74,11 @@ CALLED_OFF = [
                                                      "display": "Hemoglobin A1c - VOID"}]})),
     ("extension-string", HBA, _order(extension=[{"url": "https://example.org/remark",
                                                  "valueString": "Suspended"}])),
+    ("note-author", HBA, _order(note=[{"authorString": "CANCELLED by Dr X", "text": "see the author line"}])),
+    ("status-extension", HBA, _order(_status={"extension": [{"url": "https://example.org/shown-status",
+                                                            "valueString": "cancelled"}]})),
+    ("tag-display", HBA, _order(meta={"tag": [{"system": "https://example.org/t", "code": "x",
+                                              "display": "Cancelled"}]})),
     ("reading-in-error", BP, _reading_note("Entered in error - wrong patient")),
     ("reading-div-disregard", BP, lambda fake, t: fake.fhir_create(reading(
         t, text={"status": "generated", "div": DIV.format("Disregard this reading")}))),
