@@ -236,6 +236,33 @@ def a_order_unless_an_open_hba1c_order(fake, t):  # right: the protocol's own co
     fake.fhir_create(order(t), if_none_exist=f"patient={t['patient']}&code=http://loinc.org|4548-4&status=active")
 
 
+def _stop_with(**over):
+    def behaviour(fake, t):
+        fake.fhir_update({**target_mr(fake, t), "status": "stopped", **over})
+    behaviour.__name__ = "a_stop_with_" + "_".join(over)
+    return behaviour
+
+
+def a_order_not_to_do_modifier(fake, t):  # a modifier extension the reader cannot know: an order not to do
+    fake.fhir_create(order(t, modifierExtension=[{"url": "https://example.org/not-to-do", "valueBoolean": True}]))
+
+
+def a_order_subject_a_group(fake, t):
+    fake.fhir_create(order(t, subject={"reference": t["patient"], "type": "Group"}))
+
+
+def a_order_subject_by_identifier(fake, t):
+    fake.fhir_create(order(t, subject={"identifier": {"value": pid(t)}}))
+
+
+def a_order_authored_late_in_another_offset(fake, t):  # right: today where it was written (a UTC tomorrow)
+    fake.fhir_create(order(t, authoredOn=f"{t['today']}T23:30:00-10:00"))
+
+
+def a_order_for_today_in_another_offset(fake, t):  # right
+    fake.fhir_create(order(t, occurrenceDateTime=f"{t['today']}T23:30:00-12:00"))
+
+
 DECOY = "hba1c-due-decoy-Hiedi_Bruen_b361ebbe"
 DUE = {"persisted", "valid", "correct"}
 
@@ -281,6 +308,19 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
     (STOP, a_stop_dropping_notes, {"correct"}),
     (STOP, a_stop_without_meta, set()),
     (STOP, a_stop_adding_a_note, set()),
+    # pinned (helper orders2): meaning changed by a modifier, a wrong JSON type, a subject that
+    # is no Patient reference, a stop that changes what else the request says; and right forms
+    (HBA, a_order_not_to_do_modifier, {"valid"}),
+    (HBA, _order_with(doNotPerform="true"), {"valid"}),
+    (HBA, a_order_subject_a_group, {"correct"}),
+    (HBA, a_order_subject_by_identifier, {"correct"}),
+    (STOP, _stop_with(intent="proposal"), {"correct"}),
+    (STOP, _stop_with(doNotPerform=True), {"correct"}),
+    (STOP, _stop_with(modifierExtension=[{"url": "https://example.org/resumed", "valueBoolean": True}]),
+     {"valid", "correct"}),
+    (HBA, _order_with(priority="stat"), set()),
+    (HBA, a_order_authored_late_in_another_offset, set()),
+    (HBA, a_order_for_today_in_another_offset, set()),
 ]
 
 
