@@ -221,7 +221,32 @@ def code_check(concept: Any, system: str, code: str, what: str) -> Check:
     return Check(what, False, f"no {system}|{code} coding (codings: {given or 'none'})")
 
 
-def _subject_check(resource: dict[str, Any], patient: str, base_url: str | None) -> Check:
+#: words a subject's display may hold that name nobody
+_GENERIC_DISPLAY = frozenset({"the", "patient", "pt", "this", "mr", "mrs", "ms", "miss", "dr", "mx"})
+
+
+def _subject_names_other(subject: Any, truth: dict[str, Any]) -> str | None:
+    """Why a subject's display or identifier, beside a reference to the patient, names someone
+    else (None: it does not, or the truth carries no names to compare)."""
+    from pytest_groundeval.scorers.letter import revealed
+
+    if not isinstance(subject, dict):
+        return None
+    names, ids = set(truth.get("patient_names") or ()), set(truth.get("patient_identifiers") or ())
+    display = subject.get("display")
+    if isinstance(display, str) and names:
+        words = {w for w in re.findall(r"[a-z]+", revealed(display).casefold()) if len(w) > 1} - _GENERIC_DISPLAY
+        if words and not words & names:
+            return f"subject.display {display!r} names none of the patient's names ({', '.join(sorted(names))})"
+    ident = subject.get("identifier")
+    value = ident.get("value") if isinstance(ident, dict) else None
+    if ident is not None and ids and value not in ids:
+        return f"subject.identifier {value!r} is none of the patient's identifiers"
+    return None
+
+
+def _subject_check(resource: dict[str, Any], patient: str, base_url: str | None,
+                   truth: dict[str, Any] | None = None) -> Check:
     """The subject is the case's patient AS THIS SERVER RESOLVES IT: ``Patient/<id>`` (typed,
     version-specific), or an absolute URL on the case's own FHIR base. A ``urn:uuid:`` (it
     resolves only inside the transaction that names it) or another server's URL is a
@@ -239,6 +264,9 @@ def _subject_check(resource: dict[str, Any], patient: str, base_url: str | None)
             if not (own and ref.startswith(own + "/Patient/")):
                 return Check("subject", False, f"subject.reference {ref!r} is on another server, not this case's "
                                                f"({own or 'unknown base'})")
+        other = _subject_names_other(resource.get("subject"), truth or {})
+        if other is not None:
+            return Check("subject", False, other + ": the order reads as someone else's")
     return Check("subject", ok, why)
 
 
@@ -443,7 +471,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("intent", resource.get("intent") == exp["intent"],
                             f"intent {resource.get('intent')!r}" + ("" if resource.get("intent") == exp["intent"]
                                                                     else f", not {exp['intent']!r}")))
-        checks.append(_subject_check(resource, patient, base_url))
+        checks.append(_subject_check(resource, patient, base_url, truth))
         authored = resource.get("authoredOn")
         ok = isinstance(authored, str) and authored[:10] == exp["authored_on"]
         checks.append(Check("authored_on", ok, f"authoredOn {authored!r}" + ("" if ok else f", not today ({exp['authored_on']})")))
@@ -457,7 +485,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("status", resource.get("status") == exp["status"],
                             f"status {resource.get('status')!r}" + ("" if resource.get("status") == exp["status"]
                                                                     else f", not {exp['status']!r}")))
-        checks.append(_subject_check(resource, patient, base_url))
+        checks.append(_subject_check(resource, patient, base_url, truth))
         focus = resource.get("focus")
         checks.append(Check("focus", not focus, f"focus {focus!r}: the reading is about something other than the "
                             "patient" if focus else "about the patient (no other focus)"))

@@ -263,6 +263,26 @@ def a_order_for_today_in_another_offset(fake, t):  # right
     fake.fhir_create(order(t, occurrenceDateTime=f"{t['today']}T23:30:00-12:00"))
 
 
+def _subject_with(**extra):
+    def behaviour(fake, t):
+        fake.fhir_create(order(t, subject={"reference": t["patient"], **extra}))
+    behaviour.__name__ = "a_subject_with_" + "_".join(f"{k}_{str(v)[:12]}" for k, v in extra.items())
+    return behaviour
+
+
+def a_subject_named_as_on_the_record(fake, t):  # right: the record's own spelling, digits and all
+    fake.fhir_create(order(t, subject={"reference": t["patient"], "display": "Danae554 Kshlerin58"}))
+
+
+def a_subject_with_the_patient_s_ssn(fake, t):  # right: one of the patient's own identifiers
+    ssn = next(i for i in t["patient_identifiers"] if i.count("-") == 2 and len(i) == 11)
+    fake.fhir_create(order(t, subject={"reference": t["patient"], "identifier": {"value": ssn}}))
+
+
+def a_reading_of_someone_else_by_display(fake, t):
+    fake.fhir_create(reading(t, subject={"reference": t["patient"], "display": "John Smith"}))
+
+
 DECOY = "hba1c-due-decoy-Hiedi_Bruen_b361ebbe"
 DUE = {"persisted", "valid", "correct"}
 
@@ -321,6 +341,16 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
     (HBA, _order_with(priority="stat"), set()),
     (HBA, a_order_authored_late_in_another_offset, set()),
     (HBA, a_order_for_today_in_another_offset, set()),
+    # a subject whose display or identifier, beside the patient's reference, names someone else
+    (HBA, _subject_with(display="Jane Other"), {"correct"}),
+    (HBA, _subject_with(display="J\u200bane &amp; Other"), {"correct"}),
+    (HBA, _subject_with(identifier={"system": "http://hl7.org/fhir/sid/us-ssn", "value": "999-00-0000"}), {"correct"}),
+    (BP, a_reading_of_someone_else_by_display, {"correct"}),
+    (HBA, _subject_with(display="Danae Kshlerin"), set()),
+    (HBA, _subject_with(display="the patient"), set()),
+    (HBA, _subject_with(display="Mrs. Kshlerin"), set()),
+    (HBA, a_subject_named_as_on_the_record, set()),
+    (HBA, a_subject_with_the_patient_s_ssn, set()),
 ]
 
 
