@@ -397,6 +397,8 @@ _OTHER = re.compile(r"\b(?:previous|prior|earlier|older|old|last|other)\s+(?:\w+
                     r"requests?|values?|readings?|prescriptions?|labs?|draws?|measurements?|hba1c|a1c|ones?)\b", re.I)
 _SPACED = re.compile(r"\b(?:[a-z][ .\-_*·/]){3,}[a-z]\b", re.I)
 _SENTENCE = re.compile(r"[.!?;\n]+")
+_ATTRIBUTE = re.compile(r"""\b(?:alt|title)\s*=\s*(?:"([^"<>]{0,500})"|'([^'<>]{0,500})')""", re.I)
+_HYPHEN = re.compile(r"(?<=[a-z])[-\u2010\u2011]\s*(?=[a-z])")
 
 
 def _words_of(node: Any, path: str = "") -> list[tuple[str, str]]:
@@ -429,11 +431,17 @@ def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None 
     for where, text in _words_of(resource):
         if text in old:
             continue
-        read = revealed(text)
+        shown = "\n".join([text, *("".join(g) for g in _ATTRIBUTE.findall(text))])  # alt text, a tooltip: words too
+        read = revealed(shown)
         read = _SPACED.sub(lambda m: re.sub(r"[^a-z]", "", m.group(0), flags=re.I), read).casefold()
-        for sentence in _SENTENCE.split(read):
-            hit = next((m for m in cues.finditer(sentence) if not negated(sentence[:m.start()])
-                        and not _OTHER.search(sentence[:m.start()])), None)
+        # hyphens read as nothing ("discon-\ntinued") and as spaces ("do-not-draw") too
+        hit = None
+        for variant in (read, _HYPHEN.sub("", read), _HYPHEN.sub(" ", read)):
+            for sentence in _SENTENCE.split(variant):
+                hit = next((m for m in cues.finditer(sentence) if not negated(sentence[:m.start()])
+                            and not _OTHER.search(sentence[:m.start()])), None)
+                if hit is not None:
+                    break
             if hit is not None:
                 found.append(f"{where} says {hit.group(0)!r}")
                 break

@@ -62,6 +62,12 @@ CALLED_OFF = [
     ("note-fullwidth", HBA, _note("\uff23\uff21\uff2e\uff23\uff25\uff2c\uff2c\uff25\uff24")),
     ("note-spaced", HBA, _note("C A N C E L L E D")),
     ("note-dotted", HBA, _note("c.a.n.c.e.l.l.e.d")),
+    ("note-hyphen-break", HBA, _note("Discon-\ntinued")),
+    ("note-hyphenated-words", HBA, _note("do-not-draw")),
+    ("div-alt-text", HBA, _order(text={"status": "generated", "div": DIV.format(
+        '<p>HbA1c order</p><img src="#stamp" alt="&#67;ANCELLED"/>')})),
+    ("div-tooltip", HBA, _order(text={"status": "generated", "div": DIV.format(
+        "<p><span title='void'>HbA1c order</span></p>")})),
     ("div", HBA, _order(text={"status": "generated", "div": DIV.format(
         "<p>HbA1c order, status active</p><p><b>CANCELLED</b> &#8212; do not draw</p>")})),
     ("div-hidden", HBA, _order(text={"status": "generated", "div": DIV.format(
@@ -95,6 +101,9 @@ BENIGN = [
     ("note-do-not-stop", HBA, _note("Do not stop metformin before the draw")),
     ("note-prior", HBA, _note("Prior order cancelled; this one replaces it")),
     ("note-stop-by", HBA, _note("Patient to stop by the lab this week")),
+    ("note-hyphens", HBA, _note("Follow-up HbA1c, point-of-care test acceptable")),
+    ("div-image", HBA, _order(text={"status": "generated", "div": DIV.format(
+        '<p>HbA1c order</p><img src="#logo" alt="clinic logo" title="Lab order"/>')})),
     ("div-generated", HBA, _order(text={"status": "generated", "div": DIV.format(
         "<p>Hemoglobin A1c order for the patient; status <b>active</b>, intent order</p>")})),
     ("reading-seated", BP, _reading_note("Seated, left arm, after five minutes rest")),
