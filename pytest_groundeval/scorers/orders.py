@@ -393,8 +393,9 @@ CONTRADICTS = {
 }
 #: a cue about another, earlier record ("prior order cancelled", "last result invalid") says
 #: nothing of this one
-_OTHER = re.compile(r"\b(?:previous|prior|earlier|older|old|last|other)\s+(?:\w+\s+)?(?:orders?|results?|tests?|"
-                    r"requests?|values?|readings?|prescriptions?|labs?|draws?|measurements?|hba1c|a1c|ones?)\b", re.I)
+_OTHER = re.compile(r"(?<!\bthis )\b(?:previous|prior|earlier|older|old|last|other|existing|former|original)\s+"
+                    r"(?:\w+\s+)?(?:orders?|results?|tests?|requests?|servicerequests?|values?|readings?|"
+                    r"prescriptions?|labs?|draws?|measurements?|hba1c|a1c|ones?)\b", re.I)
 _SPACED = re.compile(r"\b(?:[a-z][ .\-_*·/]){3,}[a-z]\b", re.I)
 _SENTENCE = re.compile(r"[.!?;\n]+")
 _ATTRIBUTE = re.compile(r"""\b(?:alt|title)\s*=\s*(?:"([^"<>]{0,500})"|'([^'<>]{0,500})')""", re.I)

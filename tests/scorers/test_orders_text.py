@@ -54,6 +54,7 @@ CALLED_OFF = [
     ("note-entered-in-error", HBA, _note("entered-in-error")),
     ("note-second-sentence", HBA, _note("Annual HbA1c. Cancelled.")),
     ("note-not-a-negation", HBA, _note("Not a mistake: cancelled")),
+    ("note-this-existing-order", HBA, _note("This existing order is cancelled")),
     ("note-entity-decimal", HBA, _note("&#67;ancelled")),
     ("note-entity-hex", HBA, _note("&#x63;ancel&#x6C;ed")),
     ("note-zero-width", HBA, _note("can\u200bcel\u200dled")),
@@ -101,6 +102,8 @@ BENIGN = [
     ("note-do-not-stop", HBA, _note("Do not stop metformin before the draw")),
     ("note-prior", HBA, _note("Prior order cancelled; this one replaces it")),
     ("note-stop-by", HBA, _note("Patient to stop by the lab this week")),
+    ("note-existing-stopped", HBA, _note("Existing ServiceRequest is stopped, so a new one is needed")),
+    ("note-existing-revoked", HBA, _note("The existing HbA1c order was revoked; a new order is placed")),
     ("note-hyphens", HBA, _note("Follow-up HbA1c, point-of-care test acceptable")),
     ("div-image", HBA, _order(text={"status": "generated", "div": DIV.format(
         '<p>HbA1c order</p><img src="#logo" alt="clinic logo" title="Lab order"/>')})),
