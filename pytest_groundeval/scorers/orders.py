@@ -381,7 +381,10 @@ _CALLED_OFF = (r"\bcancel(?:l?ed|lation|s)?\b|\bdiscontinu\w*|\bd/c(?:'?d)?\b|\b
                r"|\bno longer (?:needed|required|indicated|due)\b|\bnot (?:to be )?(?:ordered|performed|drawn)\b"
                r"|\bdo not (?:give|perform|draw|collect|order|run|send|process|test|do|obtain|act|carry out|schedule)\b"
                r"|\bdon't (?:give|perform|draw|collect|order|run|send|process|test|do|obtain|act|schedule)\b"
-               r"|\bdraft\b|\bsuperseded\b|\bobsolete\b|\balready (?:done|drawn|completed|resulted|ordered)\b")
+               r"|\bdraft\b|\bsuperseded\b|\bobsolete\b|\balready (?:done|drawn|completed|resulted|ordered)\b"
+               # the same in Spanish, French, German (accents are dropped before reading)
+               r"|\b(?:cancelad|anulad|suspendid)[oa]s?\b|\bno (?:realizar|extraer)\b|\bannulee?s?\b"
+               r"|\bne pas (?:faire|prelever|realiser)\b|\bstorniert\b|\babgesetzt\b|\bnicht durchfuhren\b")
 _GOING_ON = (r"\bon hold\b|\bheld\b|\bhold (?:off|this|the|it|order|medication|drug)\b|\bsuspend(?:ed)?\b|\bpaused?\b|\bresum(?:e|ed|es)\b|\brestart(?:ed|s)?\b"
              r"|\bre-?start(?:ed)?\b|\breinstat\w*|\bstill (?:taking|active|on)\b|\bremains? active\b"
              r"|\bcontinu(?:e|es|ed|ing) (?:taking|to take|using|on|with|it|the)\b")
