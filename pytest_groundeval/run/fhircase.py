@@ -8,10 +8,10 @@
 * :func:`close_case` (after the call, also when the agent errored): the server's request log
   and the state diff as :class:`FhirActivity`, on the result (``CaseResult.fhir``) and on the
   case for the scorer (``case.inputs["fhir_activity"]``); a server that died during the case
-  makes it an error of kind ``server`` (it is started again for the next case), and so does a
-  request log the server cut at its bound (``requests_cut``), or a write whose body the record's
-  bounds cut (:func:`partial`: the evidence is partial, so the case is not scored, never passed
-  or failed on part of it).
+  makes it an error of kind ``server`` (it is started again for the next case); for a task
+  scored from the log (:func:`log_is_evidence`) so does a request log the server cut at its
+  bound (``requests_cut``), or a write whose body the record's bounds cut (:func:`partial`: the
+  evidence is partial, so the case is not scored, never passed or failed on part of it).
 * :func:`rescored_case`: ``--rescore`` puts the stored activity back on the case (no server).
 * :func:`masked`: the model-call cache keys a case's messages with its base URL as
   ``{fhir_base_url}`` (:class:`fhir_base_of` around the agent call), so a replay under
@@ -32,6 +32,13 @@ PLACEHOLDER = "{fhir_base_url}"
 
 def uses_server(task: Any) -> bool:
     return bool(getattr(task, "fhir_server", False))
+
+
+def log_is_evidence(task: Any) -> bool:
+    """Does the task score what its agent did from the server's request log (orders: its
+    writes), so that a partial log is no evidence to score on (:func:`partial`)? A task scored
+    on the agent's answer (labs) is scored whatever the log kept."""
+    return uses_server(task) and bool(getattr(task, "fhir_log_is_evidence", False))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +96,7 @@ def close_case(opened: Opened, case: Case) -> tuple[Case, Any, ErrorInfo | None]
         requests=[FhirExchange.model_validate(r) for r in got.get("requests", [])],
         changes=diff_states(handle.before, got.get("state") or {}),
         requests_cut=int(got.get("requests_cut") or 0))
-    why = partial(case, activity)
-    return _with(case, activity), activity, (ErrorInfo(kind="server", message=why) if why else None)
+    return _with(case, activity), activity, None
 
 
 _CUT_AT = re.compile(r"^fhir\.requests\[(\d+)\]\.(request|response)")

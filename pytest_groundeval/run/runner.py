@@ -182,15 +182,16 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
         if budget is not None:
             budget.settle(ticket, called.fields.get("cost_usd"), _uncounted(called, agent, budget))
         if opened is not None:
-            _close_fhir(called, opened)
+            _close_fhir(called, opened, fhircase.log_is_evidence(task))
     return called
 
 
-def _close_fhir(called: Called, opened: Any) -> None:
+def _close_fhir(called: Called, opened: Any, log_is_evidence: bool = False) -> None:
     """The case's FHIR activity on the result and on the case; a server that died during the
     case makes it a ``server`` error. Request and response bodies within groundeval's bounds:
-    a write's body cut to them, like a log the server cut, is partial evidence, so the case is
-    a ``server`` error, not scored (``fhircase.partial``)."""
+    a write's body cut to them, like a log the server cut, is partial evidence for a task scored
+    from the log (``log_is_evidence``), so the case is a ``server`` error, not scored
+    (``fhircase.partial``)."""
     called.case, activity, error = fhircase.close_case(opened, called.case)  # type: ignore[arg-type]
     cuts: list[str] = []
     for i, exchange in enumerate(activity.requests):
@@ -202,7 +203,7 @@ def _close_fhir(called: Called, opened: Any) -> None:
     if cuts:
         called.fields["truncated"] = list(called.fields.get("truncated") or []) + cuts
     called.fields["fhir"] = activity
-    why = fhircase.partial(called.case, activity, cuts) if error is None else None  # type: ignore[arg-type]
+    why = fhircase.partial(called.case, activity, cuts) if error is None and log_is_evidence else None  # type: ignore[arg-type]
     if why is not None:
         error = ErrorInfo(kind="server", message=why)
     if error is not None:
@@ -618,7 +619,7 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     fields.update(ground_truth=case.truth, rescored_from=run_id)
     if fhircase.uses_server(task):  # the stored FHIR activity on the case, for the scorer (no server)
         case = fhircase.rescored_case(case, old.fhir)
-        why = fhircase.partial(case, old.fhir, old.truncated)
+        why = fhircase.partial(case, old.fhir, old.truncated) if fhircase.log_is_evidence(task) else None
         if why is not None:  # a cut log is no evidence to score on, now as then
             rates = task.applicable_rates(case) or []
             if fields.get("tools_offered"):

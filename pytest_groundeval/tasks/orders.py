@@ -195,6 +195,9 @@ class OrdersTask(Task):
     description: ClassVar[str] = BUILTIN["orders"].description
     source: ClassVar[CaseSource] = BUILTIN["orders"].source
     fhir_server: ClassVar[bool] = True
+    # scored from the server's request log: a log the server cut, or a write the record's bounds
+    # cut, makes the case an error, not a score on part of the evidence (run/fhircase.partial)
+    fhir_log_is_evidence: ClassVar[bool] = True
     agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
 
     # persisted / valid / correct over the cases that require a write, abstained over those

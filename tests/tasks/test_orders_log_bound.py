@@ -187,3 +187,30 @@ def test_only_a_cut_in_a_write_is_partial_evidence():
     assert "fhir.requests[2].request" in partial(case, activity, ["fhir.requests[2].request.entry: 60 items, kept 40"])
     assert "fhir.requests[3].response" in partial(case, activity, ["fhir.requests[3].response: 3 keys, kept 2"])
     assert "not scored" in partial(case, activity.model_copy(update={"requests_cut": 1}), [])
+
+
+def test_a_task_scored_on_its_answer_is_scored_whatever_the_log_kept(small):
+    """Labs is scored on the agent's answer, not on the server's log: its cut log is recorded
+    (``requests_cut``) and the case scored, not made an error."""
+    from pytest_groundeval.model import AgentOutput
+    from pytest_groundeval.tasks.labs import LabsTask
+
+    labs = LabsTask(data_path("labs"))
+    ref = labs.discover()[0]
+
+    class Reads:
+        name = "reads"
+        model = None
+
+        def run_case(self, task, prompt, inputs):
+            from pytest_groundeval.fhir.client import FhirClient
+
+            client = FhirClient(inputs["fhir_base_url"])
+            for _ in range(3):
+                client.search("Observation", {"patient": f"Patient/{inputs['patient_id']}", "_count": "1000"})
+            return AgentOutput(text='{"no_result": true}')
+
+    result = run_case(labs, ref, Reads(), server=small)
+    assert result.outcome in ("passed", "failed") and result.score is not None, result.error
+    assert result.fhir.requests_cut > 0
+
