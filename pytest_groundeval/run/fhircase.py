@@ -8,7 +8,10 @@
 * :func:`close_case` (after the call, also when the agent errored): the server's request log
   and the state diff as :class:`FhirActivity`, on the result (``CaseResult.fhir``) and on the
   case for the scorer (``case.inputs["fhir_activity"]``); a server that died during the case
-  makes it an error of kind ``server`` (it is started again for the next case).
+  makes it an error of kind ``server`` (it is started again for the next case); for a task
+  scored from the log (:func:`log_is_evidence`) so does a request log the server cut at its
+  bound (``requests_cut``), or a write whose body the record's bounds cut (:func:`partial`: the
+  evidence is partial, so the case is not scored, never passed or failed on part of it).
 * :func:`rescored_case`: ``--rescore`` puts the stored activity back on the case (no server).
 * :func:`masked`: the model-call cache keys a case's messages with its base URL as
   ``{fhir_base_url}`` (:class:`fhir_base_of` around the agent call), so a replay under
@@ -18,6 +21,7 @@
 from __future__ import annotations
 
 import contextvars
+import re
 import dataclasses
 from typing import Any
 
@@ -28,6 +32,13 @@ PLACEHOLDER = "{fhir_base_url}"
 
 def uses_server(task: Any) -> bool:
     return bool(getattr(task, "fhir_server", False))
+
+
+def log_is_evidence(task: Any) -> bool:
+    """Does the task score what its agent did from the server's request log (orders: its
+    writes), so that a partial log is no evidence to score on (:func:`partial`)? A task scored
+    on the agent's answer (labs) is scored whatever the log kept."""
+    return uses_server(task) and bool(getattr(task, "fhir_log_is_evidence", False))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +97,40 @@ def close_case(opened: Opened, case: Case) -> tuple[Case, Any, ErrorInfo | None]
         changes=diff_states(handle.before, got.get("state") or {}),
         requests_cut=int(got.get("requests_cut") or 0))
     return _with(case, activity), activity, None
+
+
+_CUT_AT = re.compile(r"^fhir\.requests\[(\d+)\]\.(request|response)")
+
+
+def may_write(exchange: Any) -> bool:
+    """A request that can write: any but a read (GET, HEAD) or a search by POST (``_search``)."""
+    path = str(exchange.path or "").split("?", 1)[0].rstrip("/")
+    return exchange.method.upper() not in ("GET", "HEAD") and not path.endswith("_search")
+
+
+def partial(case: Case, activity: Any, truncated: Any = ()) -> str | None:
+    """Why the FHIR evidence of a case is partial, so it is not scored (None: it is whole): the
+    server's log cut at its bound (``requests_cut``), or the body of a request that can write
+    cut to the record's bounds (``truncated``: ``CaseResult.truncated``'s entries, whose
+    ``fhir.requests[i]`` name the exchange). What the dropped part wrote or undid cannot be
+    shown; a score would rest on part of the evidence."""
+    where = f"{case.ref.task}:{case.ref.case_id}: not scored: "
+    if activity is None:
+        return None
+    if activity.requests_cut:
+        kept = len(activity.requests)
+        return (where + f"the agent made {kept + activity.requests_cut} requests to its FHIR server and the "
+                f"request log kept the first {kept} (its bound on the bodies it holds, FhirServer.max_log_bytes); "
+                f"what the other {activity.requests_cut} wrote or undid cannot be shown")
+    cut = []
+    for entry in truncated or ():
+        m = _CUT_AT.match(str(entry))
+        if m and int(m.group(1)) < len(activity.requests) and may_write(activity.requests[int(m.group(1))]):
+            cut.append(str(entry))
+    if cut:
+        return (where + f"the body of a write was cut to the record's bounds ({'; '.join(cut[:3])}): what its "
+                "dropped part wrote or undid cannot be shown")
+    return None
 
 
 def _with(case: Case, activity: Any) -> Case:

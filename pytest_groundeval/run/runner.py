@@ -182,13 +182,16 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
         if budget is not None:
             budget.settle(ticket, called.fields.get("cost_usd"), _uncounted(called, agent, budget))
         if opened is not None:
-            _close_fhir(called, opened)
+            _close_fhir(called, opened, fhircase.log_is_evidence(task))
     return called
 
 
-def _close_fhir(called: Called, opened: Any) -> None:
+def _close_fhir(called: Called, opened: Any, log_is_evidence: bool = False) -> None:
     """The case's FHIR activity on the result and on the case; a server that died during the
-    case makes it a ``server`` error. Request and response bodies within groundeval's bounds."""
+    case makes it a ``server`` error. Request and response bodies within groundeval's bounds:
+    a write's body cut to them, like a log the server cut, is partial evidence for a task scored
+    from the log (``log_is_evidence``), so the case is a ``server`` error, not scored
+    (``fhircase.partial``)."""
     called.case, activity, error = fhircase.close_case(opened, called.case)  # type: ignore[arg-type]
     cuts: list[str] = []
     for i, exchange in enumerate(activity.requests):
@@ -200,6 +203,9 @@ def _close_fhir(called: Called, opened: Any) -> None:
     if cuts:
         called.fields["truncated"] = list(called.fields.get("truncated") or []) + cuts
     called.fields["fhir"] = activity
+    why = fhircase.partial(called.case, activity, cuts) if error is None and log_is_evidence else None  # type: ignore[arg-type]
+    if why is not None:
+        error = ErrorInfo(kind="server", message=why)
     if error is not None:
         called.error = error
 
@@ -602,8 +608,10 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     if error is not None or case is None:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
                           content_hash=case.content_hash if case else None, rescored_from=run_id)
-    if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old):
-        # the stored case never got an answer (API error, budget), or only a cut one: keep it as it was
+    if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old) or (
+            old.error is not None and old.error.kind == "server"):
+        # the stored case never got an answer (API error, budget), or only a cut one, or its FHIR
+        # server's evidence was lost or cut (it died, the log's bound): keep it as it was
         return old.model_copy(update={"rescored_from": run_id})
     output = AgentOutput(text=old.raw_output or "", structured=old.structured_output, transcript=old.agent_reported)
     fields = old.model_dump(exclude={"case_id", "task", "repeat", "outcome", "predicted", "score", "error",
@@ -611,6 +619,16 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     fields.update(ground_truth=case.truth, rescored_from=run_id)
     if fhircase.uses_server(task):  # the stored FHIR activity on the case, for the scorer (no server)
         case = fhircase.rescored_case(case, old.fhir)
+        why = fhircase.partial(case, old.fhir, old.truncated) if fhircase.log_is_evidence(task) else None
+        if why is not None:  # a cut log is no evidence to score on, now as then
+            rates = task.applicable_rates(case) or []
+            if fields.get("tools_offered"):
+                from pytest_groundeval.scorers.grounding import NAME as GROUNDED
+
+                rates.append(GROUNDED)
+            fields.update(outcome="error", applicable=rates or None,
+                          error=ErrorInfo(kind="server", message=why))
+            return _result(ref, fields, round(time.perf_counter() - started, 6))
     observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
     fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded,
                              observed=observed, offered=old.tools_offered,

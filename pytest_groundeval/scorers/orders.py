@@ -140,6 +140,15 @@ def _created_ref(status: int, location: Any, body: Any, rtype: str) -> str | Non
     return None
 
 
+def _resolved(target: str, method: str, stored: Any) -> str:
+    """The ``Type/id`` a conditional update or patch (``PUT|PATCH Type?search``: no id in its
+    path) wrote, from the resource the server answered it stored; else ``target`` as it is."""
+    if "/" in target or method not in ("PUT", "PATCH") or not isinstance(stored, dict):
+        return target
+    rtype, rid = stored.get("resourceType"), stored.get("id")
+    return f"{rtype}/{rid}" if rtype == (target or rtype) and isinstance(rid, str) and rid else target
+
+
 def writes(activity: FhirActivity) -> list[Write]:
     """Every write request of the log, a transaction's or batch's entries one by one."""
     out: list[Write] = []
@@ -163,7 +172,7 @@ def writes(activity: FhirActivity) -> list[Write]:
                 res = entry.get("resource") if isinstance(entry.get("resource"), dict) else {}
                 rtype = _type_id(url).split("/")[0] or str(res.get("resourceType", ""))
                 stored = answers[i].get("resource") if i < len(answers) and isinstance(answers[i], dict) else None
-                out.append(Write(ex.seq, m, _type_id(url) or rtype, st,
+                out.append(Write(ex.seq, m, _resolved(_type_id(url) or rtype, m, stored), st,
                                  f"{body.get('type', 'bundle')} entry {i}: {m} {url}",
                                  _created_ref(st, ans.get("location"), stored, rtype), ex.refused,
                                  stored if isinstance(stored, dict) else None))
@@ -177,7 +186,7 @@ def writes(activity: FhirActivity) -> list[Write]:
         target = _type_id(ex.path)
         stored = ex.response if isinstance(ex.response, dict) and ex.response.get("resourceType") not in (
             None, "OperationOutcome") else None
-        out.append(Write(ex.seq, method, target, ex.status, f"{method} {ex.path}",
+        out.append(Write(ex.seq, method, _resolved(target, method, stored), ex.status, f"{method} {ex.path}",
                          _created_ref(ex.status, None, ex.response, target.split("/")[0]), ex.refused, stored))
     return out
 
@@ -212,7 +221,32 @@ def code_check(concept: Any, system: str, code: str, what: str) -> Check:
     return Check(what, False, f"no {system}|{code} coding (codings: {given or 'none'})")
 
 
-def _subject_check(resource: dict[str, Any], patient: str, base_url: str | None) -> Check:
+#: words a subject's display may hold that name nobody
+_GENERIC_DISPLAY = frozenset({"the", "patient", "pt", "this", "mr", "mrs", "ms", "miss", "dr", "mx"})
+
+
+def _subject_names_other(subject: Any, truth: dict[str, Any]) -> str | None:
+    """Why a subject's display or identifier, beside a reference to the patient, names someone
+    else (None: it does not, or the truth carries no names to compare)."""
+    from pytest_groundeval.scorers.letter import revealed
+
+    if not isinstance(subject, dict):
+        return None
+    names, ids = set(truth.get("patient_names") or ()), set(truth.get("patient_identifiers") or ())
+    display = subject.get("display")
+    if isinstance(display, str) and names:
+        words = {w for w in re.findall(r"[a-z]+", revealed(display).casefold()) if len(w) > 1} - _GENERIC_DISPLAY
+        if words and not words & names:
+            return f"subject.display {display!r} names none of the patient's names ({', '.join(sorted(names))})"
+    ident = subject.get("identifier")
+    value = ident.get("value") if isinstance(ident, dict) else None
+    if ident is not None and ids and value not in ids:
+        return f"subject.identifier {value!r} is none of the patient's identifiers"
+    return None
+
+
+def _subject_check(resource: dict[str, Any], patient: str, base_url: str | None,
+                   truth: dict[str, Any] | None = None) -> Check:
     """The subject is the case's patient AS THIS SERVER RESOLVES IT: ``Patient/<id>`` (typed,
     version-specific), or an absolute URL on the case's own FHIR base. A ``urn:uuid:`` (it
     resolves only inside the transaction that names it) or another server's URL is a
@@ -230,6 +264,9 @@ def _subject_check(resource: dict[str, Any], patient: str, base_url: str | None)
             if not (own and ref.startswith(own + "/Patient/")):
                 return Check("subject", False, f"subject.reference {ref!r} is on another server, not this case's "
                                                f"({own or 'unknown base'})")
+        other = _subject_names_other(resource.get("subject"), truth or {})
+        if other is not None:
+            return Check("subject", False, other + ": the order reads as someone else's")
     return Check("subject", ok, why)
 
 
@@ -325,6 +362,104 @@ def _one_test_now(resource: dict[str, Any], today_iso: str) -> Check:
                  "one test, for now (no schedule that puts it off or repeats it)")
 
 
+# ---------------------------------------------------------------- what the resource's own words say
+# A resource's words (its narrative ``text.div``, its notes, a patient instruction, a code's
+# text or display, a string extension) must not call off what its status says: an order whose
+# note says "cancelled" or "do not draw" beside ``status: active`` is an order a careful
+# clinician would not act on. The words are read as the letter scorer reads a letter
+# (``letter.revealed``: HTML entities decoded, markup dropped and its hidden pieces shown,
+# invisible characters dropped, look-alike letters folded), in lower case, with letters spaced
+# out ("C A N C E L L E D") joined; a cue negated earlier in its sentence ("not cancelled",
+# "do not stop") says nothing (``letter.negated``).
+TEXT_KEYS = frozenset({"div", "text", "display", "patientInstruction", "comment", "description", "valueString",
+                       "valueMarkdown", "title", "authorString"})
+_VOID = (r"entered[\s-]*in[\s-]*error|\bin error\b|erroneous(?:ly)?|by mistake|wrong patient|\bvoid(?:ed)?\b"
+         r"|disregard|\bignore (?:this|it|the)\b|retract(?:ed)?|\binvalid(?:ated)?\b|rescind(?:ed)?|revoked?\b"
+         r"|\bdo not (?:use|chart|file|record)\b|\bdelete(?:d)?\b")
+_CALLED_OFF = (r"\bcancel(?:l?ed|lation|s)?\b|\bdiscontinu\w*|\bd/c(?:'?d)?\b|\bstop(?:ped|s)?\b(?! by)"
+               r"|\bon hold\b|\bheld\b|\bhold (?:off|this|the|order|test|lab|draw)\b|\bsuspend(?:ed)?\b|\bpaused?\b|\bwithdrawn\b"
+               r"|\bno longer (?:needed|required|indicated|due)\b|\bnot (?:to be )?(?:ordered|performed|drawn)\b"
+               r"|\bdo not (?:give|perform|draw|collect|order|run|send|process|test|do|obtain|act|carry out|schedule)\b"
+               r"|\bdon't (?:give|perform|draw|collect|order|run|send|process|test|do|obtain|act|schedule)\b"
+               r"|\bdraft\b|\bsuperseded\b|\bobsolete\b|\balready (?:done|drawn|completed|resulted|ordered)\b"
+               # the same in Spanish, French, German (accents are dropped before reading)
+               r"|\b(?:cancelad|anulad|suspendid)[oa]s?\b|\bno (?:realizar|extraer)\b|\bannulee?s?\b"
+               r"|\bne pas (?:faire|prelever|realiser)\b|\bstorniert\b|\babgesetzt\b|\bnicht durchfuhren\b")
+_GOING_ON = (r"\bon hold\b|\bheld\b|\bhold (?:off|this|the|it|order|medication|drug)\b|\bsuspend(?:ed)?\b|\bpaused?\b|\bresum(?:e|ed|es)\b|\brestart(?:ed|s)?\b"
+             r"|\bre-?start(?:ed)?\b|\breinstat\w*|\bstill (?:taking|active|on)\b|\bremains? active\b"
+             r"|\bcontinu(?:e|es|ed|ing) (?:taking|to take|using|on|with|it|the)\b")
+#: the words that call off each status (a status not named: only the void words)
+CONTRADICTS = {
+    "active": re.compile(f"{_VOID}|{_CALLED_OFF}", re.I),
+    "final": re.compile(f"{_VOID}|\\bcancel(?:l?ed|lation)?\\b|\\bpreliminary\\b|\\bnot (?:the|this) patient", re.I),
+    "stopped": re.compile(f"{_VOID}|{_GOING_ON}", re.I),
+}
+#: a cue about another, earlier record ("prior order cancelled", "last result invalid") says
+#: nothing of this one
+_OTHER = re.compile(r"(?<!\bthis )\b(?:previous|prior|earlier|older|old|last|other|existing|former|original)\s+"
+                    r"(?:\w+\s+)?(?:orders?|results?|tests?|requests?|servicerequests?|values?|readings?|"
+                    r"prescriptions?|labs?|draws?|measurements?|hba1c|a1c|ones?)\b", re.I)
+_SPACED = re.compile(r"\b(?:[a-z][ .\-_*·/]){3,}[a-z]\b", re.I)
+_SENTENCE = re.compile(r"[.!?;\n]+")
+_ATTRIBUTE = re.compile(r"""\b(?:alt|title)\s*=\s*(?:"([^"<>]{0,500})"|'([^'<>]{0,500})')""", re.I)
+_HYPHEN = re.compile(r"(?<=[a-z])[-\u2010\u2011]\s*(?=[a-z])")
+
+
+def _words_of(node: Any, path: str = "") -> list[tuple[str, str]]:
+    """``(where, text)`` for every human-readable string of a resource."""
+    out: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            where = f"{path}.{k}" if path else k
+            if isinstance(v, str) and k in TEXT_KEYS:
+                out.append((where, v))
+            elif isinstance(v, (dict, list)):
+                out += _words_of(v, where)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _words_of(v, f"{path}[{i}]")
+    return out
+
+
+def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
+    """Where the resource's own words call off its status (``before``: the resource as the
+    record held it; only words the agent wrote are read, the record's own are not its answer)."""
+    from pytest_groundeval.scorers.letter import negated, revealed
+
+    status = resource.get("status")
+    cues = CONTRADICTS.get(status) if isinstance(status, str) else None
+    if cues is None:
+        cues = re.compile(_VOID, re.I)
+    old = {text for _, text in _words_of(before)} if before else set()
+    found: list[str] = []
+    for where, text in _words_of(resource):
+        if text in old:
+            continue
+        shown = "\n".join([text, *("".join(g) for g in _ATTRIBUTE.findall(text))])  # alt text, a tooltip: words too
+        read = revealed(shown)
+        read = _SPACED.sub(lambda m: re.sub(r"[^a-z]", "", m.group(0), flags=re.I), read).casefold()
+        # hyphens read as nothing ("discon-\ntinued") and as spaces ("do-not-draw") too
+        hit = None
+        for variant in (read, _HYPHEN.sub("", read), _HYPHEN.sub(" ", read)):
+            for sentence in _SENTENCE.split(variant):
+                hit = next((m for m in cues.finditer(sentence) if not negated(sentence[:m.start()])
+                            and not _OTHER.search(sentence[:m.start()])), None)
+                if hit is not None:
+                    break
+            if hit is not None:
+                found.append(f"{where} says {hit.group(0)!r}")
+                break
+    return found
+
+
+def _text_check(resource: dict[str, Any], before: dict[str, Any] | None) -> Check:
+    said = text_contradictions(resource, before)
+    status = resource.get("status")
+    return Check("text_agrees_with_status", not said,
+                 f"{'; '.join(said[:3])} beside status {status!r}: a resource whose own words call off its status "
+                 "is not one a clinician acts on" if said else f"no word of the resource calls off status {status!r}")
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -348,7 +483,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("intent", resource.get("intent") == exp["intent"],
                             f"intent {resource.get('intent')!r}" + ("" if resource.get("intent") == exp["intent"]
                                                                     else f", not {exp['intent']!r}")))
-        checks.append(_subject_check(resource, patient, base_url))
+        checks.append(_subject_check(resource, patient, base_url, truth))
         authored = resource.get("authoredOn")
         ok = isinstance(authored, str) and authored[:10] == exp["authored_on"]
         checks.append(Check("authored_on", ok, f"authoredOn {authored!r}" + ("" if ok else f", not today ({exp['authored_on']})")))
@@ -356,12 +491,13 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("do_not_perform", dnp is not True, "doNotPerform is true: an order NOT to test"
                             if dnp is True else "an order to perform the test"))
         checks.append(_one_test_now(resource, exp["authored_on"]))
+        checks.append(_text_check(resource, None))
     elif kind == "bp":
         checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
         checks.append(Check("status", resource.get("status") == exp["status"],
                             f"status {resource.get('status')!r}" + ("" if resource.get("status") == exp["status"]
                                                                     else f", not {exp['status']!r}")))
-        checks.append(_subject_check(resource, patient, base_url))
+        checks.append(_subject_check(resource, patient, base_url, truth))
         focus = resource.get("focus")
         checks.append(Check("focus", not focus, f"focus {focus!r}: the reading is about something other than the "
                             "patient" if focus else "about the patient (no other focus)"))
@@ -403,6 +539,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         own = [k for k in resource if k.startswith("value") or k == "dataAbsentReason"]
         checks.append(Check("panel_value", not own, f"the panel has {own} of its own" if own
                             else "the values are in the components"))
+        checks.append(_text_check(resource, None))
     elif kind == "stop":
         status = resource.get("status")
         checks.append(Check("status", status == "stopped", f"status {status!r}" + (
@@ -422,6 +559,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
             changed.append(f"note ({len(lost)} of the record's notes dropped or rewritten)")
         checks.append(Check("only_status", not changed, f"elements changed beside the status: {changed}" if changed
                             else "nothing but the status (and a reason or an added note) changed"))
+        checks.append(_text_check(resource, before))
     return checks
 
 
@@ -450,6 +588,8 @@ def _transient(activity: FhirActivity, log: list[Write]) -> list[str]:
             continue
         if w.created and w.created not in in_diff:
             out.append(f"{w.created} was created ({w.where}) and is gone again")
+        if w.method == "DELETE" and "/" not in w.target:
+            out.append(f"a conditional delete ({w.where}) was accepted: the log does not name what it deleted")
         if w.method == "DELETE" and "/" in w.target and in_diff.get(w.target) != "deleted":
             out.append(f"{w.target} was deleted ({w.where})" + (" and written again" if w.target in in_diff else ""))
         if w.method in ("PUT", "PATCH") and "/" in w.target and not w.created and w.target not in in_diff:

@@ -40,7 +40,7 @@ from pytest_groundeval.scorers.orders import parse_instant
 from pytest_groundeval.tasks.orders_rules import (BP_PANEL, DIABETES, DIABETES_COMPLICATIONS, DIASTOLIC,  # noqa: F401
                                                   HBA1C, HBA1C_INTERVAL_MONTHS, MMHG, SYSTOLIC, bp_of, codes_of,
                                                   day_of, hba1c_facts, is_active_condition, medication_code,
-                                                  months_before, ref_of, resources)
+                                                  months_before, patient_identifiers, patient_names, ref_of, resources)
 from pytest_groundeval.tasks import BUILTIN
 from pytest_groundeval.tasks.base import CaseSource, CaseView, CodedItem, Task, require_keys
 from pytest_groundeval.tasks.datasets import case_hash, discover_case_records, load_case_record, read_bytes
@@ -105,7 +105,8 @@ def derive_truth(item: dict[str, Any], bundle: Any, source: str) -> dict[str, An
     case requires (None when nothing is due), ``existing`` what already satisfies it."""
     res = resources(bundle)
     patient = f"Patient/{item['patient_id']}"
-    if not any(r["resourceType"] == "Patient" and r.get("id") == item["patient_id"] for r in res):
+    who = next((r for r in res if r["resourceType"] == "Patient" and r.get("id") == item["patient_id"]), None)
+    if who is None:
         raise CaseError(f"{source}: the bundle holds no {patient}")
     try:
         today = date.fromisoformat(item["today"])
@@ -115,7 +116,10 @@ def derive_truth(item: dict[str, Any], bundle: Any, source: str) -> dict[str, An
     if not isinstance(choice, dict):
         raise CaseError(f"{source}: 'choice' must be an object")
     kind = item["kind"]
-    truth: dict[str, Any] = {"kind": kind, "patient": patient, "today": today.isoformat()}
+    # the patient's names and identifiers: a subject's display or identifier beside the reference
+    # must not name someone else (scorers/orders._subject_check)
+    truth: dict[str, Any] = {"kind": kind, "patient": patient, "today": today.isoformat(),
+                             "patient_names": patient_names(who), "patient_identifiers": patient_identifiers(who)}
     if kind == "hba1c":
         facts = hba1c_facts(res, patient, today)
         if facts["complications_only"]:
@@ -191,6 +195,9 @@ class OrdersTask(Task):
     description: ClassVar[str] = BUILTIN["orders"].description
     source: ClassVar[CaseSource] = BUILTIN["orders"].source
     fhir_server: ClassVar[bool] = True
+    # scored from the server's request log: a log the server cut, or a write the record's bounds
+    # cut, makes the case an error, not a score on part of the evidence (run/fhircase.partial)
+    fhir_log_is_evidence: ClassVar[bool] = True
     agent_system_prompt: ClassVar[str] = SYSTEM_PROMPT
 
     # persisted / valid / correct over the cases that require a write, abstained over those

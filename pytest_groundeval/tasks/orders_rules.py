@@ -92,6 +92,28 @@ def hba1c_facts(res: list[dict[str, Any]], patient: str, today: date) -> dict[st
             "recent": last is not None and last >= since, "open_orders": [f"ServiceRequest/{i}" for i in orders]}
 
 
+def patient_names(patient: dict[str, Any]) -> list[str]:
+    """The words of a Patient's names (family, given, text), letters only, in lower case
+    ("Danae554" is "danae")."""
+    import re
+
+    words: set[str] = set()
+    for name in patient.get("name") or []:
+        if not isinstance(name, dict):
+            continue
+        parts = [name.get("family"), name.get("text"), *(name.get("given") or [])]
+        for part in parts:
+            if isinstance(part, str):
+                words |= {w for w in re.findall(r"[a-z]+", part.casefold()) if len(w) > 1}
+    return sorted(words)
+
+
+def patient_identifiers(patient: dict[str, Any]) -> list[str]:
+    """The values of a Patient's identifiers, and its id."""
+    values = {i["value"] for i in patient.get("identifier") or [] if isinstance(i, dict) and isinstance(i.get("value"), str)}
+    return sorted(values | ({patient["id"]} if isinstance(patient.get("id"), str) else set()))
+
+
 def ref_of(reference: Any) -> str | None:
     """A Reference's ``reference`` string."""
     return reference.get("reference") if isinstance(reference, dict) and isinstance(reference.get("reference"), str) else None
@@ -123,4 +145,4 @@ def medication_code(mr: dict[str, Any], by_ref: Mapping[str, dict[str, Any]]) ->
     return found
 
 
-__all__ = ["BP_PANEL", "DIABETES", "DIABETES_COMPLICATIONS", "DIASTOLIC", "HBA1C", "HBA1C_INTERVAL_MONTHS", "MMHG", "SYSTOLIC", "bp_of", "codes_of", "day_of", "hba1c_facts", "is_active_condition", "is_open_order", "medication_code", "months_before", "ref_of", "resources"]
+__all__ = ["BP_PANEL", "DIABETES", "DIABETES_COMPLICATIONS", "DIASTOLIC", "HBA1C", "HBA1C_INTERVAL_MONTHS", "MMHG", "SYSTOLIC", "bp_of", "codes_of", "day_of", "hba1c_facts", "is_active_condition", "is_open_order", "medication_code", "months_before", "patient_identifiers", "patient_names", "ref_of", "resources"]

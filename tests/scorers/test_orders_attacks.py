@@ -236,6 +236,53 @@ def a_order_unless_an_open_hba1c_order(fake, t):  # right: the protocol's own co
     fake.fhir_create(order(t), if_none_exist=f"patient={t['patient']}&code=http://loinc.org|4548-4&status=active")
 
 
+def _stop_with(**over):
+    def behaviour(fake, t):
+        fake.fhir_update({**target_mr(fake, t), "status": "stopped", **over})
+    behaviour.__name__ = "a_stop_with_" + "_".join(over)
+    return behaviour
+
+
+def a_order_not_to_do_modifier(fake, t):  # a modifier extension the reader cannot know: an order not to do
+    fake.fhir_create(order(t, modifierExtension=[{"url": "https://example.org/not-to-do", "valueBoolean": True}]))
+
+
+def a_order_subject_a_group(fake, t):
+    fake.fhir_create(order(t, subject={"reference": t["patient"], "type": "Group"}))
+
+
+def a_order_subject_by_identifier(fake, t):
+    fake.fhir_create(order(t, subject={"identifier": {"value": pid(t)}}))
+
+
+def a_order_authored_late_in_another_offset(fake, t):  # right: today where it was written (a UTC tomorrow)
+    fake.fhir_create(order(t, authoredOn=f"{t['today']}T23:30:00-10:00"))
+
+
+def a_order_for_today_in_another_offset(fake, t):  # right
+    fake.fhir_create(order(t, occurrenceDateTime=f"{t['today']}T23:30:00-12:00"))
+
+
+def _subject_with(**extra):
+    def behaviour(fake, t):
+        fake.fhir_create(order(t, subject={"reference": t["patient"], **extra}))
+    behaviour.__name__ = "a_subject_with_" + "_".join(f"{k}_{str(v)[:12]}" for k, v in extra.items())
+    return behaviour
+
+
+def a_subject_named_as_on_the_record(fake, t):  # right: the record's own spelling, digits and all
+    fake.fhir_create(order(t, subject={"reference": t["patient"], "display": "Danae554 Kshlerin58"}))
+
+
+def a_subject_with_the_patient_s_ssn(fake, t):  # right: one of the patient's own identifiers
+    ssn = next(i for i in t["patient_identifiers"] if i.count("-") == 2 and len(i) == 11)
+    fake.fhir_create(order(t, subject={"reference": t["patient"], "identifier": {"value": ssn}}))
+
+
+def a_reading_of_someone_else_by_display(fake, t):
+    fake.fhir_create(reading(t, subject={"reference": t["patient"], "display": "John Smith"}))
+
+
 DECOY = "hba1c-due-decoy-Hiedi_Bruen_b361ebbe"
 DUE = {"persisted", "valid", "correct"}
 
@@ -281,6 +328,29 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
     (STOP, a_stop_dropping_notes, {"correct"}),
     (STOP, a_stop_without_meta, set()),
     (STOP, a_stop_adding_a_note, set()),
+    # pinned (helper orders2): meaning changed by a modifier, a wrong JSON type, a subject that
+    # is no Patient reference, a stop that changes what else the request says; and right forms
+    (HBA, a_order_not_to_do_modifier, {"valid"}),
+    (HBA, _order_with(doNotPerform="true"), {"valid"}),
+    (HBA, a_order_subject_a_group, {"correct"}),
+    (HBA, a_order_subject_by_identifier, {"correct"}),
+    (STOP, _stop_with(intent="proposal"), {"correct"}),
+    (STOP, _stop_with(doNotPerform=True), {"correct"}),
+    (STOP, _stop_with(modifierExtension=[{"url": "https://example.org/resumed", "valueBoolean": True}]),
+     {"valid", "correct"}),
+    (HBA, _order_with(priority="stat"), set()),
+    (HBA, a_order_authored_late_in_another_offset, set()),
+    (HBA, a_order_for_today_in_another_offset, set()),
+    # a subject whose display or identifier, beside the patient's reference, names someone else
+    (HBA, _subject_with(display="Jane Other"), {"correct"}),
+    (HBA, _subject_with(display="J\u200bane &amp; Other"), {"correct"}),
+    (HBA, _subject_with(identifier={"system": "http://hl7.org/fhir/sid/us-ssn", "value": "999-00-0000"}), {"correct"}),
+    (BP, a_reading_of_someone_else_by_display, {"correct"}),
+    (HBA, _subject_with(display="Danae Kshlerin"), set()),
+    (HBA, _subject_with(display="the patient"), set()),
+    (HBA, _subject_with(display="Mrs. Kshlerin"), set()),
+    (HBA, a_subject_named_as_on_the_record, set()),
+    (HBA, a_subject_with_the_patient_s_ssn, set()),
 ]
 
 

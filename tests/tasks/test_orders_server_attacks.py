@@ -258,3 +258,60 @@ def test_the_case_secret_is_made_once_per_install_and_private(tmp_path):
     assert first == case_secret(tmp_path / "a") and len(first) == 64  # the same URLs run after run
     assert (tmp_path / "a" / "case-secret").stat().st_mode & 0o777 == 0o600
     assert case_secret(tmp_path / "b") != first  # another install, other URLs
+
+
+# ---------------------------------------------------------------- conditional writes at the REST level
+def _diabetes(base, case):
+    found = call(base, "GET", f"Condition?patient={case.truth['patient']}")[1]
+    return next(e["resource"] for e in found["entry"]
+                if any(c.get("code") == "44054006" for c in e["resource"]["code"]["coding"]))
+
+
+def _resolved(cond):
+    return {**cond, "clinicalStatus": {"coding": [{
+        "system": "http://terminology.hl7.org/CodeSystem/condition-clinical", "code": "resolved"}]}}
+
+
+def _cond_update_and_back(base, cond):
+    q = f"Condition?_id={cond['id']}"
+    assert call(base, "PUT", q, _resolved(cond))[0] == 200 and call(base, "PUT", q, cond)[0] == 200
+
+
+def _cond_patch_and_back(base, cond):
+    q = f"Condition?_id={cond['id']}"
+    for code in ("resolved", "active"):
+        assert call(base, "PATCH", q, [{"op": "replace", "path": "/clinicalStatus/coding/0/code", "value": code}])[0] == 200
+
+
+def _cond_delete_and_recreate(base, cond):
+    assert call(base, "DELETE", f"Condition?_id={cond['id']}")[0] == 200
+    assert call(base, "PUT", f"Condition/{cond['id']}", cond)[0] == 200
+
+
+@pytest.mark.parametrize("undo", [_cond_update_and_back, _cond_patch_and_back, _cond_delete_and_recreate],
+                         ids=["update", "patch", "delete"])
+def test_a_conditional_write_undone_is_collateral(server, undo):
+    """A conditional update, patch or delete (``PUT|PATCH|DELETE Type?search``) names no id in
+    its path: the patient's diabetes changed (or deleted) and put back that way passed, the
+    state diff empty. The target is read from the stored answer (update, patch); a conditional
+    delete's is not in the log, so an accepted one is collateral."""
+    def act(base, case):
+        undo(base, _diabetes(base, case))
+        assert call(base, "POST", "ServiceRequest", order(case))[0] == 201
+
+    activity, score = acted(server, HBA, act)
+    assert [c.kind for c in activity.changes] == ["created"]
+    assert {k for k, d in score.dimensions.items() if not d.passed} == {"no_collateral"}, score.reason
+    assert "Condition" in score.dimensions["no_collateral"].reason
+
+
+def test_a_stop_by_conditional_update_passes(server):
+    """The right stop, written as a conditional update of the MedicationRequest: one write."""
+    def act(base, case):
+        rid = case.truth["expected"]["id"]
+        mr = call(base, "GET", rid)[1]
+        status, body = call(base, "PUT", f"MedicationRequest?_id={rid.split('/')[1]}", {**mr, "status": "stopped"})
+        assert status == 200 and body["status"] == "stopped", body
+
+    activity, score = acted(server, STOP, act)
+    assert score.passed, score.reason

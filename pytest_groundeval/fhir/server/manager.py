@@ -38,6 +38,9 @@ NODE_MIN = (20, 19)  # @medplum/fhir-router 4.5.2: node ^20.19.0 || >=22.12.0
 START_LIMIT_S = 60.0  # a safety limit on the server's start, not a speed expectation
 NPM_LIMIT_S = 600.0
 DEFAULT_WRITE_CAP = 50
+#: a case's request log is bounded by the bodies it holds (32 MiB: hundreds of whole-record
+#: searches, thousands of small requests), not by a count of requests
+DEFAULT_LOG_BYTES = 32 << 20
 INSTALL_HINT = "install Node.js >= 20.19 with npm (e.g. `apt-get install nodejs npm`, or from nodejs.org)"
 
 
@@ -190,7 +193,9 @@ class FhirServer:
     """One server process for this Python process (an xdist worker, or the only process)."""
 
     write_cap: int = DEFAULT_WRITE_CAP
-    max_log: int = 500
+    #: bytes of request and response bodies a case's log keeps (requests beyond: counted in
+    #: ``requests_cut``, not kept; run/fhircase.py makes such a case an error)
+    max_log_bytes: int = DEFAULT_LOG_BYTES
     announce: Callable[[str], None] | None = None
     node: str | None = None
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
@@ -238,7 +243,7 @@ class FhirServer:
         env["NODE_PATH"] = str(modules)
         env["GROUNDEVAL_FHIR_SD_DIR"] = str(modules.parent / "sd")  # per-type definitions, split once
         env["GROUNDEVAL_FHIR_CONFIG"] = json.dumps({"token": self._token, "bindings": _bindings(),
-                                                    "write_cap": self.write_cap, "max_log": self.max_log,
+                                                    "write_cap": self.write_cap, "max_log_bytes": self.max_log_bytes,
                                                     "case_secret": case_secret(modules.parent.parent)})
         env.pop("GROUNDEVAL_FHIR_PORT", None)
         self._stderr = tempfile.TemporaryFile()

@@ -6,7 +6,9 @@
 //     { "token": "...",       required header x-groundeval-control on every /_control/ call
 //       "bindings": { "ServiceRequest": { "status": [...], "intent": [...] }, ... },
 //       "write_cap": 20,      default writes a case may make (a case's own cap overrides it)
-//       "max_log": 500 }      requests kept in a case's log (the rest are counted)
+//       "max_log_bytes": N }  bytes of request and response bodies a case's log keeps; the requests
+//                             beyond are counted, not kept (requests_cut: the harness makes
+//                             such a case an error, never scores it on the partial log)
 //
 // When ready it prints one line on stdout: {"port": N}. It exits when its stdin closes (the
 // process that started it is gone), on SIGTERM/SIGINT, or on POST /_control/shutdown.
@@ -32,7 +34,9 @@ const TOKEN = config.token || '';
 const CASE_SECRET = config.case_secret || crypto.randomBytes(32).toString('hex');
 const BINDINGS = config.bindings || {};
 const DEFAULT_CAP = Number.isInteger(config.write_cap) ? config.write_cap : 50;
-const MAX_LOG = Number.isInteger(config.max_log) ? config.max_log : 500;
+// the log is bounded by what it holds, not by how many requests it counts: many small requests
+// are kept whole, and a few huge ones cannot exhaust memory
+const MAX_LOG_BYTES = Number.isInteger(config.max_log_bytes) ? config.max_log_bytes : 32 * 1024 * 1024;
 const MAX_BODY = 16 * 1024 * 1024;
 const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -329,8 +333,9 @@ function capability() {
   };
 }
 
-function note(c, method, path, status, request, response, refused) {
-  if (c.log.length >= MAX_LOG) {
+function note(c, method, path, status, request, response, refused, size) {
+  c.logBytes += size; // counted for dropped requests too: once over, every later one is dropped
+  if (c.logBytes > MAX_LOG_BYTES) { // (the log is a prefix, with no hole a later small write could hide in)
     c.cut += 1;
     return;
   }
@@ -400,7 +405,7 @@ async function control(req, res, segments, text) {
       : crypto.randomBytes(12).toString('hex');
     const newId = keyed ? crypto.createHmac('sha256', CASE_SECRET).update(spec.key).digest('hex').slice(0, 24)
       : repoKey;
-    const c = { repo: new CaseRepository(repoKey, spec.clock), log: [], cut: 0, writes: 0,
+    const c = { repo: new CaseRepository(repoKey, spec.clock), log: [], logBytes: 0, cut: 0, writes: 0,
       cap: Number.isInteger(spec.write_cap) ? spec.write_cap : DEFAULT_CAP };
     if (spec.bundle) {
       ensureTypesOf([], spec.bundle, '');
@@ -468,10 +473,11 @@ async function handle(req, res) {
     response = outcome('exception', `server error: ${e && e.message}`);
     request = text || null;
   }
-  note(c, method, rest + url.search, status, request, response, refused);
+  const out = JSON.stringify(response);
+  note(c, method, rest + url.search, status, request, response, refused,
+    Buffer.byteLength(out) + Buffer.byteLength(text || '') + Buffer.byteLength(rest + url.search));
   const headersOut = {};
   if (status === 201 && response && response.id) headersOut.location = `${response.resourceType}/${response.id}`;
-  const out = JSON.stringify(response);
   res.writeHead(status, { 'content-type': FHIR_JSON, 'content-length': Buffer.byteLength(out), ...headersOut });
   res.end(out);
 }
