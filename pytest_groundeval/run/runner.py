@@ -470,13 +470,13 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
         except ParseError as exc:
             # the model answered, but not in the required form: a scored failure, every metric 0
             score = task.unparsed(case, str(exc))
-            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut)
+            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut, case)
             return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score)}
         if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
             return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
                 f"the answer is nested deeper than {MAX_DEPTH} levels (groundeval's output bounds): not scored"))}
         score = (scorer or task.score)(prediction, case)
-        _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut)
+        _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut, case)
         record = ScoreRecord.model_validate(score)  # a Score is one (a scorer of its own may return its dict)
         return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
     except CaseError as exc:  # e.g. a broken expected block discovered while scoring
@@ -486,7 +486,8 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
 
 
 def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[str, Any]] | None,
-                  offered: list[str] | None, required: bool, transcript_cut: str | None = None) -> None:
+                  offered: list[str] | None, required: bool, transcript_cut: str | None = None,
+                  case: Case | None = None) -> None:
     """A tool-using agent's case: the ``grounded`` dimension and metric (a fail changes the
     pass only when ``required``); an agent given no harness tools: ``details.grounded`` says
     not applicable, and under ``--require-grounded`` the case fails saying why."""
@@ -496,7 +497,9 @@ def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[s
     found = grounded(observed, values, offered=offered, must_validate=getattr(task, "validate_tool", None),
                      answer_tool=getattr(task, "answer_tool", None), truncated=transcript_cut,
                      matchers=getattr(task, "grounding_matchers", None),
-                     writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()))
+                     writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()),
+                     task_checks=(lambda steps: task.grounding_checks(prediction, case, steps))
+                     if prediction is not None and case is not None and hasattr(task, "grounding_checks") else None)
     if not found.applicable:
         if observed is None and getattr(type(task), "agent_tools", Task.agent_tools) is Task.agent_tools:  # no tools at all
             found.reason = no_tools(task.name)

@@ -273,7 +273,8 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
              must_validate: str | None = None, answer_tool: str | None = None,
              max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None,
              matchers: Matchers | None = None, writers: Iterable[str] = (),
-             record_readers: Iterable[str] = ()) -> GroundingResult:
+             record_readers: Iterable[str] = (),
+             task_checks: Callable[[list[Step]], list[Check]] | None = None) -> GroundingResult:
     """The ``grounded`` checks of one case from the harness's observed tool calls
     (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
     tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
@@ -284,7 +285,9 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups).
     ``writers``: tools whose calls are the answer (writes to the record): their successful
     calls' :func:`written_values` are checked as the answer's codes, and the first of them must
-    follow a successful call of one of ``record_readers`` (the ``read`` check)."""
+    follow a successful call of one of ``record_readers`` (the ``read`` check).
+    ``task_checks``: the task's own checks of the observed calls (``Task.grounding_checks``:
+    labs' ``looked``, what an abstention rests on)."""
     if observed is None:
         return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
     if truncated:
@@ -331,6 +334,8 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                             "received before they were used"))
     if must_validate:
         checks.append(_validation(steps, must_validate, answer_tool))
+    if task_checks is not None:
+        checks.extend(task_checks(steps))
     first_write = next((s for s in steps if s.name in writes), None)
     if first_write is not None:
         looked = [s for s in steps if s.name in set(record_readers) and s.before(first_write)]
