@@ -240,12 +240,16 @@ class Reporter:
                 self.unresolved_crashes.append(crashitem)
             return  # not an eval item (or an id several tasks share): pytest reports it as always
         crashes = self.config.stash.get(CRASHES, None)
+        tools = None
         if crashes is not None:  # which call crashed it, from the worker's ledger (crashes.py)
             error = crashes.diagnose(getattr(report, "node", None), refs[0], crashitem)
+            tools = crashes.tools_offered(getattr(report, "node", None), refs[0])  # given before it died
         else:
             error = ErrorInfo(kind="crash", message=(
                 f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"))
-        result, data, blob = case_json(not_run(refs[0], error=error, task=self.tasks.get(refs[0].task)))
+        # grounded: the run's agent kind takes the harness's tools, or the ledger saw them given
+        result, data, blob = case_json(not_run(refs[0], error=error, task=self.tasks.get(refs[0].task),
+                                               tool_using=self.settings.agent.tool_using, tools_offered=tools))
         setattr(report, REPORT_ATTR, data)
         self.hand_over(report, result, blob)
 

@@ -269,7 +269,20 @@ def _why_not(value: str, kind: str, use: Step | None, readers: list[Step], match
     return f"{where}; in no tool result"
 
 
+def _refusals(refused: list[Any] | None) -> str:
+    """The refused connections (model.RefusedConnection or its dict), said in a reason."""
+    rows = [r.model_dump() if hasattr(r, "model_dump") else r for r in refused or []]
+    rows = [r for r in rows if isinstance(r, dict)]
+    if not rows:
+        return ""
+    first = rows[0]
+    who = f"pid {first.get('pid')}" + (f" {first.get('command')!r}" if first.get("command") else "")
+    return (f"; {len(rows)} connection(s) to its tools were refused ({first.get('reason')}: {who}"
+            + (", ..." if len(rows) > 1 else "") + "): what they asked never ran")
+
+
 def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offered: list[str] | None = None,
+             refused: list[Any] | None = None,
              must_validate: str | None = None, answer_tool: str | None = None,
              max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None,
              matchers: Matchers | None = None, writers: Iterable[str] = (),
@@ -307,11 +320,12 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                             f"{sum(s.ok for s in steps)} successful"))
     elif steps:  # an abstention ("no result", "nothing to do", []) decided on errors only
         checks.append(Check("called", False, f"the harness observed {len(steps)} tool call(s) and no call succeeded "
-                            "(errors, raised or unfinished): the answer rests on nothing a tool returned"))
+                            "(errors, raised or unfinished): the answer rests on nothing a tool returned"
+                            + _refusals(refused)))
     else:
         given = f" ({', '.join(offered)})" if offered else ""
         checks.append(Check("called", False, f"the agent was given tools{given} and called none: "
-                            "it answered from memory"))
+                            "it answered from memory" + _refusals(refused)))
     ungrounded: dict[str, list[str]] = {}
     why: list[str] = []
     n = 0
