@@ -33,10 +33,11 @@ Per case, four checks, each with a reason:
 * ``repeats``: no identical tool call (same name, same arguments) more than
   ``max_repeats`` times.
 * ``read`` (tasks whose answer is writes: ``grounding_writers``, orders' ``fhir_create`` /
-  ``fhir_update`` / ``fhir_transaction``): the first write came after a *successful* call of
-  a tool that reads the patient's record (``grounding_readers``: ``fhir_search`` /
-  ``fhir_read``); a write made before any look at the record was decided from nothing a tool
-  returned. The writes' own values are checked as an answer's are (``values``, kind
+  ``fhir_update`` / ``fhir_transaction``): the first write (when nothing was written, the
+  answer) came after a *successful* call of a tool that reads the patient's record
+  (``grounding_readers``: ``fhir_search`` / ``fhir_read``); a write, or "nothing is due", decided
+  before any look at the record was decided from nothing a tool returned (a catalog lookup is
+  no look at the record). The writes' own values are checked as an answer's are (``values``, kind
   ``code``): the id of every existing resource a write targets or references (other than the
   patient the prompt names) and every RxNorm code written must come from a successful result
   received before that write. Codes of fixed protocols (an HbA1c's LOINC) are knowledge, not
@@ -351,12 +352,16 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     if task_checks is not None:
         checks.extend(task_checks(steps))
     first_write = next((s for s in steps if s.name in writes), None)
-    if first_write is not None:
+    if first_write is not None or (writes and record_readers):
+        # the writes are the answer: the first of them, or (none written: "nothing to do") the
+        # final answer, must follow a successful read of the record
         looked = [s for s in steps if s.name in set(record_readers) and s.before(first_write)]
+        what = (f"the first write ({first_write.name}, call #{first_write.seq})" if first_write is not None
+                else "the answer, with nothing written,")
         checks.append(Check("read", bool(looked), f"read the record ({', '.join(sorted({s.name for s in looked}))}) "
-                            f"before the first write ({first_write.name}, call #{first_write.seq})" if looked else
-                            f"wrote ({first_write.name}, call #{first_write.seq}) before any successful read of the "
-                            f"record ({', '.join(sorted(record_readers)) or 'no reader declared'}): decided from "
+                            f"before {what.rstrip(',')}" if looked else
+                            f"{what} came before any successful read of the record "
+                            f"({', '.join(sorted(record_readers)) or 'no reader declared'}): decided from "
                             "nothing a tool returned"))
     checks.append(_repeats(steps, max_repeats))
     result = GroundingResult(applicable=True, checks=checks, ungrounded=ungrounded)
