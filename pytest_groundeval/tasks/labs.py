@@ -722,10 +722,26 @@ def _whole_searchset(result: Any) -> list[dict[str, Any]] | None:
     return matches
 
 
+def _newest_first_reaching(args: Any, result: Any, start: str | None) -> bool:
+    """A first page sorted newest first (``_sort=-date``) that reaches back before the question's
+    window: every result on a later page is older still, so the page holds every result the
+    window could count (the search's other filters were checked by :func:`covering_search`)."""
+    params = args.get("params") if isinstance(args, dict) else None
+    sort = params.get("_sort") if isinstance(params, dict) else None
+    if start is None or not isinstance(sort, str) or sort.split(",")[0].strip() != "-date":
+        return False
+    if not isinstance(result, dict) or result.get("resourceType") != "Bundle" or result.get("type") != "searchset":
+        return False
+    days = [effective_of(e["resource"]) for e in result.get("entry") or [] if isinstance(e, dict)
+            and isinstance(e.get("resource"), dict) and e["resource"].get("resourceType") == "Observation"]
+    return bool(days) and all(isinstance(d, str) for d in days) and min(d[:10] for d in days) < start  # type: ignore[index]
+
+
 def no_result_evidence(steps: list[Any], inputs: Mapping[str, Any]) -> tuple[bool, str]:
     """Does the observed log ground ``{"no_result": true}``? It needs a successful search that
     looked where the answer would be (:func:`covering_search`) and came back whole
-    (:func:`_whole_searchset`), and the Observations every successful result held must give the
+    (:func:`_whole_searchset`; or a newest-first page reaching back before the window:
+    :func:`_newest_first_reaching`), and the Observations every successful result held must give the
     question no result by the task's own rules (:func:`derive_truth`). A call of another tool, a
     search for another patient or code, a narrowed or partial search is no look."""
     pid, question = str(inputs.get("patient_id") or ""), inputs.get("question")
@@ -751,7 +767,7 @@ def no_result_evidence(steps: list[Any], inputs: Mapping[str, Any]) -> tuple[boo
         if s.name != SEARCH_TOOL:
             continue
         miss = covering_search(s.args, pid, analyte.codes, today, start_s)
-        if miss is None and _whole_searchset(result) is None:
+        if miss is None and _whole_searchset(result) is None and not _newest_first_reaching(s.args, result, start_s):
             miss = "its result is not the whole searchset (a next page, or fewer entries than its total)"
         if miss is None:
             looked.append(s)

@@ -149,3 +149,23 @@ def test_an_abstention_when_the_results_held_an_answer_is_not_grounded(case):
     reread = log(search({"patient": f"Patient/{pid}", "code": EGFR, "date": "le2021-06-30"}, searchset([])),
                  ("fhir_read", {"resource_type": "Observation", "id": "fresh"}, fresh))
     assert not grounded(case, reread)[0]
+
+
+def test_a_newest_first_page_that_reaches_back_before_the_window_is_a_look(case):
+    """A first page of a ``_sort=-date`` search (a next page beyond it) whose oldest result is
+    before the window holds every result the window could count: an honest, efficient look.
+    Unsorted, oldest first, or not reaching back before the window, it is not."""
+    pid = case.inputs["patient_id"]
+    older = sorted(_obs(case), key=lambda o: o["effectiveDateTime"], reverse=True)
+    assert older and older[0]["effectiveDateTime"][:10] < "2020-06-30"
+    page = {**searchset(older[:1]), "total": len(older) + 5,
+            "link": [{"relation": "next", "url": "http://x/Observation?_offset=1"}]}
+    params = {"patient": f"Patient/{pid}", "code": EGFR, "_sort": "-date", "_count": 1}
+    assert grounded(case, log(search(params, page)))[0]
+    for sort in ("date", None):
+        unsorted = {k: v for k, v in {**params, "_sort": sort}.items() if v is not None}
+        assert not grounded(case, log(search(unsorted, page)))[0], sort
+    recent = {**older[0], "id": "late", "status": "preliminary", "effectiveDateTime": "2021-01-05T10:00:00Z"}
+    not_back = {**searchset([recent]), "total": len(older) + 5,
+                "link": [{"relation": "next", "url": "http://x/Observation?_offset=1"}]}
+    assert not grounded(case, log(search(params, not_back)))[0]
