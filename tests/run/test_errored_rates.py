@@ -297,12 +297,16 @@ from pytest_groundeval.run.toolcalls import harness_tools
 from pytest_groundeval.tasks.labs import baseline_answer
 
 class TakesToolsThenCrashes:
-    """A module:Class agent (its kind says nothing of tools): takes the case's tools, then its
-    xdist worker dies on the first eGFR decline; elsewhere it answers from the tools' record."""
+    """A module:Class agent (its kind says nothing of tools): its xdist worker dies on the first
+    eGFR decline after taking the case's tools, on the second before taking them; elsewhere it
+    answers from the tools' record."""
     name = "takes-tools-then-crashes"
     def run(self, prompt):
         raise AssertionError("run_case is called")
     def run_case(self, task, prompt, inputs):
+        if inputs["question"]["kind"] == "change" and os.path.exists("crashed") and not os.path.exists("crashed2"):
+            open("crashed2", "w").close()
+            os._exit(1)  # before the tools: no ledger line says it took them
         tools = {t.name: t for t in harness_tools(task, inputs)}
         if inputs["question"]["kind"] == "change" and not os.path.exists("crashed"):
             open("crashed", "w").close()
@@ -314,18 +318,20 @@ class TakesToolsThenCrashes:
 
 
 def test_a_tool_using_agent_that_crashes_its_worker_keeps_the_case_in_grounded(pytester):
-    """Under -n 2 the worker dies mid-case after the harness gave the agent tools (its ledger's
-    ``offered`` line): the crashed case counts 0 in grounded, as an errored case of a
-    tool-using agent does; it cannot leave the rate by crashing on what it would fail."""
+    """Under -n 2 a worker dies mid-case after the harness gave the agent tools (its ledger's
+    ``offered`` line), another before (the agent took tools on the task's other cases): each
+    crashed case counts 0 in grounded, as an errored case of a tool-using agent does; it cannot
+    leave the rate by crashing on what it would fail."""
     data = _labs_project(pytester, crasher=CRASHES_WITH_TOOLS)
     result = pytester.runpytest_subprocess("--agent=crasher:TakesToolsThenCrashes", "--run-record", "record.json",
                                            "-p", "no:randomly", "-p", "no:cacheprovider", "--labs-cases", str(data),
                                            "-n", "2", "-q")
     assert result.ret == 1, result.stdout.str()[-2000:]
     record = json.loads((pytester.path / "record.json").read_text())
-    [crashed] = [c for c in record["cases"] if c["outcome"] == "error"]
-    assert crashed["error"]["kind"] == "crash" and "grounded" in crashed["applicable"], crashed
-    assert crashed["tools_offered"] == ["fhir_search", "fhir_read"]
+    crashed = [c for c in record["cases"] if c["outcome"] == "error"]
+    assert len(crashed) == 2 and all(c["error"]["kind"] == "crash" for c in crashed), crashed
+    assert all("grounded" in c["applicable"] and "change_pass" in c["applicable"] for c in crashed), crashed
+    assert sorted(str(c["tools_offered"]) for c in crashed) == ["None", "['fhir_search', 'fhir_read']"]
     answered = [c for c in record["cases"] if c["outcome"] != "error"]
     assert all(c["score"]["metrics"].get("grounded") is not None for c in answered)
     s = record["summary"]["labs"]
