@@ -492,7 +492,8 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
         except ParseError as exc:
             # the model answered, but not in the required form: a scored failure, every metric 0
             score = task.unparsed(case, str(exc))
-            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut, case, refused)
+            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut, case, refused,
+                          unparsed=str(exc))
             return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score)}
         if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
             return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
@@ -509,7 +510,7 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
 
 def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[str, Any]] | None,
                   offered: list[str] | None, required: bool, transcript_cut: str | None = None,
-                  case: Case | None = None, refused: list[Any] | None = None) -> None:
+                  case: Case | None = None, refused: list[Any] | None = None, unparsed: str | None = None) -> None:
     """A tool-using agent's case: the ``grounded`` dimension and metric (a fail changes the
     pass only when ``required``); an agent given no harness tools: ``details.grounded`` says
     not applicable, and under ``--require-grounded`` the case fails saying why."""
@@ -521,7 +522,8 @@ def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[s
                      matchers=getattr(task, "grounding_matchers", None),
                      writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()),
                      task_checks=(lambda steps: task.grounding_checks(prediction, case, steps))
-                     if prediction is not None and case is not None and hasattr(task, "grounding_checks") else None)
+                     if prediction is not None and case is not None and hasattr(task, "grounding_checks") else None,
+                     unparsed=unparsed)
     if not found.applicable:
         if observed is None and not offers_tools(task):  # no tools at all
             found.reason = no_tools(task.name)

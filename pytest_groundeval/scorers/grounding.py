@@ -288,7 +288,8 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
              max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None,
              matchers: Matchers | None = None, writers: Iterable[str] = (),
              record_readers: Iterable[str] = (),
-             task_checks: Callable[[list[Step]], list[Check]] | None = None) -> GroundingResult:
+             task_checks: Callable[[list[Step]], list[Check]] | None = None,
+             unparsed: str | None = None) -> GroundingResult:
     """The ``grounded`` checks of one case from the harness's observed tool calls
     (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
     tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
@@ -301,7 +302,9 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     calls' :func:`written_values` are checked as the answer's codes, and the first of them must
     follow a successful call of one of ``record_readers`` (the ``read`` check).
     ``task_checks``: the task's own checks of the observed calls (``Task.grounding_checks``:
-    labs' ``looked``, what an abstention rests on)."""
+    labs' ``looked``, what an abstention rests on). ``unparsed``: why the answer could not be
+    read: nothing of it can be traced to a tool result, so it is not grounded (the ``answer``
+    check), whatever the calls."""
     if observed is None:
         return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
     if truncated:
@@ -351,6 +354,9 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
         checks.append(_validation(steps, must_validate, answer_tool))
     if task_checks is not None:
         checks.extend(task_checks(steps))
+    if unparsed is not None:
+        checks.append(Check("answer", False, f"the answer could not be read ({unparsed[:200]}): none of it can be "
+                            "traced to a tool result"))
     first_write = next((s for s in steps if s.name in writes), None)
     if first_write is not None or (writes and record_readers):
         # the writes are the answer: the first of them, or (none written: "nothing to do") the

@@ -96,3 +96,17 @@ def test_extraction_no_medication_without_a_look_at_the_active_requests_is_not_g
     dnp = log(_listing(None, {"status": None, "count": 1, "medication_requests": [
         {"code": "197361", "status": "active", "requests": 1, "do_not_perform": True}]}))
     assert run(task, case, empty, dnp, EXTRACTION_TOOLS)["score"].metrics["grounded"] == 1.0
+
+
+# ---------------------------------------------------------------- an answer that cannot be read
+def test_an_unparsed_answer_after_a_successful_call_is_not_grounded(orders_case):
+    """Garbage after one successful call: nothing of it can be traced to a tool result, so it
+    is not grounded (else a TASK.grounded threshold is met by answers no one can read)."""
+    from pytest_groundeval.tasks.extraction import ExtractionTask
+
+    task = ExtractionTask(ROOT / "fixtures" / "synthea")
+    case = task.load(task.discover()[0])
+    listed = log(("list_medication_requests", {}, {"status": None, "count": 0, "medication_requests": []}))
+    r = run(task, case, "I could not decide.", listed, ["list_medication_requests", "read_resource"])
+    assert r["predicted"] is None and r["score"].metrics["grounded"] == 0.0, r["score"].dimensions
+    assert "could not be read" in r["score"].dimensions["grounded"].reason
