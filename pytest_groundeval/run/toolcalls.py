@@ -82,6 +82,7 @@ class ToolLog:
         self._calls: list[dict[str, Any]] = []
         self._offered: list[str] = []
         self._refused: list[dict[str, Any]] = []
+        self._refused_more = 0
         self.closed = False
 
     def offer(self, names: list[str]) -> None:
@@ -99,18 +100,28 @@ class ToolLog:
         with self._lock:
             return list(self._offered) if self._offered else None
 
+    MAX_REFUSED = 20  # refused connections kept per attempt (a flood is counted, not kept)
+
     def refuse(self, connection: dict[str, Any]) -> None:
         """A connection to the case's tools refused unanswered (``integrations/mcp/host.py``:
         ``{"pid", "command", "reason"}``, model.RefusedConnection); none after the log closed."""
         with self._lock:
-            if not self.closed:
+            if self.closed:
+                return
+            if len(self._refused) < self.MAX_REFUSED:
                 self._refused.append(dict(connection))
+            else:
+                self._refused_more += 1
 
     @property
     def refused(self) -> list[dict[str, Any]] | None:
-        """The refused connections (None: none)."""
+        """The refused connections (None: none); past :attr:`MAX_REFUSED`, one entry counts the rest."""
         with self._lock:
-            return [dict(r) for r in self._refused] or None
+            kept = [dict(r) for r in self._refused]
+            if self._refused_more:
+                kept.append({"pid": None, "command": None,
+                             "reason": f"{self._refused_more} more refused connection(s), not kept"})
+            return kept or None
 
     def begin(self, tool: str, args: Any, step: int | None) -> dict[str, Any] | None:
         with self._lock:
