@@ -321,7 +321,7 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     checks = []
     if any(s.ok for s in steps):
         checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s), "
-                            f"{sum(s.ok for s in steps)} successful"))
+                            f"{sum(s.ok for s in steps)} successful" + _refusals(refused)))
     elif steps:  # an abstention ("no result", "nothing to do", []) decided on errors only
         checks.append(Check("called", False, f"the harness observed {len(steps)} tool call(s) and no call succeeded "
                             "(errors, raised or unfinished): the answer rests on nothing a tool returned"
