@@ -338,3 +338,34 @@ def test_a_tool_using_agent_that_crashes_its_worker_keeps_the_case_in_grounded(p
     assert s["grounded_n"] == len(record["cases"])  # the crashed case is in the denominator
     in_rate = sum(c["score"]["metrics"]["grounded"] for c in answered)
     assert s["grounded"] == pytest.approx(in_rate / len(record["cases"]), abs=1e-6)
+
+
+def test_the_evaluator_remembers_which_cases_were_given_tools_for_a_pytest_timeout_kill(tmp_path):
+    """pytest-timeout ends a case from outside the runner (plugin._result_for, timeouts.py): the
+    evaluator's observers note each case whose agent took tools (and the worker's ledger too)."""
+    from conftest import REFS, SYNTHEA
+
+    from pytest_groundeval.agents.spec import AgentSpec
+    from pytest_groundeval.pytest.evaluator import Evaluator
+    from pytest_groundeval.pytest.options import Settings
+    from pytest_groundeval.run.calls import CallPolicy
+    from pytest_groundeval.run.runner import call_case
+
+    task = registry()["extraction"](SYNTHEA)
+    ref = next(r for r in task.discover() if r.case_id == REFS)
+    settings = Settings(agent=AgentSpec("mine:Agent"), policy=CallPolicy(), concurrency=1, max_cost=None, resume=None,
+                        rescore=None, run_record=None, runs_dir=tmp_path, rootdir=tmp_path, thresholds=(),
+                        task_paths={}, is_worker=False, worker_count=0)
+    evaluator = Evaluator(settings, {"extraction": task}, None)
+    assert evaluator.tools_offered(ref) is None
+    call_case(task, ref, _ToolUser(), observers=evaluator.observers)
+    assert evaluator.tools_offered(ref) == ["list_medication_requests", "read_resource"]
+    lines = []
+    evaluator.observe(ledger=type("Ledger", (), {"on_agent_thread": lambda self, r: None,
+                                                 "on_tools_offered": lambda self, r, t: lines.append((r.key, t))})())
+    other = next(r for r in task.discover() if r.case_id != REFS)
+    call_case(task, other, _ToolUser(), observers=evaluator.observers)
+    assert evaluator.tools_offered(other) and lines == [(other.key, evaluator.tools_offered(other))]
+    plain = not_run(ref, error=ErrorInfo(kind="timeout", message="pytest-timeout"), task=task,
+                    tool_using=settings.agent.tool_using, tools_offered=evaluator.tools_offered(ref))
+    assert plain.applicable == ["grounded"]
