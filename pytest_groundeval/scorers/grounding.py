@@ -191,12 +191,15 @@ def _args_text(step: Step) -> str:
 
 
 def _evidence(step: Step) -> str:
-    """A result's JSON text, without top-level fields that echo the call's arguments, nor a
+    """A result's JSON text, without top-level fields that echo the call's arguments (given as
+    an object or as one plain-text argument), nor a
     FHIR Bundle's ``link`` (its urls repeat the search's own query, matched or not) and its
     OperationOutcome entries (warnings that restate the query)."""
     result = step.result
-    if isinstance(result, dict) and isinstance(step.args, dict):
-        echoed = list(step.args.values())
+    if isinstance(result, dict) and step.args is not None:
+        # the call's arguments: an object's values, or the one argument given as plain text
+        # (``tool.invoke("...")``, which LangChain takes as a single-argument tool's input)
+        echoed = list(step.args.values()) if isinstance(step.args, dict) else [step.args]
         result = {k: v for k, v in result.items() if v not in echoed}
     if isinstance(result, dict) and result.get("resourceType") == "Bundle":
         result = {k: v for k, v in result.items() if k != "link"}

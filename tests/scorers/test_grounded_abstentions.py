@@ -110,3 +110,27 @@ def test_an_unparsed_answer_after_a_successful_call_is_not_grounded(orders_case)
     r = run(task, case, "I could not decide.", listed, ["list_medication_requests", "read_resource"])
     assert r["predicted"] is None and r["score"].metrics["grounded"] == 0.0, r["score"].dimensions
     assert "could not be read" in r["score"].dimensions["grounded"].reason
+
+
+# ---------------------------------------------------------------- echoes of a call given as text
+def test_a_lookup_called_with_a_plain_string_does_not_ground_its_own_echo(orders_case):
+    """A tool invoked with its one argument as a plain string (``tool.invoke("zzqx 314076")``:
+    LangChain accepts it) echoes it as ``query``: the agent's own words, not the catalog's, as
+    with the argument given as ``{"query": ...}``."""
+    pid = orders_case.inputs["patient_id"]
+    read = ("fhir_search", {"resource_type": "MedicationRequest", "params": {"patient": f"Patient/{pid}"}},
+            {"resourceType": "Bundle", "type": "searchset", "total": 0, "entry": []})
+    new = {"resourceType": "MedicationRequest", "status": "active", "intent": "order",
+           "subject": {"reference": f"Patient/{pid}"},
+           "medicationCodeableConcept": {"coding": [{"system": "http://www.nlm.nih.gov/research/umls/rxnorm",
+                                                     "code": "314076"}]}}
+    for args in ("zzqx 314076", {"query": "zzqx 314076"}):
+        echo = ("lookup_medication_code", args, {"query": "zzqx 314076", "matches": []})
+        r = run(ORDERS, orders_case, "ordered", log(read, echo, ("fhir_create", {"resource": new}, {**new, "id": "n"})),
+                ORDER_TOOLS)
+        assert r["score"].details.get("ungrounded") == {"code": ["314076"]}, (args, r["score"].reason)
+    found = ("lookup_medication_code", "lisinopril 10 mg", {"query": "lisinopril 10 mg", "matches": [
+        {"code": "314076", "display": "lisinopril 10 MG Oral Tablet", "system": "x", "score": 1.0}]})
+    r = run(ORDERS, orders_case, "ordered", log(read, found, ("fhir_create", {"resource": new}, {**new, "id": "n"})),
+            ORDER_TOOLS)
+    assert "ungrounded" not in r["score"].details, r["score"].reason
