@@ -658,15 +658,14 @@ def _date_covers(value: str, today: str, start: str | None) -> bool:
     """Does a ``date`` bound leave in every result the question could count (effective in
     ``start``..``today``)? ``le``/``lt`` at or after today; ``ge``/``gt``/``sa`` at or before the
     window's start (a question with no window has none to bound below)."""
-    if not re.fullmatch(r"(le|lt|ge|gt|sa)\d{4}-\d{2}-\d{2}", value):  # a whole day (a time cuts into it)
+    m = re.fullmatch(r"(le|lt|ge|gt|sa)(\d{4}-\d{2}-\d{2})(T[0-9:.]+(?:Z|[+-]\d{2}:\d{2})?)?", value)
+    if m is None:
         return False
-    prefix, day = value[:2], value[2:]
-    if prefix == "le":
-        return day[:10] >= today
-    if prefix == "lt":
-        return day[:10] > today
+    prefix, day, timed = m.group(1), m.group(2), m.group(3) is not None
+    if prefix in ("le", "lt"):  # a time on today's date cuts into today (and offsets move it): a later day
+        return day > today if timed or prefix == "lt" else day >= today
     if prefix in ("ge", "gt", "sa") and start is not None:
-        return day[:10] < start if prefix in ("gt", "sa") else day[:10] <= start
+        return day < start if timed or prefix != "ge" else day <= start
     return False
 
 

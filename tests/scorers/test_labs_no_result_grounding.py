@@ -78,9 +78,10 @@ def test_the_record_has_older_egfr_results_only(case):
     {"subject": "Patient/{pid}", "code": "http://loinc.org|4548-4,http://loinc.org|33914-3"},
     {"patient": "Patient/{pid}", "code": "33914-3", "date": "le2021-06-30", "_sort": "-date"},
     {"patient": "Patient/{pid}", "code": "33914-3", "date": ["ge2020-06-30", "lt2021-07-01"], "_count": 50},
+    {"patient": "Patient/{pid}", "code": "33914-3", "date": ["gt2020-06-29T23:59:59Z", "le2021-07-01T00:00:00Z"]},
     {"patient": "Patient/{pid}", "status": "final,amended,corrected,preliminary"},
     {"patient": "http://127.0.0.1:1/case/x/fhir/R4/Patient/{pid}"},
-], ids=["system|code", "bare", "code-list", "le-today", "window", "status-all", "no-code"])
+], ids=["system|code", "bare", "code-list", "le-today", "window", "window-times", "status-all", "no-code"])
 def test_a_search_that_looked_where_the_result_would_be_grounds_the_abstention(case, params):
     pid = case.inputs["patient_id"]
     params = {k: ([x.format(pid=pid) for x in v] if isinstance(v, list) else v.format(pid=pid) if isinstance(v, str)
@@ -120,6 +121,7 @@ def test_a_call_of_another_kind_or_for_another_patient_or_code_is_no_look(case):
     {"status": "final"}, {"_id": "nothing"}, {"_summary": "count"}, {"value-quantity": "lt0"},
     {"code:not": EGFR}, {"_has:Encounter:patient:status": "x"}, {"patient": ["Patient/a", "Patient/b"]},
     {"code": f"|{EGFR}"}, {"code": f"loinc|{EGFR}"}, {"date": "le2021-06-30T00:00:00Z"}, {"_offset": "500"},
+    {"date": "ge2020-06-30T00:00:00Z"}, {"date": "lt2021-06-30"}, {"date": "gt2020-06-30"}, {"date": "eq2021-06-30"},
 ])
 def test_a_search_narrowed_so_it_cannot_find_the_result_is_no_look(case, extra):
     pid = case.inputs["patient_id"]
