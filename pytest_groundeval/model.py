@@ -344,6 +344,19 @@ class ToolCall(_Model):
     ended: int | None = None
 
 
+class RefusedConnection(_Model):
+    """A connection to a case's MCP socket the harness refused unanswered
+    (``integrations/mcp/host.py``): from a process that is not the case's agent command nor one
+    it started (another case's command under ``--concurrency``, a server detached from its
+    client), or without the case's token. Nothing it asked ran; a case whose tools were reached
+    only so is not grounded. ``pid``: the connecting process (None: unknown); ``command``: its
+    command line as ``/proc`` gave it when it connected (bounded)."""
+
+    pid: int | None = None
+    command: str | None = None
+    reason: str
+
+
 class FhirExchange(_Model):
     """One request an agent made to its case's FHIR server, with the server's response
     (``fhir/server``: the server logs every request; this is that log, per case)."""
@@ -409,6 +422,8 @@ class CaseResult(_Model):
     # order; None when it gave the agent no tools ([]: tools given, none called)
     transcript: list[ToolCall] | None = None
     tools_offered: list[str] | None = None  # the harness tools the agent was given
+    # connections to the case's MCP socket refused as not the case's agent's (mcp/host.py); None: none
+    refused_connections: list[RefusedConnection] | None = None
     # the transcript the agent returned itself (AgentOutput.transcript): shown, never evidence
     agent_reported: list[ReportedStep] | None = None
     # which of the agent's answer rules gave the scored answer (AgentOutput.extra["answer_source"]:

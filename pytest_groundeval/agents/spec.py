@@ -29,6 +29,18 @@ class AgentSpec:
 
 
     @property
+    def tool_using(self) -> bool | None:
+        """Does this agent kind take a task's tools from the harness (``toolcalls.harness_tools``)
+        on a task that offers them? True: the LangGraph, LangGraph-over-MCP and Claude Agent SDK
+        agents and an ``mcp:COMMAND``; False: ``baseline``, ``claude``, ``chat`` (no tools); None:
+        a ``module:Class`` (it may or may not ask). What a crashed worker's case counts in."""
+        if self.name in TOOL_USING or self.is_command:
+            return True
+        if self.name in BUILT_IN:
+            return False
+        return None
+
+    @property
     def is_command(self) -> bool:
         """``mcp:COMMAND ARGS``: a command-line agent (agents/command.py), not a ``module:Class``."""
         return self.name.startswith("mcp:")
@@ -74,6 +86,7 @@ class AgentSpec:
 
 
 BUILT_IN = ("baseline", "claude", "langgraph", "chat", "langgraph-mcp", "claude-agent")
+TOOL_USING = ("langgraph", "langgraph-mcp", "claude-agent")  # built-in agents given a task's harness tools
 
 
 def model_cache(spec: AgentSpec) -> Any:

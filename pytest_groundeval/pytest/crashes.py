@@ -78,20 +78,38 @@ class CrashLedgers:
             self.selected = sum(1 for nodeid in ids
                                 if nodeid.endswith("]") and "[" in nodeid and nodeid.split("[", 1)[1][:-1] in known)
 
-    def diagnose(self, node: Any, ref: CaseRef, crashitem: str) -> ErrorInfo:
+    def _events(self, node: Any) -> tuple[str, list[dict[str, Any]]]:
+        """The dead worker's id and its ledger's lines (a line cut by the death is skipped)."""
         worker = str((getattr(node, "workerinput", None) or {}).get("workerid", "?"))
-        starts: dict[tuple, int] = {}
-        ended: set[tuple] = set()
-        timeouts: dict[tuple, str] = {}
         try:
             lines = (self.folder / f"{worker}.jsonl").read_text().splitlines()
         except OSError:
             lines = []
+        events = []
         for raw in lines:
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError:
                 continue
+            if isinstance(obj, dict):
+                events.append(obj)
+        return worker, events
+
+    def tools_offered(self, node: Any, ref: CaseRef) -> list[str] | None:
+        """The tools the harness gave the agent of ``ref`` on the dead worker (its ledger's
+        ``offered`` line), or None."""
+        me = list(ref.key)
+        for obj in reversed(self._events(node)[1]):
+            if obj.get("event") == "offered" and obj.get("key") == me and isinstance(obj.get("tools"), list):
+                return [str(t) for t in obj["tools"]] or None
+        return None
+
+    def diagnose(self, node: Any, ref: CaseRef, crashitem: str) -> ErrorInfo:
+        starts: dict[tuple, int] = {}
+        ended: set[tuple] = set()
+        timeouts: dict[tuple, str] = {}
+        worker, events = self._events(node)
+        for obj in events:
             key = tuple(obj.get("key") or ())
             if obj.get("event") in ("start", "thread"):
                 starts[key] = obj.get("thread")  # the last thread the agent was called on for it

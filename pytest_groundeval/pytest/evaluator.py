@@ -13,9 +13,11 @@ flight rather than reading xdist's private queue.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import gc
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,7 +30,7 @@ from pytest_groundeval.pytest.items import NEXT_ITEM, case_ref
 from pytest_groundeval.pytest.options import Settings
 from pytest_groundeval.pytest.reruns import first_result
 from pytest_groundeval.pytest.workeroutput import WorkerOutput, publish
-from pytest_groundeval.run.runner import (UNOBSERVED, Called, CallObservers, agent_name, call_case, finish_case,
+from pytest_groundeval.run.runner import (Called, CallObservers, agent_name, call_case, finish_case,
                                           load_case, not_run, reuse)
 from pytest_groundeval.store.resume import needs_call
 from pytest_groundeval.tasks.base import Task
@@ -112,7 +114,11 @@ class Evaluator:
         self.ledger: Any = None  # crashes.WorkerLedger in an xdist worker: the calls in flight
         self.tracer: Any = None  # case -> its LangSmith root run (langsmith/worker.py), when LangSmith is on
         self.traced = False  # LangSmith is on: built-in agents wrap their SDK clients for it
-        self.observers: CallObservers = UNOBSERVED  # what watches each agent call (observe())
+        # the cases whose agent the harness gave tools, lately (a pytest-timeout that stops a case
+        # mid-call makes its result without the runner: it still counts 0 in grounded)
+        self._offered: "collections.OrderedDict[tuple, list[str]]" = collections.OrderedDict()
+        self._offered_lock = threading.Lock()
+        self.observers: CallObservers = CallObservers(tools_offered=self._note_offered)  # observe()
         self._output = output if output is not None else WorkerOutput()  # this process's session (workeroutput.py)
         self.fhir: Any = None  # the FHIR server handle, when a task uses it (plugin._fhir_server; keys.FHIR_SERVER)
 
@@ -122,9 +128,30 @@ class Evaluator:
             self.tracer = tracer
         if ledger is not None:
             self.ledger = ledger
+        ledger = self.ledger
+
+        def offered(ref: CaseRef, tools: list[str]) -> None:
+            self._note_offered(ref, tools)
+            if ledger is not None:
+                ledger.on_tools_offered(ref, tools)
+
         self.observers = CallObservers(
             **({"trace": self.tracer} if self.tracer is not None else {}),
-            **({"agent_thread": self.ledger.on_agent_thread} if self.ledger is not None else {}))
+            **({"agent_thread": self.ledger.on_agent_thread} if self.ledger is not None else {}),
+            tools_offered=offered)
+
+    OFFERED_KEPT = 1024  # far more cases than are ever in flight at once
+
+    def _note_offered(self, ref: CaseRef, tools: list[str]) -> None:
+        with self._offered_lock:
+            self._offered[tuple(ref.key)] = list(tools)
+            while len(self._offered) > self.OFFERED_KEPT:
+                self._offered.popitem(last=False)
+
+    def tools_offered(self, ref: CaseRef) -> list[str] | None:
+        """The tools the harness gave ``ref``'s agent in this process, if it did lately."""
+        with self._offered_lock:
+            return self._offered.get(tuple(ref.key))
 
     def output(self) -> WorkerOutput:
         """What this process reports of its session (the same value an xdist worker sends)."""

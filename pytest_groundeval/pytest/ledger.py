@@ -47,6 +47,11 @@ class WorkerLedger:
         thread of its own)."""
         self._line(event="thread", key=_key(ref), thread=threading.get_ident())
 
+    def on_tools_offered(self, ref: CaseRef, tools: list[str]) -> None:
+        """The harness gave the agent of ``ref`` tools (``toolcalls.ToolLog.offer``): a crash
+        after this keeps the case in ``grounded`` (crashes.py)."""
+        self._line(event="offered", key=_key(ref), tools=list(tools))
+
     def timed_out(self, ref: CaseRef, message: str) -> None:
         self._line(event="timeout", key=_key(ref), message=message)
 

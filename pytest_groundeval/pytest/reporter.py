@@ -58,6 +58,27 @@ class Local(Protocol):
         ...
 
 
+STOPPED = ("crash", "interrupted", "timeout")  # kinds of a case stopped from outside its agent call
+
+
+def stopped_tool_users(cases: list[CaseResult]) -> list[CaseResult]:
+    """A ``module:Class`` agent's kind says nothing of tools: a case of it stopped from outside
+    (its worker crashed, pytest-timeout killed it) before the harness gave it tools has no
+    ``offered`` line to go by. When the same agent took the harness's tools on another case of
+    that task in this run, it is a tool-using agent there: the stopped case counts 0 in
+    ``grounded`` too (else crashing before taking the tools would leave the rate)."""
+    from pytest_groundeval.scorers.grounding import NAME as GROUNDED
+
+    tool_tasks = {c.task for c in cases if c.tools_offered}
+    out = []
+    for c in cases:
+        if c.outcome == "error" and c.task in tool_tasks and c.error is not None and c.error.kind in STOPPED \
+                and GROUNDED not in (c.applicable or []):
+            c = c.model_copy(update={"applicable": [*(c.applicable or []), GROUNDED]})
+        out.append(c)
+    return out
+
+
 class Reporter:
     def __init__(self, config: pytest.Config, settings: Settings, tasks: Mapping[str, Task],
                  stored: StoredRun | None, local: Local) -> None:
@@ -240,12 +261,16 @@ class Reporter:
                 self.unresolved_crashes.append(crashitem)
             return  # not an eval item (or an id several tasks share): pytest reports it as always
         crashes = self.config.stash.get(CRASHES, None)
+        tools = None
         if crashes is not None:  # which call crashed it, from the worker's ledger (crashes.py)
             error = crashes.diagnose(getattr(report, "node", None), refs[0], crashitem)
+            tools = crashes.tools_offered(getattr(report, "node", None), refs[0])  # given before it died
         else:
             error = ErrorInfo(kind="crash", message=(
                 f"the pytest-xdist worker running it crashed: {report.longreprtext.strip()[:500]}"))
-        result, data, blob = case_json(not_run(refs[0], error=error, task=self.tasks.get(refs[0].task)))
+        # grounded: the run's agent kind takes the harness's tools, or the ledger saw them given
+        result, data, blob = case_json(not_run(refs[0], error=error, task=self.tasks.get(refs[0].task),
+                                               tool_using=self.settings.agent.tool_using, tools_offered=tools))
         setattr(report, REPORT_ATTR, data)
         self.hand_over(report, result, blob)
 
@@ -366,6 +391,8 @@ class Reporter:
         # in case-id order: aggregates (bootstrap resamples, float sums) must not depend on
         # the order results arrived in (xdist workers finish in any order)
         cases = sort_cases(self.results.values())
+        if self.settings.agent.tool_using is None:  # a module:Class: its other cases say whether it takes tools
+            cases = stopped_tool_users(cases)
         summary = summarize(self.tasks, cases)
         usage = total_usage(cases + self.reruns)  # every execution's usage, the first results' figures
         budget = budget_record(self.settings.max_cost, cases, usage)

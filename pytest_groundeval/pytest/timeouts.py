@@ -91,7 +91,11 @@ class TimeoutKinds:
 
                     result, _, blob = case_json(not_run(ref, error=ErrorInfo(kind="timeout", message=message,
                                                                              error_class="Timeout"),
-                                                        task=evaluator.tasks.get(ref.task) if evaluator else None))
+                                                        task=evaluator.tasks.get(ref.task) if evaluator else None,
+                                                        tool_using=evaluator.settings.agent.tool_using
+                                                        if evaluator else None,
+                                                        tools_offered=evaluator.tools_offered(ref)
+                                                        if evaluator else None))
                     reporter._journal(blob)
             except Exception:  # noqa: BLE001 - the process ends next whatever happens here
                 pass

@@ -236,5 +236,24 @@ def terminal_lines(record: RunRecord) -> list[str]:
         first = warned[0]
         lines.append(f"groundeval: {len(warned)} case(s) with warnings (cases[].warnings in the record); "
                      f"first, {first.task}:{first.case_id}: {first.warnings[0]}")
+    refused = refused_line(record)
+    if refused is not None:
+        lines.append(refused)
     lines += gate_lines(record)
     return lines
+
+
+def refused_line(record: RunRecord) -> str | None:
+    """Connections to a case's MCP tools the harness refused (``cases[].refused_connections``):
+    a process that was not the case's agent (another case's command, a detached server), or no
+    token. What they asked never ran, so it is in no transcript: said here, once."""
+    hit = [c for c in record.cases if c.refused_connections]
+    if not hit:
+        return None
+    n = sum(len(c.refused_connections or []) for c in hit)
+    first = hit[0]
+    r = first.refused_connections[0]  # type: ignore[index]
+    who = f"pid {r.pid}" + (f" ({r.command})" if r.command else "")
+    ids = ", ".join(f"{c.task}:{c.case_id}" for c in hit[:5]) + (", ..." if len(hit) > 5 else "")
+    return (f"groundeval: {n} MCP connection(s) refused in {len(hit)} case(s) ({ids}; cases[].refused_connections "
+            f"in the record); first, {first.task}:{first.case_id}: {who}: {r.reason}")

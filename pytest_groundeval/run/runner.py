@@ -94,16 +94,23 @@ def _nothing(ref: CaseRef) -> None:
     return None
 
 
+def _no_one(ref: CaseRef, tools: list[str]) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class CallObservers:
     """What watches an agent call, handed in by the process that runs it (the pytest
     evaluator), never found through a global: ``trace(case)`` opens the case's root run
     (LangSmith's worker half, ``integrations/langsmith/worker.py``; enter ``.attempt()``
     around each attempt on the thread running it), ``agent_thread(ref)`` notes the thread
-    that calls the agent (an xdist worker's crash ledger, ``pytest/ledger.py``)."""
+    that calls the agent (an xdist worker's crash ledger, ``pytest/ledger.py``), and
+    ``tools_offered(ref, names)`` that the harness gave the agent tools (the same ledger: a case
+    whose worker dies after it counts 0 in ``grounded``)."""
 
     trace: Callable[[Case], Any] = _no_trace
     agent_thread: Callable[[CaseRef], None] = _nothing
+    tools_offered: Callable[[CaseRef, list[str]], None] = _no_one
 
 
 UNOBSERVED = CallObservers()
@@ -244,7 +251,11 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     # what each attempt spent: the agent's running tally (calls.spending_into), or what its
     # exception says; an attempt the harness stopped waiting for is read as it stands then
     tallies: list[dict[str, Any]] = []
+    attempt_logs: list[ToolLog] = []  # each attempt's observed log, in the order they started
     trace = observers.trace(case)  # LangSmith's root run of the case (langsmith/worker.py); a no-op without it
+
+    def offered_to(names: list[str]) -> None:
+        observers.tools_offered(case.ref, names)
 
     def attempt() -> AgentOutput:
         began = time.perf_counter()
@@ -255,7 +266,8 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             # on the thread that calls: the agent's own runs nest under the case; the harness
             # records every call of the tools it hands the agent (toolcalls.py), per attempt,
             # and what the attempt spends (calls.spending_into)
-            with trace.attempt(), observe() as log, spending_into(tally):
+            with trace.attempt(), observe(on_offer=offered_to) as log, spending_into(tally):
+                attempt_logs.append(log)  # read as it stands when the harness stops waiting (a timeout)
                 output = call_agent(agent, task, case, observers)
             logs[id(output)] = (output, log)  # the answering attempt's log, whichever thread ran it
             tally["answered"] = True
@@ -264,8 +276,6 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             usage = _failed_usage(exc)
             if usage:
                 tally["usage"] = usage
-            if log is not None and log.offered:  # the harness gave it tools before it failed
-                tally["offered"] = log.offered
             raise
         finally:
             spent.append(time.perf_counter() - began)
@@ -273,8 +283,17 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     def failed() -> list[dict[str, Any]]:
         return [dict(t["usage"]) for t in list(tallies) if not t.get("answered") and t.get("usage")]
 
+    def logs_of_failed() -> list[ToolLog]:
+        # (called when every attempt failed) each attempt's log, those the harness stopped
+        # waiting for included (still running: what they had been given and refused so far);
+        # kept here, not in the tally an agent can reach (calls.attempt_tally)
+        return list(attempt_logs)
+
     def offered_before_failing() -> list[str] | None:
-        return next((t["offered"] for t in reversed(list(tallies)) if t.get("offered")), None)
+        return next((log.offered for log in reversed(logs_of_failed()) if log.offered), None)
+
+    def refused_before_failing() -> list[dict[str, Any]] | None:
+        return [r for log in logs_of_failed() for r in log.refused or []] or None
 
     try:
         _prepare(agent)
@@ -290,13 +309,14 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
             traceback=None if timed_out else _agent_traceback(exc.last))
         called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent),
-                             tools_offered=offered_before_failing())
+                             tools_offered=offered_before_failing(), refused_connections=refused_before_failing())
         _charge(called, failed(), agent)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
         called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
                                  error_class=type(exc).__name__, traceback=_agent_traceback(exc))
-        called.fields.update(attempts=1, agent=agent_name(agent), tools_offered=offered_before_failing())
+        called.fields.update(attempts=1, agent=agent_name(agent), tools_offered=offered_before_failing(),
+                             refused_connections=refused_before_failing())
         _charge(called, failed(), agent)
         return None
     called.agent_s = sum(spent)
@@ -410,6 +430,7 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
                          model=model if isinstance(model, str) else None,
                          structured_output=output.structured, steps=output.steps, transcript=observed,
                          tools_offered=called.observed.offered if called.observed is not None else None,
+                         refused_connections=called.observed.refused if called.observed is not None else None,
                          agent_reported=_reported_steps(called, output.transcript, name),
                          answer_source=source if isinstance(source, str) else None)
 
@@ -465,7 +486,8 @@ def _transcript_cut(truncated: list[str] | None) -> str | None:
 
 def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, *,
                require_grounded: bool = False, observed: list[dict[str, Any]] | None = None,
-               offered: list[str] | None = None, transcript_cut: str | None = None) -> dict[str, Any]:
+               offered: list[str] | None = None, transcript_cut: str | None = None,
+               refused: list[Any] | None = None) -> dict[str, Any]:
     """Parse and score an answer: the fields ``outcome``, ``predicted``, ``score`` / ``error``.
     The ``grounded`` dimension (grounding.py) is added beside the scorer's, judged from
     ``observed`` (the harness's log of the tool calls, toolcalls.py) for an agent the harness
@@ -476,13 +498,14 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
         except ParseError as exc:
             # the model answered, but not in the required form: a scored failure, every metric 0
             score = task.unparsed(case, str(exc))
-            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut)
+            _add_grounded(score, task, None, observed, offered, require_grounded, transcript_cut, case, refused,
+                          unparsed=str(exc))
             return {"outcome": "failed", "predicted": None, "score": ScoreRecord.model_validate(score)}
         if too_deep(prediction):  # e.g. a JSON text answer nested past what a record can hold
             return {"outcome": "error", "error": ErrorInfo(kind="agent", message=(
                 f"the answer is nested deeper than {MAX_DEPTH} levels (groundeval's output bounds): not scored"))}
         score = (scorer or task.score)(prediction, case)
-        _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut)
+        _add_grounded(score, task, prediction, observed, offered, require_grounded, transcript_cut, case, refused)
         record = ScoreRecord.model_validate(score)  # a Score is one (a scorer of its own may return its dict)
         return {"outcome": "passed" if record.passed else "failed", "predicted": prediction, "score": record}
     except CaseError as exc:  # e.g. a broken expected block discovered while scoring
@@ -492,19 +515,23 @@ def score_case(task: Task, case: Case, output: AgentOutput, scorer: Any = None, 
 
 
 def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[str, Any]] | None,
-                  offered: list[str] | None, required: bool, transcript_cut: str | None = None) -> None:
+                  offered: list[str] | None, required: bool, transcript_cut: str | None = None,
+                  case: Case | None = None, refused: list[Any] | None = None, unparsed: str | None = None) -> None:
     """A tool-using agent's case: the ``grounded`` dimension and metric (a fail changes the
     pass only when ``required``); an agent given no harness tools: ``details.grounded`` says
     not applicable, and under ``--require-grounded`` the case fails saying why."""
     from pytest_groundeval.scorers.grounding import NAME, grounded, no_tools
 
     values = task.grounding_values(prediction) if prediction is not None else {}
-    found = grounded(observed, values, offered=offered, must_validate=getattr(task, "validate_tool", None),
+    found = grounded(observed, values, offered=offered, refused=refused, must_validate=getattr(task, "validate_tool", None),
                      answer_tool=getattr(task, "answer_tool", None), truncated=transcript_cut,
                      matchers=getattr(task, "grounding_matchers", None),
-                     writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()))
+                     writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()),
+                     task_checks=(lambda steps: task.grounding_checks(prediction, case, steps))
+                     if prediction is not None and case is not None and hasattr(task, "grounding_checks") else None,
+                     unparsed=unparsed)
     if not found.applicable:
-        if observed is None and getattr(type(task), "agent_tools", Task.agent_tools) is Task.agent_tools:  # no tools at all
+        if observed is None and not offers_tools(task):  # no tools at all
             found.reason = no_tools(task.name)
         score.details[NAME] = found.reason
         if required and score.passed:
@@ -551,7 +578,7 @@ def finish_case(task: Task, called: Called, scorer: Any = None, *, require_groun
         observed = fields.get("transcript")
         fields.update(score_case(task, called.case, called.output, scorer,  # type: ignore[arg-type]
                                  require_grounded=require_grounded, observed=observed,
-                                 offered=fields.get("tools_offered"),
+                                 offered=fields.get("tools_offered"), refused=fields.get("refused_connections"),
                                  transcript_cut=_transcript_cut(fields.get("truncated"))))
     return _result(called.ref, fields, round(time.perf_counter() - called.started, 6))
 
@@ -564,16 +591,30 @@ def run_case(task: Task, ref: CaseRef, agent: Any, scorer: Any = None, policy: C
 
 
 def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | None = None,
-            task: Task | None = None) -> CaseResult:
+            task: Task | None = None, tool_using: bool | None = None,
+            tools_offered: list[str] | None = None) -> CaseResult:
     """An item pytest skipped, or whose test failed before or without running the case (its
     worker crashed, pytest-timeout killed it). ``task``: the case is read again for the rates
     over applicable cases it counts 0 in (``CaseResult.applicable``: a crash cannot take a case
-    out of their denominators)."""
+    out of their denominators). ``tool_using`` (the run's agent kind takes the harness's tools:
+    ``AgentSpec.tool_using``) or ``tools_offered`` (the dead worker's ledger saw the tools given):
+    on a task that offers tools the case counts 0 in ``grounded`` too, so an agent cannot leave
+    the rate by crashing (or hanging) on the cases it would fail."""
     if skip_reason is not None:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="skipped",
                           skip_reason=skip_reason)
+    rates = (applicable_of(task, ref) if task is not None else None) or []
+    if tools_offered or (tool_using and task is not None and offers_tools(task)):
+        from pytest_groundeval.scorers.grounding import NAME as GROUNDED
+
+        rates.append(GROUNDED)
     return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
-                      applicable=applicable_of(task, ref) if task is not None else None)
+                      applicable=rates or None, tools_offered=tools_offered or None)
+
+
+def offers_tools(task: Task) -> bool:
+    """The task gives a tool-using agent tools (it defines ``agent_tools``)."""
+    return getattr(type(task), "agent_tools", Task.agent_tools) is not Task.agent_tools
 
 
 def applicable_of(task: Task, ref: CaseRef) -> list[str] | None:
@@ -631,6 +672,6 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
             return _result(ref, fields, round(time.perf_counter() - started, 6))
     observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
     fields.update(score_case(task, case, output, scorer, require_grounded=require_grounded,
-                             observed=observed, offered=old.tools_offered,
+                             observed=observed, offered=old.tools_offered, refused=old.refused_connections,
                              transcript_cut=_transcript_cut(old.truncated)))
     return _result(ref, fields, round(time.perf_counter() - started, 6))

@@ -75,23 +75,53 @@ def result_value(content: Any) -> Any:
 class ToolLog:
     """The observed tool calls of one attempt of one case (thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_offer: Any = None) -> None:
+        self._on_offer = on_offer  # told the tools when they are first given (an xdist worker's ledger)
         self._lock = threading.Lock()
         self._tick = 0
         self._calls: list[dict[str, Any]] = []
         self._offered: list[str] = []
+        self._refused: list[dict[str, Any]] = []
+        self._refused_more = 0
         self.closed = False
 
     def offer(self, names: list[str]) -> None:
         """The harness gave the agent these tools (it is a tool-using agent from here on)."""
         with self._lock:
+            first = not self._offered
             self._offered.extend(n for n in names if n not in self._offered)
+            offered = list(self._offered)
+        if first and offered and self._on_offer is not None:
+            self._on_offer(offered)
 
     @property
     def offered(self) -> list[str] | None:
         """The tools given to the agent (None: it was given none)."""
         with self._lock:
             return list(self._offered) if self._offered else None
+
+    MAX_REFUSED = 20  # refused connections kept per attempt (a flood is counted, not kept)
+
+    def refuse(self, connection: dict[str, Any]) -> None:
+        """A connection to the case's tools refused unanswered (``integrations/mcp/host.py``:
+        ``{"pid", "command", "reason"}``, model.RefusedConnection); none after the log closed."""
+        with self._lock:
+            if self.closed:
+                return
+            if len(self._refused) < self.MAX_REFUSED:
+                self._refused.append(dict(connection))
+            else:
+                self._refused_more += 1
+
+    @property
+    def refused(self) -> list[dict[str, Any]] | None:
+        """The refused connections (None: none); past :attr:`MAX_REFUSED`, one entry counts the rest."""
+        with self._lock:
+            kept = [dict(r) for r in self._refused]
+            if self._refused_more:
+                kept.append({"pid": None, "command": None,
+                             "reason": f"{self._refused_more} more refused connection(s), not kept"})
+            return kept or None
 
     def begin(self, tool: str, args: Any, step: int | None) -> dict[str, Any] | None:
         with self._lock:
@@ -126,10 +156,11 @@ class ToolLog:
 
 
 @contextlib.contextmanager
-def observe() -> Iterator[ToolLog]:
+def observe(on_offer: Any = None) -> Iterator[ToolLog]:
     """A fresh log for one attempt, current in this context (and in contexts copied from
-    it: the LangGraph agent's worker thread, LangChain's tool executor); closed at the end."""
-    log = ToolLog()
+    it: the LangGraph agent's worker thread, LangChain's tool executor); closed at the end.
+    ``on_offer(names)``: called once, when the agent is first given tools."""
+    log = ToolLog(on_offer)
     token = _CURRENT.set(log)
     try:
         yield log

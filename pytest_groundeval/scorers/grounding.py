@@ -33,10 +33,11 @@ Per case, four checks, each with a reason:
 * ``repeats``: no identical tool call (same name, same arguments) more than
   ``max_repeats`` times.
 * ``read`` (tasks whose answer is writes: ``grounding_writers``, orders' ``fhir_create`` /
-  ``fhir_update`` / ``fhir_transaction``): the first write came after a *successful* call of
-  a tool that reads the patient's record (``grounding_readers``: ``fhir_search`` /
-  ``fhir_read``); a write made before any look at the record was decided from nothing a tool
-  returned. The writes' own values are checked as an answer's are (``values``, kind
+  ``fhir_update`` / ``fhir_transaction``): the first write (when nothing was written, the
+  answer) came after a *successful* call of a tool that reads the patient's record
+  (``grounding_readers``: ``fhir_search`` / ``fhir_read``); a write, or "nothing is due", decided
+  before any look at the record was decided from nothing a tool returned (a catalog lookup is
+  no look at the record). The writes' own values are checked as an answer's are (``values``, kind
   ``code``): the id of every existing resource a write targets or references (other than the
   patient the prompt names) and every RxNorm code written must come from a successful result
   received before that write. Codes of fixed protocols (an HbA1c's LOINC) are knowledge, not
@@ -190,12 +191,15 @@ def _args_text(step: Step) -> str:
 
 
 def _evidence(step: Step) -> str:
-    """A result's JSON text, without top-level fields that echo the call's arguments, nor a
+    """A result's JSON text, without top-level fields that echo the call's arguments (given as
+    an object or as one plain-text argument), nor a
     FHIR Bundle's ``link`` (its urls repeat the search's own query, matched or not) and its
     OperationOutcome entries (warnings that restate the query)."""
     result = step.result
-    if isinstance(result, dict) and isinstance(step.args, dict):
-        echoed = list(step.args.values())
+    if isinstance(result, dict) and step.args is not None:
+        # the call's arguments: an object's values, or the one argument given as plain text
+        # (``tool.invoke("...")``, which LangChain takes as a single-argument tool's input)
+        echoed = list(step.args.values()) if isinstance(step.args, dict) else [step.args]
         result = {k: v for k, v in result.items() if v not in echoed}
     if isinstance(result, dict) and result.get("resourceType") == "Bundle":
         result = {k: v for k, v in result.items() if k != "link"}
@@ -269,11 +273,26 @@ def _why_not(value: str, kind: str, use: Step | None, readers: list[Step], match
     return f"{where}; in no tool result"
 
 
+def _refusals(refused: list[Any] | None) -> str:
+    """The refused connections (model.RefusedConnection or its dict), said in a reason."""
+    rows = [r.model_dump() if hasattr(r, "model_dump") else r for r in refused or []]
+    rows = [r for r in rows if isinstance(r, dict)]
+    if not rows:
+        return ""
+    first = rows[0]
+    who = f"pid {first.get('pid')}" + (f" {first.get('command')!r}" if first.get("command") else "")
+    return (f"; {len(rows)} connection(s) to its tools were refused ({first.get('reason')}: {who}"
+            + (", ..." if len(rows) > 1 else "") + "): what they asked never ran")
+
+
 def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offered: list[str] | None = None,
+             refused: list[Any] | None = None,
              must_validate: str | None = None, answer_tool: str | None = None,
              max_repeats: int = DEFAULT_MAX_REPEATS, truncated: str | None = None,
              matchers: Matchers | None = None, writers: Iterable[str] = (),
-             record_readers: Iterable[str] = ()) -> GroundingResult:
+             record_readers: Iterable[str] = (),
+             task_checks: Callable[[list[Step]], list[Check]] | None = None,
+             unparsed: str | None = None) -> GroundingResult:
     """The ``grounded`` checks of one case from the harness's observed tool calls
     (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
     tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
@@ -284,7 +303,11 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     case is not grounded (dropped calls could hold a repeat, a rebuild, the only lookups).
     ``writers``: tools whose calls are the answer (writes to the record): their successful
     calls' :func:`written_values` are checked as the answer's codes, and the first of them must
-    follow a successful call of one of ``record_readers`` (the ``read`` check)."""
+    follow a successful call of one of ``record_readers`` (the ``read`` check).
+    ``task_checks``: the task's own checks of the observed calls (``Task.grounding_checks``:
+    labs' ``looked``, what an abstention rests on). ``unparsed``: why the answer could not be
+    read: nothing of it can be traced to a tool result, so it is not grounded (the ``answer``
+    check), whatever the calls."""
     if observed is None:
         return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
     if truncated:
@@ -301,14 +324,15 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     checks = []
     if any(s.ok for s in steps):
         checks.append(Check("called", True, f"the harness observed {len(steps)} tool call(s), "
-                            f"{sum(s.ok for s in steps)} successful"))
+                            f"{sum(s.ok for s in steps)} successful" + _refusals(refused)))
     elif steps:  # an abstention ("no result", "nothing to do", []) decided on errors only
         checks.append(Check("called", False, f"the harness observed {len(steps)} tool call(s) and no call succeeded "
-                            "(errors, raised or unfinished): the answer rests on nothing a tool returned"))
+                            "(errors, raised or unfinished): the answer rests on nothing a tool returned"
+                            + _refusals(refused)))
     else:
         given = f" ({', '.join(offered)})" if offered else ""
         checks.append(Check("called", False, f"the agent was given tools{given} and called none: "
-                            "it answered from memory"))
+                            "it answered from memory" + _refusals(refused)))
     ungrounded: dict[str, list[str]] = {}
     why: list[str] = []
     n = 0
@@ -331,13 +355,22 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
                             "received before they were used"))
     if must_validate:
         checks.append(_validation(steps, must_validate, answer_tool))
+    if task_checks is not None:
+        checks.extend(task_checks(steps))
+    if unparsed is not None:
+        checks.append(Check("answer", False, f"the answer could not be read ({unparsed[:200]}): none of it can be "
+                            "traced to a tool result"))
     first_write = next((s for s in steps if s.name in writes), None)
-    if first_write is not None:
+    if first_write is not None or (writes and record_readers):
+        # the writes are the answer: the first of them, or (none written: "nothing to do") the
+        # final answer, must follow a successful read of the record
         looked = [s for s in steps if s.name in set(record_readers) and s.before(first_write)]
+        what = (f"the first write ({first_write.name}, call #{first_write.seq})" if first_write is not None
+                else "the answer, with nothing written,")
         checks.append(Check("read", bool(looked), f"read the record ({', '.join(sorted({s.name for s in looked}))}) "
-                            f"before the first write ({first_write.name}, call #{first_write.seq})" if looked else
-                            f"wrote ({first_write.name}, call #{first_write.seq}) before any successful read of the "
-                            f"record ({', '.join(sorted(record_readers)) or 'no reader declared'}): decided from "
+                            f"before {what.rstrip(',')}" if looked else
+                            f"{what} came before any successful read of the record "
+                            f"({', '.join(sorted(record_readers)) or 'no reader declared'}): decided from "
                             "nothing a tool returned"))
     checks.append(_repeats(steps, max_repeats))
     result = GroundingResult(applicable=True, checks=checks, ungrounded=ungrounded)

@@ -226,6 +226,12 @@ class Task(ABC):
         """Kind (``code``, ``display``, ``strength``, ...) -> the parsed answer's values of it."""
         return {}
 
+    def grounding_checks(self, prediction: Any, case: Case, steps: list[Any]) -> list[Any]:
+        """The task's own ``grounded`` checks (``scorers.base.Check``) of an answer against the
+        observed calls (``steps``: grounding.py's ``Step``, in the order they started; ``.ok``
+        for a successful one), e.g. what an abstention must rest on (labs). None by default."""
+        return []
+
     # -- the report --
     @classmethod
     def view(cls, case: Mapping[str, Any]) -> CaseView | None:

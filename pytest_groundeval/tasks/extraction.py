@@ -234,6 +234,28 @@ class ExtractionTask(Task):
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
         return {"code": [str(item["code"]) for item in prediction or []]}
 
+    def grounding_checks(self, prediction: Any, case: Case, steps: list[Any]) -> list[Any]:
+        """An empty list names no code for ``values`` to check: it is grounded only by a
+        successful ``list_medication_requests`` of every request or of the active ones (not
+        another status) whose result listed no active request to take."""
+        if prediction is None or list(prediction):
+            return []
+        from pytest_groundeval.scorers.base import Check
+
+        listed = [s for s in steps if s.ok and s.name == "list_medication_requests" and isinstance(s.result, dict)
+                  and isinstance(s.result.get("medication_requests"), list)
+                  and (not isinstance(s.args, dict) or s.args.get("status") in (None, "")
+                       or str(s.args.get("status")).strip().lower() in REQUEST_ACTIVE)]
+        if not listed:
+            return [Check("looked", False, "answered no medication without a successful list_medication_requests "
+                          "of all the requests or the active ones (another status, or another tool, is no look)")]
+        active = [item for s in listed for item in s.result["medication_requests"] if isinstance(item, dict)
+                  and str(item.get("status", "")).lower() in REQUEST_ACTIVE and not item.get("do_not_perform")]
+        if active:
+            return [Check("looked", False, f"answered no medication though list_medication_requests returned "
+                          f"{len(active)} active request(s) (e.g. {active[0].get('code')})")]
+        return [Check("looked", True, "listed the requests and none was active")]
+
     # -- the report: truth and answer are lists of {code, display} --
     @classmethod
     def view(cls, case: Mapping[str, Any]) -> CaseView:

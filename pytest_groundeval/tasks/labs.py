@@ -627,6 +627,169 @@ def _num_text(x: float) -> str:
     return repr(float(x)).removesuffix(".0") if float(x).is_integer() else repr(float(x))
 
 
+# ---------------------------------------------------------------- grounding a "no result"
+SEARCH_TOOL = "fhir_search"
+_PATIENT_KEYS = ("patient", "subject")
+_PAGING_KEYS = ("_sort", "_count", "_format", "_pretty")  # order and page size: a page's rest is its next link
+
+
+def _param_values(value: Any) -> list[str] | None:
+    """A search parameter's values (a list repeats it: AND), each a string; None: not readable."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [str(v) for v in values] if all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                            for v in values) and values else None
+
+
+def _names_patient(value: str, pid: str) -> bool:
+    return value in (pid, f"Patient/{pid}") or value.endswith(f"/Patient/{pid}")
+
+
+def _names_code(value: str, codes: tuple[str, ...]) -> bool:
+    """A ``code`` value (``system|code`` or a bare code; a comma list: any of them) that asks for
+    one of ``codes`` (LOINC's)."""
+    for one in value.split(","):
+        system, bar, code = one.strip().rpartition("|")
+        if code in codes and (not bar or system == LOINC):  # "|code" asks for no system: not LOINC's
+            return True
+    return False
+
+
+def _date_covers(value: str, today: str, start: str | None) -> bool:
+    """Does a ``date`` bound leave in every result the question could count (effective in
+    ``start``..``today``)? ``le``/``lt`` at or after today; ``ge``/``gt``/``sa`` at or before the
+    window's start (a question with no window has none to bound below)."""
+    m = re.fullmatch(r"(le|lt|ge|gt|sa)(\d{4}-\d{2}-\d{2})(T[0-9:.]+(?:Z|[+-]\d{2}:\d{2})?)?", value)
+    if m is None:
+        return False
+    prefix, day, timed = m.group(1), m.group(2), m.group(3) is not None
+    if prefix in ("le", "lt"):  # a time on today's date cuts into today (and offsets move it): a later day
+        return day > today if timed or prefix == "lt" else day >= today
+    if prefix in ("ge", "gt", "sa") and start is not None:
+        return day < start if timed or prefix != "ge" else day <= start
+    return False
+
+
+def covering_search(args: Any, pid: str, codes: tuple[str, ...], today: str, start: str | None) -> str | None:
+    """Why an Observation search could NOT have missed a result the question counts (None: it
+    could not miss one): it names this patient, asks for the analyte's code or no code, and any
+    other parameter is paging, a ``date`` bound that leaves the question's span in, or a
+    ``status`` with every counting status. Returns the reason it does not cover, or None."""
+    if not isinstance(args, dict) or args.get("resource_type") != "Observation":
+        return "not an Observation search"
+    params = args.get("params") if args.get("params") is not None else {}
+    if not isinstance(params, dict):
+        return "its parameters are not an object"
+    named = False
+    for key, raw in params.items():
+        values = _param_values(raw)
+        if values is None:
+            return f"its {key!r} is not a plain value"
+        if key in _PATIENT_KEYS:
+            if not all(_names_patient(v, pid) for v in values):
+                return f"it searched another patient ({key}={values})"
+            named = True
+        elif key == "code":
+            if not all(_names_code(v, codes) for v in values):
+                return f"it searched another code ({key}={values}; the question asks LOINC {' or '.join(codes)})"
+        elif key == "date":
+            if not all(_date_covers(v, today, start) for v in values):
+                return f"its date filter {values} leaves out results the question counts"
+        elif key == "status":
+            if not all(set(COUNTING_STATUSES) <= {x.strip() for x in v.split(",")} for v in values):
+                return f"its status filter {values} leaves out results the question counts"
+        elif key not in _PAGING_KEYS:
+            return f"its parameter {key!r} may leave out results the question counts"
+    return None if named else "it did not name the patient"
+
+
+def _whole_searchset(result: Any) -> list[dict[str, Any]] | None:
+    """The resources of a searchset that holds every match (no next page, a ``total`` no larger
+    than its entries); None when it is not such a Bundle."""
+    if not isinstance(result, dict) or result.get("resourceType") != "Bundle" or result.get("type") != "searchset":
+        return None
+    links = result.get("link") or []
+    if any(isinstance(link, dict) and link.get("relation") == "next" for link in links):
+        return None
+    entries = result.get("entry") or []
+    if not isinstance(entries, list):
+        return None
+    resources = [e["resource"] for e in entries if isinstance(e, dict) and isinstance(e.get("resource"), dict)]
+    total = result.get("total")  # the harness's server always counts the matches
+    matches = [r for r in resources if r.get("resourceType") != "OperationOutcome"]
+    if not isinstance(total, int) or isinstance(total, bool) or total > len(matches):
+        return None
+    return matches
+
+
+def _newest_first_reaching(args: Any, result: Any, start: str | None) -> bool:
+    """A first page sorted newest first (``_sort=-date``) that reaches back before the question's
+    window: every result on a later page is older still, so the page holds every result the
+    window could count (the search's other filters were checked by :func:`covering_search`)."""
+    params = args.get("params") if isinstance(args, dict) else None
+    sort = params.get("_sort") if isinstance(params, dict) else None
+    if start is None or not isinstance(sort, str) or sort.split(",")[0].strip() != "-date":
+        return False
+    if not isinstance(result, dict) or result.get("resourceType") != "Bundle" or result.get("type") != "searchset":
+        return False
+    days = [effective_of(e["resource"]) for e in result.get("entry") or [] if isinstance(e, dict)
+            and isinstance(e.get("resource"), dict) and e["resource"].get("resourceType") == "Observation"]
+    return bool(days) and all(isinstance(d, str) for d in days) and min(d[:10] for d in days) < start  # type: ignore[index]
+
+
+def no_result_evidence(steps: list[Any], inputs: Mapping[str, Any]) -> tuple[bool, str]:
+    """Does the observed log ground ``{"no_result": true}``? It needs a successful search that
+    looked where the answer would be (:func:`covering_search`) and came back whole
+    (:func:`_whole_searchset`; or a newest-first page reaching back before the window:
+    :func:`_newest_first_reaching`), and the Observations every successful result held must give the
+    question no result by the task's own rules (:func:`derive_truth`). A call of another tool, a
+    search for another patient or code, a narrowed or partial search is no look."""
+    pid, question = str(inputs.get("patient_id") or ""), inputs.get("question")
+    today = str(inputs.get("today") or "")
+    if not pid or not isinstance(question, dict) or not today:
+        return False, "the case names no patient, question or date to ground an abstention on"
+    kind = question.get("kind")
+    analyte = ANALYTES[scorer.CHANGE_ANALYTE if kind == "change" else CRITERIA[question["criterion"]].analyte
+                       if kind == "threshold" else question["analyte"]]
+    start = months_before(date.fromisoformat(today), scorer.CHANGE_MONTHS) if kind == "change" \
+        else _window(question, date.fromisoformat(today))
+    start_s = start.isoformat() if start else None
+    looked, why_not, seen = [], [], []
+    for s in steps:
+        if not s.ok:
+            continue
+        result = s.result
+        if isinstance(result, dict) and result.get("resourceType") == "Bundle":
+            seen += [e["resource"] for e in result.get("entry") or []
+                     if isinstance(e, dict) and isinstance(e.get("resource"), dict)]
+        elif isinstance(result, dict) and result.get("resourceType"):
+            seen.append(result)
+        if s.name != SEARCH_TOOL:
+            continue
+        miss = covering_search(s.args, pid, analyte.codes, today, start_s)
+        if miss is None and _whole_searchset(result) is None and not _newest_first_reaching(s.args, result, start_s):
+            miss = "its result is not the whole searchset (a next page, or fewer entries than its total)"
+        if miss is None:
+            looked.append(s)
+        else:
+            why_not.append(f"call #{s.seq}: {miss}")
+    if not looked:
+        return False, ("no successful search of this patient's Observations for LOINC "
+                       f"{' or '.join(analyte.codes)} (or with no code filter) came back whole before the answer"
+                       + (f" ({'; '.join(why_not[:3])})" if why_not else ""))
+    observations = [r for r in seen if r.get("resourceType") == "Observation"]
+    bundle = {"entry": [{"resource": {"resourceType": "Patient", "id": pid}}]
+              + [{"resource": r} for r in observations]}
+    try:
+        truth = derive_truth(bundle, question, date.fromisoformat(today))
+    except (CaseError, ValueError, KeyError, TypeError) as e:
+        return False, f"the results it received hold the question's result ({e})"
+    if not truth["no_result"]:
+        return False, (f"the results it received hold an answer ({truth['result']['observation']}): "
+                       "it said there was none")
+    return True, (f"searched this patient's Observations (call #{', #'.join(str(s.seq) for s in looked)}) and "
+                  "the results held no result the question counts")
+
+
 # ---------------------------------------------------------------- the task
 class LabsTask(Task):
     name: ClassVar[str] = "labs"
@@ -694,6 +857,16 @@ class LabsTask(Task):
         return [t for t in fhir_tools(base) if getattr(t, "name", None) in READ_TOOLS]
 
     # -- grounding (grounding.py): the answered numbers and dates must come from a tool result --
+    def grounding_checks(self, prediction: Any, case: Case, steps: list[Any]) -> list[Any]:
+        """``{"no_result": true}`` is grounded only by a search that looked where the result
+        would be and found none (:func:`no_result_evidence`)."""
+        if not isinstance(prediction, dict) or not prediction.get("no_result"):
+            return []
+        from pytest_groundeval.scorers.base import Check
+
+        looked, why = no_result_evidence(steps, case.inputs)
+        return [Check("looked", looked, why)]
+
     def grounding_values(self, prediction: Any) -> dict[str, list[str]]:
         if not isinstance(prediction, dict) or prediction.get("no_result"):
             return {}

@@ -8,6 +8,7 @@ process it starts: the MCP server its client launches) is served."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -77,6 +78,10 @@ def test_a_command_cannot_reach_another_cases_server_nor_write_into_its_log(two_
                 assert out.text.strip() == "REFUSED", out.text[:500]
                 assert victim_log.calls() == [] and my_log.calls() == []
                 assert len(victim.refused) == 1
+                # on the victim case's own log (its record's refused_connections), not on the caller's
+                [refused] = victim_log.refused
+                assert refused["reason"].startswith("not the case's agent command") and refused["pid"]
+                assert my_log.refused is None
             finally:
                 victim.close()
     finally:
@@ -90,5 +95,63 @@ def test_the_cases_own_command_and_its_children_are_served(two_cases, tmp_path, 
     with observe() as log:
         out = _agent(tmp_path, monkeypatch, child=child).run_case(task, mine.prompt, mine.inputs)
     assert out.text.startswith("GOT "), out.text[:500]
-    assert [c["tool"] for c in log.calls()] == ["list_medication_requests"]
+    assert [c["tool"] for c in log.calls()] == ["list_medication_requests"] and log.refused is None
     assert json.loads(out.text[4:]) == log.calls()[0]["result"]
+
+
+# a command whose tool calls all come from a server it detached from itself (a double fork
+# to init, out of its process tree): each is refused; it answers anyway
+DETACHED = r'''
+import json, os, socket, sys
+spec = json.load(open(json.load(open(os.environ["GROUNDEVAL_MCP_CONFIG"]))["mcpServers"]["groundeval"]["args"][-1]))
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        s = socket.socket(socket.AF_UNIX); s.connect(spec["socket"])
+        f = s.makefile("rb")
+        try:
+            s.sendall((json.dumps({"op": "hello", "token": spec["token"], "pid": os.getpid()}) + "\n").encode())
+            line = f.readline()
+        except OSError:
+            line = b""
+        os.write(w, b"SERVED" if line else b"REFUSED")
+        os._exit(0)
+    os._exit(0)
+os.wait()
+os.close(w)
+print(json.dumps({"medications": [], "probe": os.read(r, 16).decode()}))
+'''
+
+
+def test_a_refused_connection_is_on_the_case_said_in_grounded_and_the_summary(tmp_path):
+    """A connection refused as not the case's agent's is recorded on the case (typed, through
+    the store), in grounded's reason (no call ran: not grounded) and in the terminal summary."""
+    from types import SimpleNamespace
+
+    from pytest_groundeval.model import CaseResult
+    from pytest_groundeval.reporting.terminal import refused_line
+    from pytest_groundeval.run.calls import CallPolicy
+    from pytest_groundeval.run.runner import run_case
+    from pytest_groundeval.store.record import case_json
+
+    task = ExtractionTask(FIXTURES / "synthea")
+    ref = next(r for r in task.discover() if r.case_id == REFS)
+    script = tmp_path / "detached.py"
+    script.write_text(DETACHED)
+    agent = CommandAgent(f"mcp:{sys.executable} {script}", timeout=60)
+    result = run_case(task, ref, agent, policy=CallPolicy(timeout=60, max_attempts=1, sleep=lambda s: None),
+                      require_grounded=True)
+    assert '"probe": "REFUSED"' in result.raw_output, result.raw_output
+    assert result.transcript == [] and result.tools_offered
+    [refused] = result.refused_connections
+    assert refused.pid and refused.pid != os.getpid() and "not the case's agent command" in refused.reason
+    assert refused.command and "python" in refused.command
+    assert result.score.metrics["grounded"] == 0.0
+    reason = result.score.dimensions["grounded"].reason
+    assert "1 connection(s) to its tools were refused" in reason and f"pid {refused.pid}" in reason, reason
+    again = CaseResult.model_validate(case_json(result)[1])  # the store's form and back
+    assert again.refused_connections == result.refused_connections
+    line = refused_line(SimpleNamespace(cases=[again]))
+    assert line and f"1 MCP connection(s) refused in 1 case(s) (extraction:{REFS}" in line and str(refused.pid) in line
+    assert refused_line(SimpleNamespace(cases=[again.model_copy(update={"refused_connections": None})])) is None

@@ -207,3 +207,165 @@ def _patient_name(ref) -> str:
     bundle = json.loads((SYNTHEA / f"{ref.case_id}.json").read_text())
     patient = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
     return patient["id"]
+
+
+def test_a_tool_using_agent_that_hangs_past_the_timeout_counts_0_in_grounded():
+    """The harness stops waiting for an attempt that hangs (the call policy's timeout) while
+    the attempt is still running: the tools it took are read from its log as it stands then,
+    so hanging on the cases it would fail grounding does not take them out of the rate."""
+    import threading
+
+    from conftest import REFS, SYNTHEA
+
+    from pytest_groundeval.run.calls import CallPolicy
+    from pytest_groundeval.run.runner import run_case
+
+    release = threading.Event()
+
+    class Hangs:
+        name = "hangs-with-tools"
+
+        def run(self, prompt):
+            raise AssertionError("run_case is called")
+
+        def run_case(self, task, prompt, inputs):
+            from pytest_groundeval.run.toolcalls import harness_tools
+
+            assert harness_tools(task, inputs)
+            release.wait()  # never set before the timeout: the attempt is abandoned mid-case
+            return json.dumps({"active_medications": []})
+
+    task = registry()["extraction"](SYNTHEA)
+    ref = next(r for r in task.discover() if r.case_id == REFS)
+    try:
+        hung = run_case(task, ref, Hangs(), policy=CallPolicy(timeout=0.2, max_attempts=1, sleep=lambda s: None))
+    finally:
+        release.set()
+    assert hung.outcome == "error" and hung.error.kind == "timeout"
+    assert hung.tools_offered and hung.applicable == ["grounded"]
+
+
+# ---------------------------------------------------------------- grounded: a crashed worker's case
+def test_a_crashed_case_counts_0_in_grounded_when_the_agent_kind_takes_tools_or_was_given_them():
+    """The controller cannot read a dead worker's log: the run's agent kind (AgentSpec.tool_using)
+    says whether it takes a task's tools; a module:Class is known by the worker's ledger line."""
+    from pytest_groundeval.agents.spec import AgentSpec
+    from pytest_groundeval.tasks.letter import LetterTask
+
+    assert [AgentSpec(n).tool_using for n in ("langgraph", "langgraph-mcp", "claude-agent", "mcp:python a.py")] \
+        == [True] * 4
+    assert [AgentSpec(n).tool_using for n in ("baseline", "claude", "chat")] == [False] * 3
+    assert AgentSpec("mine:Agent").tool_using is None
+    task = _labs_task()
+    ref = next(r for r in task.discover() if "_change_" in r.case_id)
+    crash = ErrorInfo(kind="crash", message="its worker died")
+    spec_says = not_run(ref, error=crash, task=task, tool_using=True)
+    assert spec_says.applicable[-1] == "grounded" and spec_says.applicable_value("grounded") == 0.0
+    assert "change_pass" in spec_says.applicable and spec_says.tools_offered is None
+    for unknown in (None, False):
+        assert "grounded" not in not_run(ref, error=crash, task=task, tool_using=unknown).applicable
+    ledger_says = not_run(ref, error=crash, task=task, tools_offered=["fhir_search", "fhir_read"])
+    assert "grounded" in ledger_says.applicable and ledger_says.tools_offered == ["fhir_search", "fhir_read"]
+    letter = LetterTask(ROOT / "fixtures" / "reconciliation")  # offers no tools: grounded never applies
+    lref = letter.discover()[0]
+    assert "grounded" not in (not_run(lref, error=crash, task=letter, tool_using=True).applicable or [])
+
+
+def test_the_controller_gives_a_crashed_case_grounded_from_the_run_s_agent_spec():
+    """pytest_handlecrashitem (the reporter in the xdist controller): a crash of a tool-using
+    agent kind's case is recorded counting 0 in grounded; of a tool-less kind's, not."""
+    from types import SimpleNamespace
+
+    from pytest_groundeval.agents.spec import AgentSpec
+    from pytest_groundeval.pytest.reporter import Reporter
+
+    task = _labs_task()
+    ref = next(r for r in task.discover() if "_change_" in r.case_id)
+    for name, grounded in (("langgraph", True), ("baseline", False)):
+        config = SimpleNamespace(stash=pytest.Stash())
+        local = SimpleNamespace(find_case=lambda case_id: [ref] if case_id == ref.case_id else [])
+        reporter = Reporter(config, SimpleNamespace(agent=AgentSpec(name)), {"labs": task}, None, local)
+        report = SimpleNamespace(longreprtext="worker 'gw0' crashed", node=None)
+        reporter.pytest_handlecrashitem(f"evals/test_labs.py::test_labs[{ref.case_id}]", report, None)
+        result, _ = reporter._local[id(report)]
+        assert result.error.kind == "crash" and ("grounded" in result.applicable) == grounded, name
+
+
+CRASHES_WITH_TOOLS = '''
+import os
+from pytest_groundeval.run.toolcalls import harness_tools
+from pytest_groundeval.tasks.labs import baseline_answer
+
+class TakesToolsThenCrashes:
+    """A module:Class agent (its kind says nothing of tools): its xdist worker dies on the first
+    eGFR decline after taking the case's tools, on the second before taking them; elsewhere it
+    answers from the tools' record."""
+    name = "takes-tools-then-crashes"
+    def run(self, prompt):
+        raise AssertionError("run_case is called")
+    def run_case(self, task, prompt, inputs):
+        if inputs["question"]["kind"] == "change" and os.path.exists("crashed") and not os.path.exists("crashed2"):
+            open("crashed2", "w").close()
+            os._exit(1)  # before the tools: no ledger line says it took them
+        tools = {t.name: t for t in harness_tools(task, inputs)}
+        if inputs["question"]["kind"] == "change" and not os.path.exists("crashed"):
+            open("crashed", "w").close()
+            os._exit(1)
+        tools["fhir_search"].invoke({"resource_type": "Observation",
+                                     "params": {"patient": "Patient/" + inputs["patient_id"]}})
+        return baseline_answer(inputs)
+'''
+
+
+def test_a_tool_using_agent_that_crashes_its_worker_keeps_the_case_in_grounded(pytester):
+    """Under -n 2 a worker dies mid-case after the harness gave the agent tools (its ledger's
+    ``offered`` line), another before (the agent took tools on the task's other cases): each
+    crashed case counts 0 in grounded, as an errored case of a tool-using agent does; it cannot
+    leave the rate by crashing on what it would fail."""
+    data = _labs_project(pytester, crasher=CRASHES_WITH_TOOLS)
+    result = pytester.runpytest_subprocess("--agent=crasher:TakesToolsThenCrashes", "--run-record", "record.json",
+                                           "-p", "no:randomly", "-p", "no:cacheprovider", "--labs-cases", str(data),
+                                           "-n", "2", "-q")
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    record = json.loads((pytester.path / "record.json").read_text())
+    crashed = [c for c in record["cases"] if c["outcome"] == "error"]
+    assert len(crashed) == 2 and all(c["error"]["kind"] == "crash" for c in crashed), crashed
+    assert all("grounded" in c["applicable"] and "change_pass" in c["applicable"] for c in crashed), crashed
+    assert sorted(str(c["tools_offered"]) for c in crashed) == ["None", "['fhir_search', 'fhir_read']"]
+    answered = [c for c in record["cases"] if c["outcome"] != "error"]
+    assert all(c["score"]["metrics"].get("grounded") is not None for c in answered)
+    s = record["summary"]["labs"]
+    assert s["grounded_n"] == len(record["cases"])  # the crashed case is in the denominator
+    in_rate = sum(c["score"]["metrics"]["grounded"] for c in answered)
+    assert s["grounded"] == pytest.approx(in_rate / len(record["cases"]), abs=1e-6)
+
+
+def test_the_evaluator_remembers_which_cases_were_given_tools_for_a_pytest_timeout_kill(tmp_path):
+    """pytest-timeout ends a case from outside the runner (plugin._result_for, timeouts.py): the
+    evaluator's observers note each case whose agent took tools (and the worker's ledger too)."""
+    from conftest import REFS, SYNTHEA
+
+    from pytest_groundeval.agents.spec import AgentSpec
+    from pytest_groundeval.pytest.evaluator import Evaluator
+    from pytest_groundeval.pytest.options import Settings
+    from pytest_groundeval.run.calls import CallPolicy
+    from pytest_groundeval.run.runner import call_case
+
+    task = registry()["extraction"](SYNTHEA)
+    ref = next(r for r in task.discover() if r.case_id == REFS)
+    settings = Settings(agent=AgentSpec("mine:Agent"), policy=CallPolicy(), concurrency=1, max_cost=None, resume=None,
+                        rescore=None, run_record=None, runs_dir=tmp_path, rootdir=tmp_path, thresholds=(),
+                        task_paths={}, is_worker=False, worker_count=0)
+    evaluator = Evaluator(settings, {"extraction": task}, None)
+    assert evaluator.tools_offered(ref) is None
+    call_case(task, ref, _ToolUser(), observers=evaluator.observers)
+    assert evaluator.tools_offered(ref) == ["list_medication_requests", "read_resource"]
+    lines = []
+    evaluator.observe(ledger=type("Ledger", (), {"on_agent_thread": lambda self, r: None,
+                                                 "on_tools_offered": lambda self, r, t: lines.append((r.key, t))})())
+    other = next(r for r in task.discover() if r.case_id != REFS)
+    call_case(task, other, _ToolUser(), observers=evaluator.observers)
+    assert evaluator.tools_offered(other) and lines == [(other.key, evaluator.tools_offered(other))]
+    plain = not_run(ref, error=ErrorInfo(kind="timeout", message="pytest-timeout"), task=task,
+                    tool_using=settings.agent.tool_using, tools_offered=evaluator.tools_offered(ref))
+    assert plain.applicable == ["grounded"]

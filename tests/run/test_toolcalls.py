@@ -108,3 +108,22 @@ def test_harness_tools_wrap_only_inside_an_attempt_and_say_what_was_offered():
     with observe() as none:
         pass
     assert none.offered is None and none.transcript() is None  # no tools given: not applicable
+
+
+def test_refused_connections_are_kept_to_a_bound_and_the_rest_counted():
+    """A command that floods its case's socket with refused connections cannot grow the record
+    without bound: the first MAX_REFUSED are kept, the rest counted in one entry; none after the
+    attempt ended."""
+    from pytest_groundeval.model import RefusedConnection
+    from pytest_groundeval.run.toolcalls import ToolLog
+
+    log = ToolLog()
+    assert log.refused is None
+    for pid in range(ToolLog.MAX_REFUSED + 7):
+        log.refuse({"pid": pid + 2, "command": "x", "reason": "not the case's agent command"})
+    kept = log.refused
+    assert len(kept) == ToolLog.MAX_REFUSED + 1 and kept[-1]["reason"] == "7 more refused connection(s), not kept"
+    assert [RefusedConnection.model_validate(r).pid for r in kept[:2]] == [2, 3]
+    log.close()
+    log.refuse({"pid": 1, "reason": "late"})
+    assert len(log.refused) == ToolLog.MAX_REFUSED + 1

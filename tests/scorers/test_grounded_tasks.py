@@ -108,10 +108,19 @@ def test_labs_no_tool_an_error_or_an_irrelevant_call_is_not_grounded(labs_case):
     assert run(LABS, labs_case, answer, error, LAB_TOOLS)["score"].metrics["grounded"] == 0.0
 
 
+def own_search(case):
+    """A search of the case's own patient for its question's code (an abstention's evidence:
+    tests/scorers/test_labs_no_result_grounding.py)."""
+    return ("fhir_search", {"resource_type": "Observation",
+                            "params": {"patient": f"Patient/{case.inputs['patient_id']}", "code": case.truth["loinc"]}})
+
+
 def test_labs_no_result_after_reading_is_grounded_and_without_reading_is_not(labs_case):
     abstain = json.dumps({"no_result": True})
-    assert run(LABS, labs_case, abstain, log((*SEARCH, searchset())), LAB_TOOLS)["outcome"] == "passed"
+    assert run(LABS, labs_case, abstain, log((*own_search(labs_case), searchset())), LAB_TOOLS)["outcome"] == "passed"
     assert run(LABS, labs_case, abstain, [], LAB_TOOLS)["outcome"] == "failed"
+    # a search of another patient (p1), or any successful call that did not look, is not
+    assert run(LABS, labs_case, abstain, log((*SEARCH, searchset())), LAB_TOOLS)["outcome"] == "failed"
 
 
 # ---------------------------------------------------------------- orders
@@ -231,7 +240,7 @@ def test_an_abstention_after_only_failed_calls_is_not_grounded(labs_case, orders
     errors = log((*SEARCH, {"error": "HTTP 500"}, "error"), (*SEARCH, {"error": "timed out"}, "raised"))
     r = run(LABS, labs_case, abstain, errors, LAB_TOOLS)
     assert r["outcome"] == "failed" and "no call succeeded" in r["score"].reason, r["score"].reason
-    mixed = errors + log((*SEARCH, searchset()))
+    mixed = errors + log((*own_search(labs_case), searchset()))
     mixed[-1].update(seq=3, started=5, ended=6, step=6)
     assert run(LABS, labs_case, abstain, mixed, LAB_TOOLS)["outcome"] == "passed"
     r = run(ORDERS, orders_case, "nothing was due", log((*OBS_SEARCH, {"error": "HTTP 400"}, "error")), ORDER_TOOLS)

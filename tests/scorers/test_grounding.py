@@ -531,3 +531,19 @@ def test_an_agent_that_never_looks_up_passes_but_is_ungrounded_and_fails_when_re
     for c in rec["cases"]:
         old = plain[c["case_id"]]
         assert c["resumed_from"] and c["transcript"] == old["transcript"] and c["agent_reported"] == old["agent_reported"]
+
+
+def test_refused_connections_are_said_in_the_called_check_and_all_refused_is_not_grounded():
+    """Refused MCP connections (model.RefusedConnection) are named in the ``called`` check,
+    passing or not; a client whose every call was refused made none that ran: not grounded."""
+    from pytest_groundeval.model import RefusedConnection
+    from pytest_groundeval.scorers.grounding import grounded as judge
+
+    refused = [RefusedConnection(pid=4242, command="python detached.py", reason="not the case's agent command")]
+    none_ran = judge([], {}, offered=["fhir_search"], refused=refused)
+    assert not none_ran.passed and "refused (not the case's agent command: pid 4242 'python detached.py')" \
+        in none_ran.reason, none_ran.reason
+    ok = {"seq": 1, "tool": "fhir_search", "args": {}, "result": {"x": 1}, "status": "ok", "started": 1, "ended": 2}
+    some_ran = judge([ok], {}, offered=["fhir_search"], refused=[r.model_dump() for r in refused])
+    called = next(c for c in some_ran.checks if c.name == "called")
+    assert some_ran.passed and called.passed and "1 connection(s) to its tools were refused" in called.reason

@@ -100,6 +100,21 @@ def _descends(pid: int | None, owner: int, limit: int = 64) -> bool:
     return False
 
 
+MAX_COMMAND = 300
+
+
+def _command_of(pid: int | None) -> str | None:
+    """A process's command line (``/proc/PID/cmdline``), bounded; None when it cannot be read."""
+    if pid is None:
+        return None
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    text = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    return text if len(text) <= MAX_COMMAND else text[:MAX_COMMAND] + "..."
+
+
 def _peer_pid(conn: socket.socket) -> int | None:
     try:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -115,13 +130,14 @@ class CaseHost:
     def __init__(self, task: Any, inputs: dict[str, Any], *, owned: bool = False) -> None:
         """``owned``: only the process given to :meth:`own` (and its descendants) is served;
         connections wait for it."""
-        from pytest_groundeval.run.toolcalls import harness_tools
+        from pytest_groundeval.run.toolcalls import current, harness_tools
 
         # the attempt's context (its LangSmith trace): each call runs in a copy of it, so a traced
         # case's tool runs nest under the case as the LangGraph agent's do
         self._context = contextvars.copy_context()
         self.task_name = str(getattr(task, "name", type(task).__name__))
         self.tools = {t.name: t for t in harness_tools(task, inputs)}
+        self._log = current()  # the attempt's log: where a refused connection is recorded
         self.schemas = [tool_schema(t) for t in self.tools.values()]
         self.dir = _private_dir()
         self.token = secrets.token_hex(16)
@@ -137,7 +153,7 @@ class CaseHost:
         self._owner_known = threading.Event()
         if not owned:
             self._owner_known.set()
-        self.refused: list[int | None] = []  # the pids of connections refused as not the owner's
+        self.refused: list[int | None] = []  # the pids of connections refused (not the owner's, no token)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.socket_path))
         os.chmod(self.socket_path, 0o600)
@@ -175,18 +191,33 @@ class CaseHost:
                         pass
             threading.Thread(target=self._serve, args=(conn, pid), daemon=True, name="groundeval-mcp-conn").start()
 
+    def _refuse(self, conn: socket.socket, pid: int | None, reason: str) -> None:
+        """Drop a connection unanswered; record it on the case (its log: the record's
+        ``refused_connections``) unless the case is over."""
+        command = _command_of(pid)
+        with self._lock:
+            self.refused.append(pid)
+            closed = self._closed
+        if not closed and self._log is not None:
+            self._log.refuse({"pid": pid, "command": command, "reason": reason})
+        self._drop(conn)
+
     def _serve(self, conn: socket.socket, pid: int | None = None) -> None:
         self._owner_known.wait()
-        if self._closed or (self._owner is not None and not _descends(pid, self._owner)):
-            with self._lock:
-                self.refused.append(pid)
+        if self._closed:
             self._drop(conn)
+            return
+        if self._owner is not None and not _descends(pid, self._owner):
+            self._refuse(conn, pid, f"not the case's agent command (pid {self._owner}) nor a process it started")
             return
         lines = Lines(conn)
         hello = lines.next()
         token = hello.get("token") if isinstance(hello, dict) else None
         if not (isinstance(token, str) and hmac.compare_digest(token, self.token)):
-            self._drop(conn)
+            if hello is not None:
+                self._refuse(conn, pid, "it did not present the case's token")
+            else:
+                self._drop(conn)
             return
         out = threading.Lock()
         try:
