@@ -31,7 +31,7 @@ them is the one that validates them.
    without; the difference is what ``-n 2`` adds (informational, no goal set).
 
 Usage: uv run python scripts/bench_concurrency.py [--cases 2000] [--n0 100] [--sleep-cases 200]
-           [--latency 0.25] [--concurrency 32] [--workers 2] [--tiny 4] [--repeat 3] [--no-xdist-speedup]
+           [--latency 0.25] [--concurrency 32] [--workers 2] [--tiny 4] [--repeat 5] [--no-xdist-speedup]
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--concurrency", type=int, default=32, help="in-process concurrency (default 32)")
     p.add_argument("--workers", type=int, default=2, help="xdist workers (default 2)")
     p.add_argument("--tiny", type=int, default=4, help="cases of the tiny suite for (3) (default 4)")
-    p.add_argument("--repeat", type=int, default=3, help="paired rounds (order rotated), median kept (default 3)")
+    p.add_argument("--repeat", type=int, default=5, help="paired rounds (order rotated), median kept (default 5)")
     p.add_argument("--no-xdist-speedup", dest="xdist", action="store_false",
                    help="skip the -n comparison run of (2) (~15 s)")
     p.add_argument("--fixture", default="median", help="fixture to copy: median (default), smallest, largest, or a name")
