@@ -14,19 +14,11 @@ from pytest_groundeval.model import AgentOutput
 from pytest_groundeval.run.runner import score_case
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.orders import OrdersTask
+from tool_log import log
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = OrdersTask(ROOT / "fixtures" / "orders")
 ORDER_TOOLS = ["fhir_search", "fhir_read", "fhir_create", "fhir_update", "fhir_transaction", "lookup_medication_code"]
-
-
-def log(*calls):
-    out = []
-    for i, c in enumerate(calls):
-        name, args, result, status = (*c, "ok") if len(c) == 3 else c
-        out.append({"seq": i + 1, "tool": name, "args": args, "result": result, "status": status,
-                    "step": 2 * i + 2, "started": 2 * i + 1, "ended": 2 * i + 2})
-    return out
 
 
 @pytest.fixture(scope="module")

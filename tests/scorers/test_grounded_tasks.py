@@ -17,20 +17,11 @@ from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.labs import LabsTask
 from pytest_groundeval.tasks.letter import LetterTask
 from pytest_groundeval.tasks.orders import OrdersTask
+from tool_log import log
 
 ROOT = Path(__file__).resolve().parents[2]
 LOINC = "http://loinc.org"
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
-
-
-def log(*calls) -> list[dict]:
-    """Calls (name, args, result[, status]) one after another, each a step apart."""
-    out = []
-    for i, c in enumerate(calls):
-        name, args, result, status = (*c, "ok") if len(c) == 3 else c
-        out.append({"seq": i + 1, "tool": name, "args": args, "result": result, "status": status,
-                    "step": 2 * i + 2, "started": 2 * i + 1, "ended": 2 * i + 2})
-    return out
 
 
 def passes(p, c) -> Score:

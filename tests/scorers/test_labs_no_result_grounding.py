@@ -19,6 +19,7 @@ from pytest_groundeval.model import AgentOutput
 from pytest_groundeval.run.runner import score_case
 from pytest_groundeval.scorers.base import Score
 from pytest_groundeval.tasks.labs import LabsTask, bundle_resources
+from tool_log import log
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = LabsTask(ROOT / "fixtures" / "labs")
@@ -46,15 +47,6 @@ def searchset(resources, **extra):
     return {"resourceType": "Bundle", "type": "searchset", "total": len(resources),
             "entry": [{"fullUrl": f"Observation/{r['id']}", "resource": r, "search": {"mode": "match"}}
                       for r in resources], **extra}
-
-
-def log(*calls):
-    out = []
-    for i, c in enumerate(calls):
-        name, args, result, status = (*c, "ok") if len(c) == 3 else c
-        out.append({"seq": i + 1, "tool": name, "args": args, "result": result, "status": status,
-                    "step": 2 * i + 2, "started": 2 * i + 1, "ended": 2 * i + 2})
-    return out
 
 
 def search(params, result):
