@@ -153,6 +153,13 @@ class Evaluator:
         with self._offered_lock:
             return self._offered.get(tuple(ref.key))
 
+    def stopped(self, ref: CaseRef, error: ErrorInfo) -> CaseResult:
+        """The result of a case stopped from outside its agent call in this process
+        (pytest-timeout): 0 in its task's rates over applicable cases and, when the run's agent
+        takes tools or was given them here, in ``grounded``."""
+        return not_run(ref, error=error, task=self.tasks.get(ref.task), tool_using=self.settings.agent.tool_using,
+                       tools_offered=self.tools_offered(ref))
+
     def output(self) -> WorkerOutput:
         """What this process reports of its session (the same value an xdist worker sends)."""
         return self._output

@@ -349,9 +349,7 @@ def _result_for(item: pytest.Item, report: pytest.TestReport, when: str) -> "Cas
     timed_out = timeout_error(item, report)  # pytest-timeout (signal method) failed it
     if timed_out is not None:
         evaluator = item.config.stash.get(EVALUATOR, None)
-        return not_run(ref, error=timed_out, task=evaluator.tasks.get(ref.task) if evaluator is not None else None,
-                       tool_using=evaluator.settings.agent.tool_using if evaluator is not None else None,
-                       tools_offered=evaluator.tools_offered(ref) if evaluator is not None else None)
+        return evaluator.stopped(ref, timed_out) if evaluator is not None else not_run(ref, error=timed_out)
     if report.skipped:
         return not_run(ref, skip_reason=_skip_reason(report))
     if when == "call":

@@ -89,13 +89,9 @@ class TimeoutKinds:
                     from pytest_groundeval.store.record import case_json
                     from pytest_groundeval.run.runner import not_run
 
-                    result, _, blob = case_json(not_run(ref, error=ErrorInfo(kind="timeout", message=message,
-                                                                             error_class="Timeout"),
-                                                        task=evaluator.tasks.get(ref.task) if evaluator else None,
-                                                        tool_using=evaluator.settings.agent.tool_using
-                                                        if evaluator else None,
-                                                        tools_offered=evaluator.tools_offered(ref)
-                                                        if evaluator else None))
+                    error = ErrorInfo(kind="timeout", message=message, error_class="Timeout")
+                    result, _, blob = case_json(evaluator.stopped(ref, error) if evaluator is not None
+                                                else not_run(ref, error=error))
                     reporter._journal(blob)
             except Exception:  # noqa: BLE001 - the process ends next whatever happens here
                 pass

@@ -528,7 +528,7 @@ def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[s
                      matchers=getattr(task, "grounding_matchers", None),
                      writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()),
                      task_checks=(lambda steps: task.grounding_checks(prediction, case, steps))
-                     if prediction is not None and case is not None and hasattr(task, "grounding_checks") else None,
+                     if prediction is not None and case is not None else None,
                      unparsed=unparsed)
     if not found.applicable:
         if observed is None and not offers_tools(task):  # no tools at all
@@ -568,12 +568,8 @@ def finish_case(task: Task, called: Called, scorer: Any = None, *, require_groun
     if called.error is not None:
         fields.update(outcome="error", error=called.error)
         if called.case is not None:  # its truth was read: the rates over applicable cases it counts 0 in
-            rates = task.applicable_rates(called.case) or []
-            if fields.get("tools_offered"):  # a tool-using agent that failed after the harness gave it tools
-                from pytest_groundeval.scorers.grounding import NAME as GROUNDED
-
-                rates.append(GROUNDED)
-            fields["applicable"] = rates or None
+            # (and grounded, for a tool-using agent that failed after the harness gave it tools)
+            fields["applicable"] = zero_rates(task.applicable_rates(called.case), bool(fields.get("tools_offered")))
     else:
         observed = fields.get("transcript")
         fields.update(score_case(task, called.case, called.output, scorer,  # type: ignore[arg-type]
@@ -603,13 +599,22 @@ def not_run(ref: CaseRef, *, skip_reason: str | None = None, error: ErrorInfo | 
     if skip_reason is not None:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="skipped",
                           skip_reason=skip_reason)
-    rates = (applicable_of(task, ref) if task is not None else None) or []
-    if tools_offered or (tool_using and task is not None and offers_tools(task)):
+    rates = zero_rates(applicable_of(task, ref) if task is not None else None,
+                       bool(tools_offered) or bool(tool_using and task is not None and offers_tools(task)))
+    return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
+                      applicable=rates, tools_offered=tools_offered or None)
+
+
+def zero_rates(rates: list[str] | None, tool_use: bool) -> list[str] | None:
+    """What an errored case counts 0 in (``CaseResult.applicable``): the task's rates over the
+    applicable cases it is one of, and ``grounded`` when its agent took (or, by its kind, takes)
+    the harness's tools. None: nothing."""
+    out = list(rates or [])
+    if tool_use:
         from pytest_groundeval.scorers.grounding import NAME as GROUNDED
 
-        rates.append(GROUNDED)
-    return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
-                      applicable=rates or None, tools_offered=tools_offered or None)
+        out.append(GROUNDED)
+    return out or None
 
 
 def offers_tools(task: Task) -> bool:
@@ -662,12 +667,7 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
         case = fhircase.rescored_case(case, old.fhir)
         why = fhircase.partial(case, old.fhir, old.truncated) if fhircase.log_is_evidence(task) else None
         if why is not None:  # a cut log is no evidence to score on, now as then
-            rates = task.applicable_rates(case) or []
-            if fields.get("tools_offered"):
-                from pytest_groundeval.scorers.grounding import NAME as GROUNDED
-
-                rates.append(GROUNDED)
-            fields.update(outcome="error", applicable=rates or None,
+            fields.update(outcome="error", applicable=zero_rates(task.applicable_rates(case), bool(fields.get("tools_offered"))),
                           error=ErrorInfo(kind="server", message=why))
             return _result(ref, fields, round(time.perf_counter() - started, 6))
     observed = [c.model_dump() for c in old.transcript] if old.transcript is not None else None
