@@ -308,3 +308,57 @@ def test_a_paged_search_links_its_next_page(server):
         params = dict(p.split("=") for p in nxt[0].split("?", 1)[1].split("&"))
     assert len(seen) == len(set(seen)) == total
     server.close_case(case)
+
+
+def _padded(stem: str, size: int) -> dict:
+    """A real bundle with one more resource whose narrative brings it to about ``size`` bytes."""
+    b = bundle(stem)
+    pad = {"resourceType": "Basic", "id": "pad", "code": {"text": "padding"},
+           "text": {"status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\">" + "x" * size + "</div>"}}
+    return {**b, "entry": [*b["entry"], {"fullUrl": "urn:uuid:pad", "resource": pad}]}
+
+
+def test_a_bundle_over_the_body_limit_is_a_case_error_naming_it_before_anything_is_sent():
+    """Classified before the server is even started: a ``case`` error (not re-run by
+    ``--resume``), never a ``server`` error from a connection the server cut."""
+    import dataclasses
+
+    from pytest_groundeval.model import RETRYABLE_KINDS
+    from pytest_groundeval.run import fhircase
+    from pytest_groundeval.tasks.orders import OrdersTask
+    from pytest_groundeval.tasks.resources import data_path
+
+    task = OrdersTask(data_path("orders"))
+    case = task.load(task.discover()[0])
+    big = dataclasses.replace(case, inputs={**case.inputs, "bundle": _padded(A, 17 << 20)})
+    s = FhirServer()
+    try:
+        got, opened, error = fhircase.open_case(s, task, big)
+        assert opened is None and error is not None and error.kind == "case" and error.kind not in RETRYABLE_KINDS
+        assert "over the FHIR server's request body limit of 16 MiB (16,777,216 bytes)" in error.message, error.message
+        assert error.message.startswith(f"orders:{case.ref.case_id}: ")
+        assert not s.running()  # nothing was sent: the server was not even started for it
+    finally:
+        s.stop()
+
+
+@needs_node
+def test_the_body_limit_is_one_value_the_harness_and_the_server_hold():
+    """Under the limit the bundle seeds; over it the harness refuses it, and an agent's request
+    over it is answered 413 naming the limit (and logged on its case)."""
+    from pytest_groundeval.fhir.server.manager import CaseRefused
+
+    limit = 1 << 20
+    s = FhirServer(max_body_bytes=limit)
+    try:
+        case = s.open_case(_padded(A, limit // 2), key="limit")
+        assert "Basic/pad" in case.before
+        with pytest.raises(CaseRefused, match=r"over the FHIR server's request body limit of 1 MiB \(1,048,576 bytes\)"):
+            s.open_case(_padded(A, limit), key="limit")
+        made = FhirClient(case.base_url).create({**order(patient_id(A)), "note": [{"text": "y" * limit}]})
+        assert made["status"] == 413 and "over this server's limit of 1048576 bytes" in made["error"], made
+        (logged,) = s.activity(case)["requests"]
+        assert logged["status"] == 413 and "limit" in logged["refused"]
+        assert s.open_case(None, key="after").base_url  # the server goes on
+    finally:
+        s.stop()

@@ -10,6 +10,13 @@ cache directory with ``npm ci`` (never into site-packages), so the installed whe
 One case: :meth:`FhirServer.open_case` (a fresh repository seeded with the case's bundle: its
 base URL and the state before) → the agent → :meth:`FhirServer.activity` (the request log and
 the state after) → :meth:`FhirServer.close_case`.
+
+What keeps one case's repository from another case's agent (a process of the same user, which
+can read every process's environment and command line and the user's files): the server's
+configuration and control token reach it on its stdin; a case is reached only through a token
+made for it here (256 random bits, in the base URL its agent alone is given) and dropped with
+it; nothing a case's URL could be derived from is kept in a file. A request naming no open
+case is refused (404) and logged (:meth:`FhirServer.refused`).
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ NODE_MIN = (20, 19)  # @medplum/fhir-router 4.5.2: node ^20.19.0 || >=22.12.0
 START_LIMIT_S = 60.0  # a safety limit on the server's start, not a speed expectation
 NPM_LIMIT_S = 600.0
 DEFAULT_WRITE_CAP = 50
+#: the largest request body the server reads (its 413 beyond); a case whose bundle is larger is
+#: refused before it is sent (a ``case`` error naming this limit)
+MAX_BODY_BYTES = 16 << 20
 #: a case's request log is bounded by the bodies it holds (32 MiB: hundreds of whole-record
 #: searches, thousands of small requests), not by a count of requests
 DEFAULT_LOG_BYTES = 32 << 20
@@ -63,8 +73,8 @@ class ServerDied(RuntimeError):
 class ServerCase:
     """One case's repository on the server."""
 
-    id: str
-    base_url: str  # the FHIR base the agent gets: http://127.0.0.1:PORT/case/<id>/fhir/R4
+    id: str  # the server's name for it in control calls (no way in)
+    base_url: str  # the FHIR base the agent gets: http://127.0.0.1:PORT/case/<token>/fhir/R4
     before: dict[str, Any]  # the state after seeding: {"Type/id": resource}
     generation: int  # which start of the server holds it (a restart loses every repository)
 
@@ -151,34 +161,13 @@ def ensure_installed(npm: str, announce: Callable[[str], None] | None = None, ro
     return target / "node_modules"
 
 
-def case_secret(root: Path | None = None) -> str:
-    """The install's secret a case's URL is keyed with (server.js): made once per user (0600 in
-    the cache root), so a case's URL is the same run after run on this machine and cannot be
-    computed from the case's task and id by an agent of another case."""
-    root = root or cache_root()
-    path = root / "case-secret"
+def forget_old_secret(root: Path | None = None) -> None:
+    """Remove the per-install ``case-secret`` an older groundeval kept in the cache (case URLs
+    were keyed with it, so any process of the user could compute them): nothing reads it now."""
     try:
-        try:
-            return path.read_text().strip() or _new_secret(path)
-        except FileNotFoundError:
-            return _new_secret(path)
-    except OSError:  # a read-only cache: a secret of this server process (URLs differ run to run)
-        return ""
-
-
-def _new_secret(path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32))
-    try:
-        os.link(tmp, path)  # the first process to make one wins; the others read it
-    except FileExistsError:
+        ((root or cache_root()) / "case-secret").unlink()
+    except OSError:
         pass
-    finally:
-        os.unlink(tmp)
-    return path.read_text().strip()
 
 
 def _bindings() -> dict[str, dict[str, list[str]]]:
@@ -196,11 +185,13 @@ class FhirServer:
     #: bytes of request and response bodies a case's log keeps (requests beyond: counted in
     #: ``requests_cut``, not kept; run/fhircase.py makes such a case an error)
     max_log_bytes: int = DEFAULT_LOG_BYTES
+    #: the largest request body the server reads: a larger case bundle is refused before sending
+    max_body_bytes: int = MAX_BODY_BYTES
     announce: Callable[[str], None] | None = None
     node: str | None = None
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _port: int | None = field(default=None, init=False)
-    _token: str = field(default_factory=lambda: secrets.token_hex(16), init=False, repr=False)
+    _token: str = field(default="", init=False, repr=False)  # the control token (made at each start)
     _unavailable: ServerUnavailable | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _stderr: Any = field(default=None, init=False, repr=False)
@@ -239,19 +230,24 @@ class FhirServer:
     def _start_locked(self) -> None:
         node, npm = check_node(self.node)
         modules = ensure_installed(npm, self.announce)
-        env = dict(os.environ)
-        env["NODE_PATH"] = str(modules)
-        env["GROUNDEVAL_FHIR_SD_DIR"] = str(modules.parent / "sd")  # per-type definitions, split once
-        env["GROUNDEVAL_FHIR_CONFIG"] = json.dumps({"token": self._token, "bindings": _bindings(),
-                                                    "write_cap": self.write_cap, "max_log_bytes": self.max_log_bytes,
-                                                    "case_secret": case_secret(modules.parent.parent)})
-        env.pop("GROUNDEVAL_FHIR_PORT", None)
+        forget_old_secret(modules.parent.parent)
+        self._token = secrets.token_hex(32)  # a new control token for each start
+        # its configuration on stdin: nothing secret in its environment or command line
+        env = {"PATH": os.environ.get("PATH", os.defpath), "NODE_PATH": str(modules)}
+        config = {"token": self._token, "bindings": _bindings(), "write_cap": self.write_cap,
+                  "max_log_bytes": self.max_log_bytes, "max_body_bytes": self.max_body_bytes,
+                  "sd_dir": str(modules.parent / "sd")}  # per-type definitions, split once
         self._stderr = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen([node, str(SERVER_JS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=self._stderr, env=env, start_new_session=True)
         except OSError as e:
             raise ServerUnavailable(f"the FHIR server could not be started: {e}", permanent=False) from None
+        try:
+            self._proc.stdin.write(json.dumps(config).encode("utf-8") + b"\n")  # type: ignore[union-attr]
+            self._proc.stdin.flush()  # type: ignore[union-attr]
+        except OSError:
+            pass  # it exited at once: its ready line is missing, its stderr says why
         if not self._registered:
             atexit.register(self.stop)
             self._registered = True
@@ -345,7 +341,7 @@ class FhirServer:
         port = self._port
         if port is None:
             raise ServerDied("the FHIR server is not running")
-        data = None if body is None else json.dumps(body).encode("utf-8")
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode("utf-8")
         headers = {"x-groundeval-control": self._token, "content-type": "application/json"}
         for attempt in (1, 2):
             conn = getattr(self._local, "conn", None)
@@ -379,15 +375,34 @@ class FhirServer:
     def open_case(self, bundle: Any, *, key: str | None = None, clock: str | None = None,
                   write_cap: int | None = None) -> ServerCase:
         """A fresh repository seeded with ``bundle`` (a FHIR Bundle dict, or None for an empty
-        one). ``key`` makes the case's URL and the ids the server assigns the same run after
-        run; ``clock`` (ISO instant) is when its ``meta.lastUpdated`` starts."""
-        self.ensure()
-        spec: dict[str, Any] = {"bundle": bundle, "key": key, "clock": clock}
+        one), reached at a base URL holding a token made for this opening alone (256 random
+        bits: another case's agent cannot compute it). ``key`` makes the ids the server assigns
+        the same run after run; ``clock`` (ISO instant) is when its ``meta.lastUpdated``
+        starts. CaseRefused when the server cannot take the bundle: over its body limit (said
+        before anything is sent), or not seeded."""
+        spec: dict[str, Any] = {"bundle": bundle, "key": key, "clock": clock, "token": secrets.token_hex(32)}
         if write_cap is not None:
             spec["write_cap"] = write_cap
-        got = self._control("POST", "cases", spec)
+        body = json.dumps(spec).encode("utf-8")
+        if len(body) > self.max_body_bytes:
+            raise CaseRefused(f"the case's bundle is {len(body):,} bytes as JSON, over the FHIR server's request "
+                              f"body limit of {_size(self.max_body_bytes)} ({self.max_body_bytes:,} bytes): "
+                              "it cannot be seeded")
+        self.ensure()
+        got = self._control("POST", "cases", body)
         return ServerCase(id=got["id"], base_url=f"http://127.0.0.1:{self._port}{got['base_path']}",
                           before=got["state"], generation=self.generation)
+
+    def refused(self) -> list[dict[str, Any]]:
+        """The requests the server refused for naming no open case, or a control call without
+        its token (the last 1000; paths with tokens cut to their first characters); [] when
+        it is not running."""
+        if not self.running():
+            return []
+        try:
+            return list(self._control("GET", "refused").get("refused") or [])
+        except (ServerDied, CaseRefused):
+            return []
 
     def activity(self, case: ServerCase, *, close: bool = False) -> dict[str, Any]:
         """``{requests, requests_cut, writes, state}`` of a case (``close``: and its repository
@@ -420,6 +435,10 @@ class FhirServer:
                else f"was killed by signal {-code}" if code is not None else "stopped answering")
         tail = self._stderr_tail()
         return f"the FHIR server {how} during this case" + (f" ({tail})" if tail else "")
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n % (1 << 20) == 0 else f"{n:,} bytes"
 
 
 class CaseRefused(RuntimeError):

