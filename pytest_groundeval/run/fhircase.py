@@ -4,7 +4,9 @@
 
 * :func:`open_case` (after the case is loaded, before the agent is called): the repository
   seeded, ``case.inputs["fhir_base_url"]`` set and the literal ``{fhir_base_url}`` in the
-  prompt replaced with it (the content hash was computed before: it never depends on the port).
+  prompt replaced with it (the content hash was computed before: it never depends on the port
+  or on the case's token, which the base URL holds and only this case's agent is given); a
+  bundle the server cannot take (over its body limit, or not seeded) is a ``case`` error.
 * :func:`close_case` (after the call, also when the agent errored): the server's request log
   and the state diff as :class:`FhirActivity`, on the result (``CaseResult.fhir``) and on the
   case for the scorer (``case.inputs["fhir_activity"]``); a server that died during the case

@@ -10,7 +10,6 @@ server logs what it refused. Its own case works throughout."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -18,19 +17,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_fhir_server import needs_node
 
 from pytest_groundeval.fhir.client import FhirClient
-from pytest_groundeval.fhir.server.manager import FhirServer, ServerUnavailable, check_node, ensure_installed
+from pytest_groundeval.fhir.server.manager import FhirServer, check_node, ensure_installed
 from pytest_groundeval.run import fhircase
 from pytest_groundeval.tasks.orders import OrdersTask
 from pytest_groundeval.tasks.resources import data_path
 
-try:
-    check_node()
-    NODE = None
-except ServerUnavailable as e:
-    NODE = e.reason
-pytestmark = pytest.mark.skipif(NODE is not None, reason=f"{NODE}")
+pytestmark = needs_node
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = OrdersTask(data_path("orders"))
