@@ -155,3 +155,63 @@ def test_a_refused_connection_is_on_the_case_said_in_grounded_and_the_summary(tm
     line = refused_line(SimpleNamespace(cases=[again]))
     assert line and f"1 MCP connection(s) refused in 1 case(s) (extraction:{REFS}" in line and str(refused.pid) in line
     assert refused_line(SimpleNamespace(cases=[again.model_copy(update={"refused_connections": None})])) is None
+
+
+# an mcp: command of a labs case on the FHIR server: its own base URL from the prompt (stdin),
+# the other open cases' public keys and patients from VICTIMS, then the isolation test's agent
+# (tests/fhir/test_fhir_case_isolation.py: /proc, the caches, its environment) as its child
+ON_THE_SERVER = r'''
+import json, os, re, subprocess, sys
+prompt = sys.stdin.read()
+job = json.loads(os.environ["VICTIMS"])
+job["own"] = re.search(r"http://127\.0\.0\.1:\d+/case/[0-9a-f]+/fhir/R4", prompt).group(0)
+out = subprocess.run([sys.executable, os.environ["ATTACK"]], input=json.dumps(job), capture_output=True, text=True)
+sys.stdout.write(out.stdout or out.stderr)
+'''
+
+
+def test_a_command_reaches_no_other_open_case_on_the_fhir_server(tmp_path, monkeypatch):
+    """The issue's route: an ``mcp:`` command read other open patients' Observations with the
+    server's secrets from /proc. Its own case answers it; the others refuse every read and
+    write, and their logs and state are untouched."""
+    from test_fhir_case_isolation import ATTACK
+    from test_fhir_server import NODE
+
+    from pytest_groundeval.fhir.server.manager import FhirServer, cache_root
+    from pytest_groundeval.run import fhircase
+    from pytest_groundeval.run.calls import CallPolicy
+    from pytest_groundeval.run.runner import run_case
+    from pytest_groundeval.tasks.labs import LabsTask
+    from pytest_groundeval.tasks.resources import data_path
+
+    if NODE is not None:
+        pytest.skip(NODE)
+    task = LabsTask(data_path("labs"))
+    refs = sorted(task.discover(), key=lambda r: r.case_id)
+    server = FhirServer()
+    try:
+        victims = []
+        for ref in refs[:4]:
+            case, opened, error = fhircase.open_case(server, task, task.load(ref))
+            assert error is None, error
+            victims.append((case, opened))
+        mine = task.load(refs[4])
+        (tmp_path / "attack.py").write_text(ATTACK)
+        (tmp_path / "command.py").write_text(ON_THE_SERVER)
+        monkeypatch.setenv("ATTACK", str(tmp_path / "attack.py"))
+        monkeypatch.setenv("VICTIMS", json.dumps({
+            "own_patient": f"Patient/{mine.inputs['patient_id']}", "dirs": [str(cache_root().parent)],
+            "victims": [{"key": f"labs:{c.ref.case_id}", "patient": f"Patient/{c.inputs['patient_id']}"}
+                        for c, _ in victims]}))
+        agent = CommandAgent(f"mcp:{sys.executable} {tmp_path / 'command.py'}", timeout=300)
+        result = run_case(task, refs[4], agent, policy=CallPolicy(timeout=300, max_attempts=1, sleep=lambda s: None),
+                          server=server)
+        got = json.loads(result.raw_output)
+        assert server.pid in got["read"]["environ"]  # it read the server's environment
+        assert got["breaches"] == [] and set(got["got"]) <= {"401", "403", "404"}, got["breaches"][:5]
+        assert got["own"] == 200 and result.fhir.requests[-1].status == 200  # its own case, on its log
+        for _, opened in victims:
+            activity = server.activity(opened.handle, close=True)
+            assert activity["requests"] == [] and activity["state"] == opened.handle.before
+    finally:
+        server.stop()
