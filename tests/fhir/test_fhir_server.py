@@ -106,6 +106,8 @@ def test_control_calls_need_the_harness_token(server):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
     assert e.value.code == 403
+    last = server.refused()[-1]  # logged by the server, for the harness
+    assert (last["method"], last["path"], last["status"]) == ("GET", "/_control/health", 403) and last["reason"]
 
 
 @needs_node
