@@ -292,7 +292,7 @@ def harmless_meta(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
     """``meta`` bookkeeping (versionId, lastUpdated) and, on a new resource, an ``id``: says
     nothing clinical."""
     m = copy.deepcopy(r)
-    m["meta"] = {"versionId": "1", "lastUpdated": f"{ctx.facts['today']}T09:00:00Z"}
+    m["meta"] = {**(m.get("meta") or {}), "versionId": "1", "lastUpdated": f"{ctx.facts['today']}T09:00:00Z"}
     if ctx.facts["kind"] == "write":
         m["id"] = "medstatement-1"
     return [m]

@@ -97,7 +97,7 @@ def stop_lay_name(letter: str, ctx: Ctx) -> list[str]:
         named = [i for i in ctx.facts["items"] if set(i["ingredients"]) & members]
         if named and all(i["verdict"] == "matched" for i in named):
             out.append(insert(letter, f"Stop taking your {lay}."))
-    return out[:1]
+    return out
 
 
 @mutant
