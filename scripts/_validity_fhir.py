@@ -10,6 +10,7 @@ case's note, "" when none), ``words`` (the drug words of the case), and per kind
 from __future__ import annotations
 
 import copy
+import re
 import uuid
 from typing import Any, Callable
 
@@ -30,6 +31,12 @@ SNOMED_SUBSTANCE = {
     "hydrochlorothiazide": "387525002", "albuterol": "372897005", "amoxicillin": "372687004",
     "metoprolol": "372826007", "allopurinol": "387135004",
 }
+#: drugs taken for high blood pressure (a "hypertension" reason may be right for them)
+ANTIHYPERTENSIVES = frozenset({
+    "amlodipine", "lisinopril", "losartan", "valsartan", "metoprolol", "atenolol", "carvedilol", "propranolol",
+    "hydrochlorothiazide", "chlorthalidone", "furosemide", "spironolactone", "clonidine", "enalapril", "ramipril",
+    "benazepril", "nifedipine", "diltiazem", "verapamil", "hydralazine", "irbesartan", "olmesartan", "triamterene",
+    "indapamide", "doxazosin", "prazosin", "terazosin", "labetalol", "bisoprolol", "nebivolol", "torsemide"})
 #: the same concept in SNOMED CT of the orders' LOINC codes (a translation), and their LOINC names
 SNOMED_OF_LOINC = {"4548-4": ("43396009", "Hemoglobin A1c measurement"), "85354-9": ("75367002", "Blood pressure"),
                    "8480-6": ("271649006", "Systolic blood pressure"), "8462-4": ("271650006", "Diastolic blood pressure")}
@@ -246,8 +253,9 @@ def extra_wrong_element(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
         code, shown = ("L", "Low") if high else ("HH", "Critical high")
         extras.append(("interpretation", [{"coding": [{"system": INTERPRETATION, "code": code, "display": shown}]}]))
     elif kind == "write":
-        if "hypertension" not in note and "blood pressure" not in note:
-            extras.append(("reasonCode", [hypertension]))
+        if not ANTIHYPERTENSIVES & set(f["ingredients"]) and not re.search(r"hypertension|blood pressure|\bbp\b|\bhtn\b",
+                                                                           note):
+            extras.append(("reasonCode", [hypertension]))  # a reason no drug of the case is taken for
         if _dosage(r) is not None and f.get("oral"):
             extras += [("dosage.method", {"text": "Inject"}), ("dosage.site", {"text": "Left deltoid"})]
     else:
@@ -352,17 +360,12 @@ def agreeing_display(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
 @variant
 def translation(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
     """The same concept in another code system beside the asked one: SNOMED CT for the LOINC
-    test / panel / components; the SNOMED substance of the product's one ingredient (write)."""
+    test, panel and components (orders). Not for a drug: the repo's data map no RxNorm product to
+    an NDC or SNOMED product (an ingredient's substance code is a broader concept, not a
+    translation), and a stop keeps its resource as it is."""
     kind = ctx.facts["kind"]
     m = copy.deepcopy(r)
-    if kind == "write":
-        ingredients = ctx.facts["ingredients"]
-        if len(ingredients) != 1 or ingredients[0] not in SNOMED_SUBSTANCE:
-            return []
-        _add_coding(m["medicationCodeableConcept"], {"system": SNOMED, "code": SNOMED_SUBSTANCE[ingredients[0]],
-                                                     "display": f"{ingredients[0].capitalize()} (substance)"})
-        return [m]
-    if kind == "stop":
+    if kind in ("write", "stop"):
         return []
     for concept in [m["code"]] + [c["code"] for c in m.get("component") or []]:
         loinc = next((c["code"] for c in concept["coding"] if c.get("system") == LOINC), None)

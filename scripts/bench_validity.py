@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # write_args.py: the expected Medicatio
 from _validity_fhir import FHIR_MUTANTS, FHIR_VARIANTS  # noqa: E402
 from _validity_letter import LETTER_MUTANTS, LETTER_VARIANTS  # noqa: E402
 from _validity_ops import (JSON_MUTANTS, JSON_VARIANTS, LABS_MUTANTS, LABS_VARIANTS, Ctx, Op,  # noqa: E402
-                           words_of)
+                           evasive, words_of)
 
 GOAL = 0.99
 TASKS = ("extraction", "reconciliation", "labs", "orders", "write", "letter")
@@ -170,7 +170,7 @@ def write_bench(rng: random.Random) -> Bench:
                      "ingredients": sorted(drugtext.product(display).ingredients),
                      "oral": any(w in display.casefold() for w in ("oral", "tablet", "capsule"))}
             yield Sample(cid, case, built["resource"], facts)
-    return Bench("write", task, samples, _text_verdict(task), FHIR_MUTANTS, FHIR_VARIANTS, json.dumps)
+    return Bench("write", task, samples, _text_verdict(task), (evasive,) + FHIR_MUTANTS, FHIR_VARIANTS, json.dumps)
 
 
 # ---------------------------------------------------------------- orders
@@ -202,13 +202,16 @@ def _orders_resource(case: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
     return {**json.loads(json.dumps(before)), "status": "stopped"}, before
 
 
-def orders_activity(resource: dict[str, Any], before: dict[str, Any] | None) -> Any:
+def orders_activity(resource: dict[str, Any] | str, before: dict[str, Any] | None) -> Any:
     """What the case's FHIR server would record for this one write: its request log (a search,
     then the create or the update) and the state diff (server bookkeeping left out, as
-    ``fhir/state.py`` leaves it out)."""
+    ``fhir/state.py`` leaves it out). A text instead of a resource: an agent that only said
+    something (a search, no write)."""
     from pytest_groundeval.fhir.state import content
     from pytest_groundeval.model import FhirActivity, FhirChange, FhirExchange
 
+    if isinstance(resource, str):
+        return FhirActivity(base_url=BASE_URL, requests=[FhirExchange(seq=1, method="GET", path="Patient", status=200)])
     rtype = resource["resourceType"]
     search = FhirExchange(seq=1, method="GET", path=f"{rtype}?subject={resource.get('subject', {}).get('reference')}",
                           status=200, response={"resourceType": "Bundle", "type": "searchset", "total": 0})
@@ -246,7 +249,7 @@ def orders_bench(rng: random.Random) -> Bench:
         case = dataclasses.replace(sample.case, inputs={**sample.case.inputs, "fhir_activity": activity})
         score = task.score(task.parse(_output("")), case)  # the orders task scores the server's state
         return bool(score.passed), score.reason or ""
-    return Bench("orders", task, samples, verdict, FHIR_MUTANTS, FHIR_VARIANTS)
+    return Bench("orders", task, samples, verdict, (evasive,) + FHIR_MUTANTS, FHIR_VARIANTS)
 
 
 def _output(text: str) -> Any:
@@ -381,6 +384,8 @@ def table(outcomes: list[Outcome]) -> str:
                      f"{o.passed:>6}/{o.variants:<6} {100 * o.pass_rate:6.1f} %  {verdict}")
     lines.append(f"goals: >= {100 * GOAL:g} % of mutants killed and >= {100 * GOAL:g} % of natural variants passed, "
                  "per task")
+    lines.append("cases: the right answers mutated, of the task's cases (orders: only a case with something due has "
+                 "a resource to mutate)")
     return "\n".join(lines)
 
 

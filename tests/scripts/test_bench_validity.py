@@ -409,9 +409,17 @@ def test_fhir_variant_keeps_every_verified_value_and_is_valid_r4b(samples, op, k
 def test_translation_names_the_same_concept(samples):
     m = one(vf.translation.fn(samples["hba1c"].answer, fctx(samples["hba1c"])))
     assert {"system": vf.SNOMED, "code": "43396009", "display": "Hemoglobin A1c measurement"} in m["code"]["coding"]
-    m = one(vf.translation.fn(samples["write"].answer, fctx(samples["write"])))
-    assert {"system": vf.SNOMED, "code": "387458008", "display": "Aspirin (substance)"} in \
-        m["medicationCodeableConcept"]["coding"]
+    m = one(vf.translation.fn(samples["bp"].answer, fctx(samples["bp"])))
+    systolic = next(c for c in m["component"] if c["code"]["coding"][0]["code"] == "8480-6")
+    assert {"system": vf.SNOMED, "code": "271649006", "display": "Systolic blood pressure"} in systolic["code"]["coding"]
+    assert vf.translation.fn(samples["write"].answer, fctx(samples["write"])) == []  # no product map in the data
+
+
+def test_no_hypertension_reason_on_a_drug_taken_for_it(samples):
+    s = samples["write"]
+    facts = {**s.facts, "ingredients": ["amlodipine"]}
+    made = vf.extra_wrong_element.fn(s.answer, vo.Ctx("write", facts, random.Random(0)))
+    assert not any("reasonCode" in m for m in made) and made  # the injection method and site remain
 
 
 def test_orders_activity_is_what_the_real_scorer_passes_for_the_right_resource(samples):
@@ -420,6 +428,7 @@ def test_orders_activity_is_what_the_real_scorer_passes_for_the_right_resource(s
     for kind in ("hba1c", "bp", "stop"):
         s = samples[kind]
         assert score_orders(bv.orders_activity(s.answer, s.facts["before"]), s.case.truth).passed, kind
+    assert not score_orders(bv.orders_activity("I don't know.", None), s.case.truth).passed  # evasive: no write
     s = samples["hba1c"]
     cancelled = next(m for m in vf.text_contradiction.fn(s.answer, fctx(s)) if "Cancelled" in json.dumps(m))
     assert not score_orders(bv.orders_activity(cancelled, None), s.case.truth).passed  # the real scorer reads this
