@@ -51,7 +51,7 @@ def _stop(letter: str, ctx: Ctx, spell) -> list[str]:
 
 
 def _digits(word: str, ctx: Ctx) -> str:
-    return word.translate(str.maketrans({"e": "3", "i": "1", "o": "0", "a": "4", "l": "1", "s": "5"}))
+    return word.translate(str.maketrans({"e": "3", "i": "1", "o": "0"}))
 
 
 def _misspelt(word: str, ctx: Ctx) -> str | None:
@@ -63,8 +63,8 @@ def _misspelt(word: str, ctx: Ctx) -> str | None:
 
 @mutant
 def stop_digits(letter: str, ctx: Ctx) -> list[str]:
-    """"Please stop taking S3rtr4l1n3": a stop for a drug to keep, its name with digits for
-    letters (read as the drug by any patient)."""
+    """"Please stop taking S3rtral1n3": a stop for a drug to keep, its name with digits for
+    the letters they look like (e 3, i 1, o 0: read as the drug by any patient)."""
     return _stop(letter, ctx, _digits)
 
 

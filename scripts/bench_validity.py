@@ -335,7 +335,10 @@ def delta(original: Any, made: Any) -> str:
     b = made if isinstance(made, str) else json.dumps(made)
     import difflib
 
-    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < 0.5:  # another answer altogether (an evasive one): shown whole
+        return " ".join(b.split())
+    ops = matcher.get_opcodes()
     said = [b[j1:j2] if tag != "delete" else f"-{a[i1:i2]}" for tag, i1, i2, j1, j2 in ops if tag != "equal"]
     return " ".join(" | ".join(said).split()) or "(no change)"
 

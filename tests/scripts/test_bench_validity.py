@@ -653,3 +653,11 @@ def test_script_runs_on_one_case_per_task_and_prints_the_table(capsys):
     assert "goals: >= 99 % of mutants killed and >= 99 % of natural variants passed" in out
     assert "== letter: by operator" in out and "mutant   no_longer_need" in out
     assert code == (0 if out.count("meets both goals") == len(bv.TASKS) else 1)
+
+
+def test_show_names_what_an_operator_changed():
+    right = {"status": "active", "code": {"coding": [{"code": "1"}]}}
+    made = {"status": "active", "code": {"coding": [{"code": "1"}, {"code": "2"}]}, "note": [{"text": "x"}]}
+    assert bv.delta(right, made) == 'code.coding[1].code="2"; note[0].text="x"'
+    assert bv.delta("Keep taking A.\n\nBye.", "Keep taking A.\n\nStop A.\n\nBye.") == "Stop A."
+    assert bv.delta("Keep taking A and B as before.", "I don't know.") == "I don't know."
