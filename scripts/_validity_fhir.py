@@ -387,5 +387,16 @@ def agreeing_stop_words(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
     return [a, b]
 
 
+@variant
+def source_note(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
+    """(bp, stop) The case's own note, word for word, as a note of the resource: the
+    documentation the reading or the stop comes from (the committed notes say nothing else)."""
+    if ctx.facts["kind"] not in ("bp", "stop") or not ctx.facts["note"]:
+        return []
+    m = copy.deepcopy(r)
+    _set_note(m, ctx.facts["note"])
+    return [m]
+
+
 FHIR_VARIANTS = (harmless_meta, harmless_identifier, agreeing_narrative, agreeing_display, translation,
-                 agreeing_stop_words)
+                 agreeing_stop_words, source_note)

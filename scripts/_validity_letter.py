@@ -198,6 +198,14 @@ def bold_headings(letter: str, ctx: Ctx) -> list[str]:
 
 
 @variant
+def list_intros(letter: str, ctx: Ctx) -> list[str]:
+    """Plain list intros without a colon ("Please keep taking these medicines") over bullets."""
+    return [_sectioned(ctx, lambda w: {"keep": "Please keep taking these medicines",
+                                       "stop": "Please stop taking these medicines",
+                                       "check": "Please check these medicines with your doctor"}[w])]
+
+
+@variant
 def table(letter: str, ctx: Ctx) -> list[str]:
     """A markdown table of each drug and what to do with it."""
     keep, stop, check = _groups(ctx)
@@ -218,6 +226,6 @@ def friendly_prose(letter: str, ctx: Ctx) -> list[str]:
             + " ".join(said) + "\n\n" + SAFETY_NET + "\n\nWarm regards,\nYour care team"]
 
 
-LETTER_VARIANTS = (markdown_headings, bold_headings, table, friendly_prose)
+LETTER_VARIANTS = (markdown_headings, bold_headings, list_intros, table, friendly_prose)
 
 __all__ = ["LETTER_MUTANTS", "LETTER_VARIANTS", "insert"]

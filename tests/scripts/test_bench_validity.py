@@ -406,6 +406,13 @@ def test_fhir_variant_keeps_every_verified_value_and_is_valid_r4b(samples, op, k
             assert {k.split(".")[0].split("[")[0] for k in added(s.answer, m)} <= {"statusReason", "note", "meta"}
 
 
+def test_source_note_is_the_cases_note_word_for_word(samples):
+    for kind in ("bp", "stop"):
+        m = one(vf.source_note.fn(samples[kind].answer, fctx(samples[kind])))
+        assert m["note"][-1] == {"text": samples[kind].facts["note"]}
+    assert vf.source_note.fn(samples["hba1c"].answer, fctx(samples["hba1c"])) == []
+
+
 def test_translation_names_the_same_concept(samples):
     m = one(vf.translation.fn(samples["hba1c"].answer, fctx(samples["hba1c"])))
     assert {"system": vf.SNOMED, "code": "43396009", "display": "Hemoglobin A1c measurement"} in m["code"]["coding"]
@@ -479,6 +486,9 @@ def read_stances(text: str, items=ITEMS) -> dict[str, set[str]]:
             parts = [(cells[0], _stance_of(cells[-1]))]
         elif line.lstrip().startswith("- "):
             parts = [(line, _stance_of(line) or heading)]
+        elif not any(i["name"] in line for i in items) and not re.search(r"[.!?]$", line):
+            heading = _stance_of(line)  # a list intro ("Please keep taking these medicines")
+            continue
         else:
             heading = None
             parts = [(s, _stance_of(s)) for s in re.split(r"(?<=[.!?])\s+", line)]
