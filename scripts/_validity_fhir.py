@@ -388,6 +388,29 @@ def agreeing_stop_words(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
 
 
 @variant
+def routine_lab_order(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
+    """(hba1c) What an order system adds to a lab order and that agrees with it: the category
+    "Laboratory procedure" (SNOMED 108252007), priority routine (an overdue yearly test)."""
+    if ctx.facts["kind"] != "hba1c":
+        return []
+    a, b = copy.deepcopy(r), copy.deepcopy(r)
+    a["category"] = [{"coding": [{"system": SNOMED, "code": "108252007", "display": "Laboratory procedure"}]}]
+    b["priority"] = "routine"
+    return [a, b]
+
+
+@variant
+def date_asserted(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
+    """(write) ``dateAsserted``: the date the note was written, where the note gives one."""
+    found = re.search(r"\b(\d{4}-\d\d-\d\d)\b", ctx.facts["note"]) if ctx.facts["kind"] == "write" else None
+    if not found:
+        return []
+    m = copy.deepcopy(r)
+    m["dateAsserted"] = found.group(1)
+    return [m]
+
+
+@variant
 def source_note(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
     """(bp, stop) The case's own note, word for word, as a note of the resource: the
     documentation the reading or the stop comes from (the committed notes say nothing else)."""
@@ -399,4 +422,4 @@ def source_note(r: dict[str, Any], ctx: Ctx) -> list[dict[str, Any]]:
 
 
 FHIR_VARIANTS = (harmless_meta, harmless_identifier, agreeing_narrative, agreeing_display, translation,
-                 agreeing_stop_words, source_note)
+                 agreeing_stop_words, source_note, routine_lab_order, date_asserted)

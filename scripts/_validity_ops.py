@@ -333,8 +333,34 @@ def numbers_as_strings(obj: dict[str, Any], ctx: Ctx) -> list[str]:
                      for k, v in obj.items()})]
 
 
+@variant
+def reordered(obj: dict[str, Any], ctx: Ctx) -> list[str]:
+    """(extraction, reconciliation) The same items in another order: a list of codes is a set."""
+    if ctx.task == "labs":
+        return []
+    key, items = _items(obj)
+    if len(items) < 2:
+        return []
+    shuffled = list(items)
+    while shuffled == items:
+        ctx.rng.shuffle(shuffled)
+    return [as_text({key: shuffled})]
+
+
+@variant
+def display_other_case(obj: dict[str, Any], ctx: Ctx) -> list[str]:
+    """(extraction, reconciliation) Each display in lower case ("amlodipine 5 mg oral tablet"):
+    the same names (RxNorm displays are not case-sensitive)."""
+    if ctx.task == "labs":
+        return []
+    key, items = _items(obj)
+    if not any(i.get("display") for i in items):
+        return []
+    return [as_text({key: [{**i, "display": i["display"].lower()} if i.get("display") else i for i in items]})]
+
+
 JSON_MUTANTS = (evasive, extra_key_status_stopped, duplicate_stopped, prose_says_stopped, prose_second_code,
                 wrong_drug_display, prose_other_verdict)
 LABS_MUTANTS = (evasive, hedge_second_value, hedge_opposite_flag, hedge_second_date, extra_key_alternative)
-JSON_VARIANTS = (fenced, prose_wrapped, prose_repeating)
-LABS_VARIANTS = JSON_VARIANTS + (numbers_as_strings,)
+JSON_VARIANTS = (fenced, prose_wrapped, prose_repeating, reordered, display_other_case)
+LABS_VARIANTS = (fenced, prose_wrapped, prose_repeating, numbers_as_strings)

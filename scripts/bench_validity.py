@@ -343,7 +343,10 @@ def delta(original: Any, made: Any) -> str:
     return " ".join(" | ".join(said).split()) or "(no change)"
 
 
-def run_bench(bench: Bench, limit: int | None, rng: random.Random) -> Outcome:
+def run_bench(bench: Bench, limit: int | None, rng: random.Random, seed: int = 0) -> Outcome:
+    """Score each sample's right answer, then every operator's outputs. Each operator draws from
+    its own generator (seeded by the seed, the case and the operator's name), so adding an
+    operator changes no other's output."""
     out = Outcome(bench.name)
     out.cases_total = len(bench.task.discover())
     samples = bench.samples(None if limit is None else rng)
@@ -356,7 +359,7 @@ def run_bench(bench: Bench, limit: int | None, rng: random.Random) -> Outcome:
             continue
         out.cases += 1
         for op in bench.mutants + bench.variants:
-            ctx = Ctx(bench.name, s.facts, random.Random(f"{rng.random()}"))
+            ctx = Ctx(bench.name, s.facts, random.Random(f"{seed}:{bench.name}:{s.case_id}:{op.name}"))
             for made in op.fn(s.answer, ctx):
                 passed, why = bench.verdict(s, made if isinstance(made, str) else bench.to_original(made))
                 good = passed if op.kind == "variant" else not passed
@@ -418,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.task or TASKS:
         rng = random.Random(f"{args.seed}:{name}")
         t0 = time.perf_counter()
-        outcomes.append(run_bench(BUILDERS[name](rng), args.limit, rng))
+        outcomes.append(run_bench(BUILDERS[name](rng), args.limit, rng, args.seed))
         print(f"[{name}: {time.perf_counter() - t0:.1f} s]", file=sys.stderr)
     print(table(outcomes))
     print(f"(seed {args.seed}; {'all cases' if args.limit is None else f'up to {args.limit} cases per task'}; "
