@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Iterator
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "tests"))  # write_args.py: the expected MedicationStatement's build arguments
+sys.path.append(str(ROOT / "tests"))  # write_args.py: the expected MedicationStatement's build arguments
 
 from _validity_fhir import FHIR_MUTANTS, FHIR_VARIANTS  # noqa: E402
 from _validity_letter import LETTER_MUTANTS, LETTER_VARIANTS  # noqa: E402
