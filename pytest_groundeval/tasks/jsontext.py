@@ -232,7 +232,10 @@ def _stated(obj: Any) -> tuple[list[float], set[str], set[str], set[bool]]:
         elif isinstance(node, bool):
             bools.add(node)
         elif isinstance(node, (int, float)):
-            numbers.append(float(node))
+            try:
+                numbers.append(float(node))
+            except OverflowError:  # an integer past a float: no prose number reads as it
+                pass
         elif isinstance(node, str):
             strings.add(node.strip().casefold())
             for c in claims(node):
