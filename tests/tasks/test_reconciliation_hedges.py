@@ -25,28 +25,32 @@ def text(items, before="", after=""):
     return before + json.dumps({"medications": items}) + after
 
 
-@pytest.mark.parametrize("answer,message", [
-    (text([{**t, "status": "active"} for t in TRUTH]), r"unknown key: medications\[0\]\.status"),
-    (text([TRUTH[0], {**TRUTH[1], "alternative_verdict": "unrecorded"}, TRUTH[2]]),
-     r"unknown key: medications\[1\]\.alternative_verdict"),
-    (json.dumps({"medications": TRUTH, "notes": "see below"}), "unknown key: notes"),
-    (text([{**TRUTH[0], "system": "http://snomed.info/sct"}] + TRUTH[1:]), "not RxNorm's"),
-    (text(TRUTH, after="\nThe metformin may be 861007 instead."), "hedge: .*number '861007'"),
-    (text(TRUTH, before="4 medications reconciled:\n"), "hedge: .*number '4'"),
-])
-def test_an_unknown_key_or_a_hedge_in_the_prose_is_a_parse_error(answer, message):
-    with pytest.raises(ParseError, match=message):
-        parse_answer(answer)
+# (answer, the parse failure it must give; None: a right answer that passes)
+ANSWERS = {
+    "an extra status per item": (text([{**t, "status": "active"} for t in TRUTH]),
+                                 r"unknown key: medications\[0\]\.status"),
+    "an alternative verdict": (text([TRUTH[0], {**TRUTH[1], "alternative_verdict": "unrecorded"}, TRUTH[2]]),
+                               r"unknown key: medications\[1\]\.alternative_verdict"),
+    "a top-level extra key": (json.dumps({"medications": TRUTH, "notes": "see below"}), "unknown key: notes"),
+    "another system": (text([{**TRUTH[0], "system": "http://snomed.info/sct"}] + TRUTH[1:]), "not RxNorm's"),
+    "another code in the prose": (text(TRUTH, after="\nThe metformin may be 861007 instead."),
+                                  "hedge: .*number '861007'"),
+    "another count in the prose": (text(TRUTH, before="4 medications reconciled:\n"), "hedge: .*number '4'"),
+    "bare": (text(TRUTH), None),
+    "fenced": (text(TRUTH, "```json\n", "\n```"), None),
+    "prose around a fence": (text(TRUTH, "Here is the reconciliation:\n```json\n",
+                                  "\n```\nNo discrepancy needs a pharmacist."), None),
+    "a summary repeating codes, names and counts": (text(TRUTH, "Summary: 3 medications; 2 matched (lisinopril 10 "
+                                                    "mg, amlodipine 5 mg: 314076, 197361) and 1 unreported (metformin "
+                                                    "500 mg ER, 860975).\n"), None),
+    "RxNorm's system": (text([{**t, "system": RXNORM} for t in TRUTH]), None),
+}
 
 
-@pytest.mark.parametrize("answer", [
-    text(TRUTH),
-    text(TRUTH, "```json\n", "\n```"),
-    text(TRUTH, "Here is the reconciliation:\n```json\n", "\n```\nNo discrepancy needs a pharmacist."),
-    text(TRUTH, "Summary: 3 medications; 2 matched (lisinopril 10 mg, amlodipine 5 mg: 314076, 197361) and 1 "
-                "unreported (metformin 500 mg ER, 860975).\n"),
-    text([{**t, "system": RXNORM} for t in TRUTH]),
-], ids=["bare", "fenced", "prose around a fence", "a summary repeating codes, names and counts", "RxNorm's system"])
-def test_a_right_answer_as_models_write_it_passes(answer):
-    s = score_reconciliation(parse_answer(answer), TRUTH)
-    assert s.passed, s.reason
+@pytest.mark.parametrize("answer,message", ANSWERS.values(), ids=list(ANSWERS))
+def test_one_object_with_its_keys_and_no_hedge_passes_and_nothing_else(answer, message):
+    if message is not None:
+        with pytest.raises(ParseError, match=message):
+            parse_answer(answer)
+    else:
+        assert score_reconciliation(parse_answer(answer), TRUTH).passed
