@@ -254,31 +254,34 @@ def _decimals(text: str) -> int:
     return len(text.split(".", 1)[1]) if "." in text and "e" not in text.lower() else 0
 
 
-def _same_number(c: Claim, stated: Iterable[float]) -> bool:
+def _same_number(c: Claim, stated: Iterable[float], spans: Iterable[tuple[float, float]] = ()) -> bool:
     """The prose's number reads as a stated one: equal, or the stated one written to the
     decimals the prose gives (``6.1`` for 6.14; not ``7`` for 6.8), or the stated one is the
-    prose's rounded to its own decimals (``6.83`` where the answer gives 6.8)."""
+    prose's rounded to its own decimals (``6.83`` where the answer gives 6.8); or it lies in one
+    of ``spans`` (a quantity the answer's values give only within their precision)."""
     dx = _decimals(c.text)
     for y in stated:
         dy = 0 if float(y).is_integer() else _decimals(repr(float(y)))
         if c.value == y or (dx >= 1 and abs(c.value - y) <= 0.5 * 10 ** -dx + 1e-9) \
                 or abs(c.value - y) <= 0.5 * 10 ** -dy + 1e-9 and dx > dy:
             return True
-    return False
+    tol = 0.5 * 10 ** -dx
+    return any(lo - tol <= c.value <= hi + tol for lo, hi in spans)
 
 
 def unstated_claims(prose: str, obj: dict[str, Any], *, codes: Iterable[str] = (), numbers: Iterable[float] = (),
-                    flag_key: str | None = None) -> list[Claim]:
+                    spans: Iterable[tuple[float, float]] = (), flag_key: str | None = None) -> list[Claim]:
     """The numbers, dates, code tokens and flags ``prose`` states that ``obj`` does not (see the
     module docstring): each a hedge. ``codes`` and ``numbers``: the task's vocabulary, which the
-    prose may name. ``flag_key``: the object's flag; when the object states it, a flag word in
+    prose may name; ``spans``: ranges a number may lie in (what the answer's values give, known
+    only to their precision). ``flag_key``: the object's flag; when the object states it, a flag word in
     the prose must agree, and a yes/no answer word counts as one."""
     s_numbers, s_days, s_strings, s_bools = _stated(obj)
     s_numbers += [float(n) for n in numbers]
     known_codes = s_strings | {c.casefold() for c in codes}
     out = []
     for c in claims(prose):
-        if c.kind == "number" and _same_number(c, s_numbers):
+        if c.kind == "number" and _same_number(c, s_numbers, spans):
             continue
         if c.kind == "date" and (set(c.value) & s_days if isinstance(c.value, tuple) else c.value in s_days):
             continue

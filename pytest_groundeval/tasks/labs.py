@@ -388,8 +388,8 @@ do not count.
 Observation gives it (valueQuantity.code, e.g. mmol/L, mm[Hg]); effective: the Observation's effective \
 date as YYYY-MM-DD, as the record writes it (in its own UTC offset).
 - If no result answers the question, say so: answer {{"no_result": true}} and nothing else.
-- One answer: give each key once, and no number or date key the shape below does not show (a second \
-value is a second answer, and fails).
+- One answer: give each key once, and no key the shape below does not show; any text around the \
+object may repeat its values but no other number, date or flag (a second value is a second answer, and fails).
 
 Answer with only one JSON object, and nothing else:
 {_answer_shape(a, question['kind'])}
@@ -498,23 +498,32 @@ VOCABULARY_NUMBERS = tuple(sorted({b for c in CRITERIA.values() for bs in c.boun
                                      scorer.CHANGE_MONTHS / 12, 12.0, 1.73}))
 
 
-def _derived(obj: dict[str, Any]) -> list[float]:
-    """Numbers the answer's own values give (a change's decline in percent and in units), as
-    the prose may round them."""
+def _half_step(x: float) -> float:
+    """Half the last place a number is given to (80 -> 0.5, 55.4 -> 0.05)."""
+    return 0.0 if x != x else 0.5 * 10 ** -(0 if float(x).is_integer() else len(repr(float(x)).split(".")[1]))
+
+
+def _derived(obj: dict[str, Any]) -> list[tuple[float, float]]:
+    """What the answer's own values give, as the prose may state it: a change's decline in
+    percent and in units (either sign), over every reading within the precision each value is
+    given to (the prose may compute it from the record's values: 30.9 % for 80 -> 55)."""
     try:
         base, latest = float(obj["baseline_value"]), float(obj["value"])
-        pct = (base - latest) / base * 100
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        corners = [(b, v) for b in (base - _half_step(base), base + _half_step(base))
+                   for v in (latest - _half_step(latest), latest + _half_step(latest))]
+        pcts = [(b - v) / b * 100 for b, v in corners]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
         return []
-    return [y for x in (pct, base - latest) for y in (x, abs(x), round(x), round(abs(x)))]
+    diffs = [b - v for b, v in corners]
+    return [(min(xs), max(xs)) for xs in (pcts, [-x for x in pcts], diffs, [-x for x in diffs])]
 
 
 def prose_hedges(found: Answer) -> list[dict[str, Any]]:
     """The numbers, dates and flags the answer's prose states that its object does not
     (``jsontext.unstated_claims``), as ``{kind, text, value}``; the scorer leaves out the
     case's own dates (today, the window's start) and fails the rest."""
-    extra = unstated_claims(found.prose, found.obj, codes=VOCABULARY_CODES,
-                            numbers=VOCABULARY_NUMBERS + tuple(_derived(found.obj)), flag_key="flag")
+    extra = unstated_claims(found.prose, found.obj, codes=VOCABULARY_CODES, numbers=VOCABULARY_NUMBERS,
+                            spans=_derived(found.obj), flag_key="flag")
     return [{"kind": c.kind, "text": c.text, "value": list(c.value) if isinstance(c.value, tuple) else c.value}
             for c in extra]
 

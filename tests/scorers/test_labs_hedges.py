@@ -75,6 +75,8 @@ RIGHT_TEXTS = [
     ("blood pressure", BP, "142/85 mm[Hg] on 2019-01-05, at or above 140/90.\n" + json.dumps(BP_RIGHT)),
     ("a change with its decline", EGFR, "eGFR fell from 80 to 55 mL/min/{1.73_m2} (2017-05-01 to 2019-01-15): "
      "a 31 % decline (31.3 %), more than 25 % over 2 years (24 months).\n" + json.dumps(E_RIGHT)),
+    ("a change computed from the record's values", EGFR, "Baseline 80.2 on 2017-05-01, latest 55.4 on 2019-01-15: "
+     "a decline of 30.9 % (24.8 points).\n" + json.dumps(E_RIGHT)),
     ("an abstention said in words", ONLY_LATER, "There is no result as of today.\n```json\n{\"no_result\": true}\n```"),
     ("an abstention in a 12-month window", STALE, "No HbA1c in the 12 months up to 2019-03-05 (since 2019-02-05).\n"
      '{"no_result": true}'),
