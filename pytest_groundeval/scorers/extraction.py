@@ -16,8 +16,31 @@ def _norm(name: Any) -> str:
 
 #: a display that states a status other than active ("(stopped)", "discontinued"): the item
 #: says the medication is not active, against its being listed as active
-NOT_ACTIVE = re.compile(r"\b(?:stopped|discontinued|completed|cancell?ed|on[- ]hold|inactive|suspended|ended|"
-                        r"expired|entered[- ]in[- ]error|no longer|not (?:active|taking|taken)|do not take)\b", re.I)
+NOT_ACTIVE = re.compile(r"\b(?:stopped|discontinued|completed|cancell?ed|on[- ]hold|held|paused|inactive|suspended|"
+                        r"ended|expired|entered[- ]in[- ]error|historical|"
+                        r"no longer|not (?:currently |being )?(?:active|taking|taken|used)|do not take|d/c|dc'?d)(?!\w)",
+                        re.I)
+
+
+def _name(display: Any) -> str | None:
+    """The first word of a display that can name its drug (four letters or more)."""
+    return next((w for w in re.findall(r"[a-z]{4,}", str(display or "").casefold())), None)
+
+
+def status_in_prose(prose: str, predicted: list[dict[str, Any]]) -> str | None:
+    """A sentence of the text around the answer that says a listed medication (its code, or the
+    first word of its display) is not active ("aspirin was stopped"), or None. A status said of
+    a medication the answer does not list ("simvastatin was stopped, so it is left out") is no
+    contradiction."""
+    for sentence in re.split(r"[.;!?\n]+", prose):
+        said = NOT_ACTIVE.search(sentence)
+        if said is None:
+            continue
+        words = set(re.findall(r"[a-z0-9]+", sentence.casefold()))
+        for p in predicted:
+            if p["code"] in words or _name(p.get("display")) in words:
+                return f"{sentence.strip()!r} says {said.group(0)!r} of {p['code']}, which the answer lists as active"
+    return None
 
 
 def contradicted(predicted: list[dict[str, Any]]) -> dict[str, str]:

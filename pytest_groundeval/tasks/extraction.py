@@ -103,7 +103,8 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     :class:`ParseError` (``unknown key: <path>``: ``"status": "stopped"`` beside an item says
     something the answer may not). The text around the object may repeat what it states (its
     codes, displays, the number of items) and nothing else (``jsontext.unstated_claims``: a
-    code or number it does not list is a second answer)."""
+    code or number it does not list is a second answer), and says no listed medication is not
+    active (``scorers.extraction.status_in_prose``)."""
     found = one_answer(text)
     obj = found.obj
     if ANSWER_KEY not in obj:
@@ -128,6 +129,9 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
             raise ParseError(f"{ANSWER_KEY}[{i}].display is {type(display).__name__}, expected a string")
         out.append({"code": _shared(code.strip()), "display": _shared(display)})
     refuse_hedges(found.prose, obj)
+    said = scorer.status_in_prose(found.prose, out)
+    if said:
+        raise ParseError(f"hedge: the text around the answer {said}")
     return out
 
 

@@ -38,8 +38,9 @@ STOPPED_TWICE = [ASPIRIN, {**ASPIRIN, "display": ASPIRIN["display"] + " (stopped
     [ASPIRIN, {**ASPIRIN, "display": "aspirin 325 MG Oral Tablet"}, CLOPI],
     [{**ASPIRIN, "display": "aspirin 81 MG Oral Tablet - discontinued"}, CLOPI],
     [ASPIRIN, {**CLOPI, "display": "Clopidogrel 75 MG Oral Tablet (on hold)"}],
+    [{**ASPIRIN, "display": "aspirin 81 MG Oral Tablet (d/c)"}, CLOPI],
 ], ids=["every code twice, once stopped", "two displays for one code", "a display saying discontinued",
-        "a display saying on hold"])
+        "a display saying on hold", "a display saying d/c"])
 def test_a_listing_that_contradicts_itself_earns_no_credit(items):
     s = scored(text(items))
     assert not s.passed and s.details["contradictions"] and s.metrics["fp"] >= 1 and s.metrics["fn"] >= 1
@@ -55,6 +56,8 @@ def test_a_listing_that_contradicts_itself_earns_no_credit(items):
     (text(TRUTH, after="\nPossibly also 855332."), "hedge: .*number '855332'"),
     (text(TRUTH, before="The patient has 3 active medications:\n"), "hedge: .*number '3'"),
     (text(TRUTH, after="\n(as of 2019-05-01)"), "hedge: .*date '2019-05-01'"),
+    (text(TRUTH, after="\nNote: the aspirin was stopped last month."), "hedge: .*'stopped' of 243670"),
+    (text(TRUTH, before="All active, though 309362 is no longer taken:\n"), "hedge: .*'no longer' of 309362"),
 ])
 def test_an_unknown_key_or_a_hedge_in_the_prose_is_a_parse_error(answer, message):
     with pytest.raises(ParseError, match=message):
@@ -72,8 +75,10 @@ def test_an_unknown_key_or_a_hedge_in_the_prose_is_a_parse_error(answer, message
     text([ASPIRIN, ASPIRIN, CLOPI]),  # an identical repeat: counted once
     text([ASPIRIN, {"code": "243670"}, CLOPI]),  # a repeat without a display names no other drug
     text(TRUTH, "From Patient/8f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f's MedicationRequests with status active:\n"),
+    text(TRUTH, after="\nSimvastatin was stopped, so it is left out."),
 ], ids=["bare", "fenced", "prose around a fence", "prose repeating codes, names and count", "a numbered list",
-        "RxNorm's system", "an identical repeat", "a repeat without a display", "a reference in the prose"])
+        "RxNorm's system", "an identical repeat", "a repeat without a display", "a reference in the prose",
+        "a stop said of a medication not listed"])
 def test_a_right_answer_as_models_write_it_passes(answer):
     s = scored(answer)
     assert s.passed and s.metrics["f1"] == 1.0 and not s.details["contradictions"], s.reason
