@@ -7,15 +7,22 @@ that the object does not state is a second answer (a hedge), found by :func:`uns
 What the prose may say besides the object's own values:
 
 * the numbers and dates of the object, its string leaves included (a display's ``5 MG``, a
-  unit's ``1.73``), a number rounded to the decimals it is written with (``6.1`` for 6.14);
+  unit's ``1.73``), a number rounded to the decimals it is written with (``6.1`` for 6.14, not
+  ``7`` for 6.8), or more precise than the object's and rounding to it (``6.83`` for 6.8); a
+  date as ISO, ``March 2, 2019``, ``2 Mar 2019`` or ``03/02/2019`` (either reading);
 * the number of items of each list of the object ("3 active medications");
-* what the caller declares as the task's vocabulary: code tokens (``4548-4``) and numbers (a
-  threshold) that the question itself names;
+* what the caller declares: the task's vocabulary (code tokens such as ``4548-4``, numbers such
+  as a threshold, that the question itself names) and spans a derived number may lie in (a
+  decline computed from the answer's values, known to their precision);
 * list markers (``1.``), times of day, FHIR references (``Patient/abc``) and UUIDs, which are
   not claims.
 
 A flag is ``true``/``false`` written as a word, or ``yes``/``no`` standing as an answer word
 ("Yes, ...", "no."), read only when the object states the caller's flag key; it must agree.
+"Harmless" is the caller's to declare: a key the schema lists as optional (``display``,
+RxNorm's ``system``) passes; every other key is ``unknown key: <path>``. Not read: numbers
+written as words, a flag said in other words ("not elevated"), what a number counts ("3
+matched" is read as the number 3).
 """
 
 from __future__ import annotations
