@@ -19,7 +19,8 @@ record's own result dates and a seeded draw):
   window that holds the result;
 * no result: the patient has none of that test; today before the first one (only later results);
   or (``within_months`` 12) the last one is older than the window; for the change question, fewer
-  than two eGFR results in the 2 years up to today.
+  than two eGFR results in the 2 years up to today, or the earliest and the latest of two series
+  (Synthea's ``mL/min`` and ``mL/min/{1.73_m2}``: no decline computable, ``tasks.labs.series_key``).
 
 Each candidate's truth is the task's own (``tasks.labs.derive_truth`` on the trimmed bundle); a
 candidate it refuses (a value within half a step of a threshold, a decline within reading

@@ -45,7 +45,11 @@ result dated after "today" fails ``date`` (and ``value``); always abstaining fai
 that has a result; a hedge (two values, abstaining and answering) is refused by the parser
 (``tasks/labs.py``) and scores 0 everywhere, and so does a key given twice (JSON keeps the
 last; a reader sees two answers); an unasked number or date beside the asked ones fails its
-dimension; a value in another unit fails ``value`` and ``unit``; numbers, units and JSON built
+dimension; a key the answer does not have is refused by the parser (``unknown key: <k>``); a
+number, date or flag the text around the object states beside the object's own (a second value,
+another date, the opposite flag; ``tasks.labs.prose_hedges``, less the case's today and window
+start) fails ``value``, ``date`` or ``flag`` (``abstention`` for an abstention); a value in another
+unit fails ``value`` and ``unit``; numbers, units and JSON built
 to crash or stall the reader are scored failures, never errors.
 """
 
@@ -425,29 +429,50 @@ def applicable(truth: dict[str, Any]) -> tuple[str, ...]:
     return ("abstention", "value", "unit", "date") + (("flag",) if truth["kind"] in ("threshold", "change") else ())
 
 
+def _hedge_checks(pred: dict[str, Any], truth: dict[str, Any], answered: tuple[str, ...]) -> dict[str, list[Check]]:
+    """The prose's hedges (``tasks.labs.prose_hedges``: numbers, dates, flags the answer's text
+    states beside its object), less the case's own dates (today, the window's start), as failed
+    checks of the dimension each contradicts: a number ``value``, a date ``date``, a flag
+    ``flag``; ``abstention`` when the answer abstained or the dimension is not asked."""
+    own = {truth.get("today"), truth.get("window_start")} - {None}
+    out: dict[str, list[Check]] = {}
+    for h in pred.get("hedges") or []:
+        values = h.get("value") if isinstance(h.get("value"), list) else [h.get("value")]
+        if h.get("kind") == "date" and own & set(values):
+            continue
+        dim = {"date": "date", "flag": "flag"}.get(h.get("kind"), "value")
+        dim = dim if dim in answered else "value" if "value" in answered else "abstention"
+        out.setdefault(dim, []).append(Check(f"hedge:{h.get('kind')}", False, (
+            f"the text around the answer states {h.get('kind')} {h.get('text')!r}, which the answer does not: "
+            "a second answer (a hedge)")))
+    return out
+
+
 def score_labs(pred: dict[str, Any], truth: dict[str, Any]) -> Score:
     """One answer (``tasks.labs.parse_answer``'s dict) against the case's truth."""
     dims: dict[str, Dimension] = {}
     no_result = bool(truth.get("no_result"))
     abstained = bool(pred.get("no_result"))
+    hedges = _hedge_checks(pred, truth, () if abstained or no_result else applicable(truth)[1:])
     if no_result:
         why = truth.get("why", "no result answers the question")
         dims["abstention"] = Dimension.from_checks("abstention", [Check(
-            "abstention", abstained, f"{'said no result' if abstained else 'answered'}: {why}")])
+            "abstention", abstained, f"{'said no result' if abstained else 'answered'}: {why}")]
+            + hedges.get("abstention", []))
     else:
         dims["abstention"] = Dimension.from_checks("abstention", [Check(
             "abstention", not abstained,
             f"abstained, but the record has {truth['result']['observation']} of {truth['result']['effective'][:10]}"
-            if abstained else "answered (the record has a result)")])
+            if abstained else "answered (the record has a result)")] + hedges.get("abstention", []))
         if abstained:
             for d in applicable(truth)[1:]:
                 dims[d] = Dimension(passed=False, reason="abstained", checks=[Check(d, False, "abstained")])
         else:
-            dims["value"] = Dimension.from_checks("value", _value_checks(pred, truth))
+            dims["value"] = Dimension.from_checks("value", _value_checks(pred, truth) + hedges.get("value", []))
             dims["unit"] = Dimension.from_checks("unit", [_unit_check(pred, truth)])
-            dims["date"] = Dimension.from_checks("date", _date_checks(pred, truth))
+            dims["date"] = Dimension.from_checks("date", _date_checks(pred, truth) + hedges.get("date", []))
             if "flag" in applicable(truth):
-                dims["flag"] = Dimension.from_checks("flag", [_flag_check(pred, truth)])
+                dims["flag"] = Dimension.from_checks("flag", [_flag_check(pred, truth)] + hedges.get("flag", []))
     passed = all(d.passed for d in dims.values())
     metrics = {name: 1.0 if d.passed else 0.0 for name, d in dims.items()}
     metrics.update(_pass_metrics(truth, passed))

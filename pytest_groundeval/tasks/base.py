@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
-from pytest_groundeval.tasks.jsontext import UnreadableJson, json_objects
+from pytest_groundeval.tasks.jsontext import one_answer
 from pytest_groundeval.model import (AgentOutput, Case, CaseError, CaseRef, CaseResult, MetricSpec, ParseError,
                                      TaskSummary, resolve_metric)
 from pytest_groundeval.scorers.base import Score
@@ -253,15 +253,6 @@ def require_keys(item: Any, keys: tuple[str, ...], source: str, what: str) -> di
 def extract_json_object(text: str) -> dict[str, Any]:
     """The one JSON object in ``text``: bare, or in a fenced block, anywhere in the text.
 
-    No object, or more than one top-level object, is a :class:`ParseError`."""
-    if not isinstance(text, str):
-        raise ParseError(f"agent output is {type(text).__name__}, not text")
-    try:
-        found = json_objects(text)
-    except UnreadableJson as e:
-        raise ParseError(str(e)) from None
-    if not found:
-        raise ParseError("no JSON object found in the output")
-    if len(found) > 1:
-        raise ParseError(f"found {len(found)} JSON objects in the output; expected exactly one")
-    return found[0]
+    No object, or more than one top-level object, is a :class:`ParseError`
+    (:func:`jsontext.one_answer`, which also gives the prose around it)."""
+    return one_answer(text).obj

@@ -37,7 +37,8 @@ from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseR
 from pytest_groundeval.scorers import extraction as scorer
 from pytest_groundeval.scorers.aggregate import code_set_specs
 from pytest_groundeval.tasks import BUILTIN
-from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, extract_json_object, listed_codes_view
+from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, listed_codes_view
+from pytest_groundeval.tasks.jsontext import one_answer, refuse_hedges, unknown_keys
 
 ANSWER_KEY = "active_medications"
 
@@ -89,10 +90,26 @@ def _shared(text: Any) -> Any:
     return sys.intern(text) if type(text) is str else text
 
 
+#: an item's keys: ``code`` (required), ``display`` and ``system`` (optional; RxNorm's if given)
+ITEM_KEYS = ("code", "display", "system")
+
+
 def parse_answer(text: str) -> list[dict[str, Any]]:
-    obj = extract_json_object(text)
+    """The answer's items ``[{code, display}]``, in order.
+
+    One JSON object with only the answer's keys: ``active_medications``, a list of items each
+    with a ``code`` (a non-empty string, or a JSON integer: its digits), an optional string
+    ``display`` and an optional ``system`` that must be RxNorm's; any other key is a
+    :class:`ParseError` (``unknown key: <path>``: ``"status": "stopped"`` beside an item says
+    something the answer may not). The text around the object may repeat what it states (its
+    codes, displays, the number of items) and nothing else (``jsontext.unstated_claims``: a
+    code or number it does not list is a second answer), and says no listed medication is not
+    active (``scorers.extraction.status_in_prose``)."""
+    found = one_answer(text)
+    obj = found.obj
     if ANSWER_KEY not in obj:
         raise ParseError(f"answer has no {ANSWER_KEY!r} key (top-level keys: {sorted(obj)})")
+    unknown_keys(obj, (ANSWER_KEY,))
     items = obj[ANSWER_KEY]
     if not isinstance(items, list):
         raise ParseError(f"{ANSWER_KEY!r} is {type(items).__name__}, expected a list")
@@ -100,6 +117,9 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise ParseError(f"{ANSWER_KEY}[{i}] is {type(item).__name__}, expected an object")
+        unknown_keys(item, ITEM_KEYS, f"{ANSWER_KEY}[{i}].")
+        if item.get("system") is not None and item["system"] != RXNORM:
+            raise ParseError(f"{ANSWER_KEY}[{i}].system is {item['system']!r}, not RxNorm's {RXNORM}")
         code, display = item.get("code"), item.get("display")
         if isinstance(code, int) and not isinstance(code, bool) and code >= 0:
             code = str(code)  # a JSON integer is read as its digits (RxNorm codes are digit strings)
@@ -108,6 +128,10 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
         if display is not None and not isinstance(display, str):
             raise ParseError(f"{ANSWER_KEY}[{i}].display is {type(display).__name__}, expected a string")
         out.append({"code": _shared(code.strip()), "display": _shared(display)})
+    refuse_hedges(found.prose, obj)
+    said = scorer.status_in_prose(found.prose, out)
+    if said:
+        raise ParseError(f"hedge: the text around the answer {said}")
     return out
 
 

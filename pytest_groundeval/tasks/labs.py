@@ -17,7 +17,10 @@ read). Questions:
   whether it meets the criterion (``scorers.labs.CRITERIA``: HbA1c >= 6.5 %, eGFR < 60,
   potassium outside 3.5-5.1 mmol/L, blood pressure >= 140/90 from the panel's components);
 * ``{"kind": "change"}``: has eGFR declined by more than 25 % over the 2 years up to today
-  (the earliest result in that window against the most recent one)?
+  (the earliest result in that window against the most recent one)? Only within one series
+  (:func:`series_key`: the same unit as written, test name and method; Synthea writes eGFR in
+  ``mL/min`` and in ``mL/min/{1.73_m2}`` under two names, weeks apart): when the two are of
+  different series no decline is computable, and the right answer is ``{"no_result": true}``.
 
 Ground truth is derived at load from the bundle the server is seeded with (the same data the
 agent reads), by :func:`derive_truth`: the patient's Observations with status final, amended
@@ -27,7 +30,7 @@ result is a *no result* case: the right answer is ``{"no_result": true}``. A cas
 is not one thing is refused (``CaseError``): two results at the latest time with different
 values, an answering result with no unit or given as a bound (``valueQuantity.comparator``,
 e.g. eGFR ``>90``), a value within half a reading step of a threshold, a decline whose reading
-range straddles 25 % or whose two results are in different units.
+range straddles 25 %.
 
 Answers: one JSON object (:func:`parse_answer`), e.g.
 ``{"value": 6.8, "unit": "%", "effective": "2019-03-02", "flag": true}``; blood pressure
@@ -60,9 +63,9 @@ from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseR
 from pytest_groundeval.scorers import labs as scorer
 from pytest_groundeval.scorers.labs import ANALYTES, CRITERIA, LOINC, Analyte
 from pytest_groundeval.tasks import BUILTIN
-from pytest_groundeval.tasks.base import (CaseSource, CaseView, CodedItem, Task, extract_json_object,
-                                          require_keys)
+from pytest_groundeval.tasks.base import CaseSource, CaseView, CodedItem, Task, require_keys
 from pytest_groundeval.tasks.datasets import case_hash, discover_case_records, load_case_record, read_bytes
+from pytest_groundeval.tasks.jsontext import Answer, one_answer, unknown_keys, unstated_claims
 
 CASE_KEYS = ("case_id", "bundle", "today", "question", "expect")
 COUNTING_STATUSES = ("final", "amended", "corrected")
@@ -119,6 +122,28 @@ def _quantity(q: Any) -> tuple[float, str | None] | None:
     return float(q["value"]), unit
 
 
+def _text_of(concept: Any, codes: tuple[str, ...]) -> str:
+    """A concept's name as the record writes it: its text, else the display of its coding of
+    ``codes`` (any coding's, with no ``codes``), whitespace and case folded."""
+    if not isinstance(concept, dict):
+        return ""
+    text = concept.get("text") if isinstance(concept.get("text"), str) else None
+    if text is None:
+        text = next((c.get("display") for c in concept.get("coding") or [] if isinstance(c, dict)
+                     and isinstance(c.get("display"), str) and (not codes or c.get("code") in codes)), "")
+    return " ".join(text.split()).casefold()
+
+
+def series_key(obs: dict[str, Any], analyte: Analyte, unit: str | None) -> str:
+    """The series an Observation belongs to: its unit as written (``mL/min`` and
+    ``mL/min/{1.73_m2}`` are two series, whatever UCUM says of the annotation), its test's name
+    (``code.text`` or the display) and its method. Synthea writes eGFR in two series weeks apart
+    (``Estimated Glomerular Filtration Rate`` in mL/min/{1.73_m2}, ``Glomerular filtration
+    rate/1.73 sq M.predicted`` in mL/min): a trend is read within one."""
+    return " | ".join((unit or "?", _text_of(obs.get("code"), analyte.codes) or "?",
+                       _text_of(obs.get("method"), ()) or "no method"))
+
+
 def read_result(obs: dict[str, Any], analyte: Analyte) -> dict[str, Any] | None:
     """One Observation as a result of ``analyte``: its values, unit and effective time; None
     when it has no value to read (no valueQuantity, a panel without both components). A value
@@ -147,6 +172,7 @@ def read_result(obs: dict[str, Any], analyte: Analyte) -> dict[str, Any] | None:
             return None
         out["value"], out["unit"] = q
         quantities.append(obs.get("valueQuantity"))
+    out["series"] = series_key(obs, analyte, out["unit"])
     bounds = [q["comparator"] for q in quantities if q.get("comparator") is not None]
     if bounds:
         out["comparator"] = bounds[0]
@@ -229,6 +255,14 @@ def derive_truth(bundle: Any, question: dict[str, Any], today: date) -> dict[str
     _one_at(inside, latest, "latest")
     if latest["unit"] is None:
         raise CaseError(f"the answering result {latest['observation']} has no unit")
+    if kind == "change" and inside[0]["series"] != latest["series"]:
+        base = inside[0]
+        truth.update(no_result=True, why=(
+            f"no decline computable: the earliest result {base['observation']} ({base['effective'][:10]}, "
+            f"{base['value']:g}) is of the series {base['series']!r}, the latest {latest['observation']} "
+            f"({latest['effective'][:10]}, {latest['value']:g}) of {latest['series']!r}; a decline is read within "
+            "one series (the same unit as written, test name and method)"))
+        return truth
     truth["result"] = latest
     notes = [f"latest of {len(inside)} result(s) {span}"] + ([f"{later} later one(s) do not count"] if later else [])
     if criterion is not None:
@@ -241,10 +275,6 @@ def derive_truth(bundle: Any, question: dict[str, Any], today: date) -> dict[str
     if kind == "change":
         base = inside[0]
         _one_at(inside, base, "earliest")
-        if base["unit"] is None or not scorer.same_unit(base["unit"], latest["unit"])[0]:
-            raise CaseError(f"the baseline {base['observation']} is in {base['unit']}, the latest "
-                            f"{latest['observation']} in {latest['unit']}: their decline is no ratio of the two "
-                            "numbers")
         lo, hi = scorer.decline_range(base["value"], latest["value"], analyte.step)
         if lo <= scorer.CHANGE_DECLINE_PCT <= hi:
             raise CaseError(f"the decline from {base['observation']} to {latest['observation']} is within reading "
@@ -321,7 +351,10 @@ def question_text(question: dict[str, Any], today: date) -> tuple[str, Analyte]:
                 "included)? The baseline is the earliest result in that window, the latest the most recent one; "
                 "the decline is (baseline - latest) / baseline. flag: true when the decline is more than "
                 f"{scorer.CHANGE_DECLINE_PCT:g} %. Two results at different times in the window are needed; with "
-                "fewer there is no result."), a
+                "fewer there is no result. A decline is read within one series only: the baseline and the latest "
+                "must have the same unit exactly as written (valueQuantity.code: mL/min and mL/min/{1.73_m2} are two "
+                "series), the same test name (code.text) and the same method; when they differ no decline can be "
+                "computed, and there is no result."), a
     window = _window(question, today)
     span = (f" in the {question['within_months']} months up to today (effective on or after {window.isoformat()})"
             if window else "")
@@ -355,8 +388,8 @@ do not count.
 Observation gives it (valueQuantity.code, e.g. mmol/L, mm[Hg]); effective: the Observation's effective \
 date as YYYY-MM-DD, as the record writes it (in its own UTC offset).
 - If no result answers the question, say so: answer {{"no_result": true}} and nothing else.
-- One answer: give each key once, and no number or date key the shape below does not show (a second \
-value is a second answer, and fails).
+- One answer: give each key once, and no key the shape below does not show; any text around the \
+object may repeat its values but no other number, date or flag (a second value is a second answer, and fails).
 
 Answer with only one JSON object, and nothing else:
 {_answer_shape(a, question['kind'])}
@@ -432,19 +465,19 @@ _STRICT = json.JSONDecoder(object_pairs_hook=_pairs)
 MAX_BRACES = 100
 
 
-def _one_object(text: str) -> dict[str, Any]:
-    """The one JSON object of the answer (``extract_json_object``), refusing what JSON itself
-    lets through: a key given twice (JSON keeps the last; a reader sees two answers), a number
-    too long to read (Python's int limit), nesting past the decoder's recursion, and more than
-    :data:`MAX_BRACES` "{" (a scan that would take minutes)."""
+def _one_object(text: str) -> Answer:
+    """The one JSON object of the answer and its prose (``jsontext.one_answer``), refusing what
+    JSON itself lets through: a key given twice (JSON keeps the last; a reader sees two answers),
+    a number too long to read (Python's int limit), nesting past the decoder's recursion, and more
+    than :data:`MAX_BRACES` "{" (a scan that would take minutes)."""
     if isinstance(text, str) and text.count("{") > MAX_BRACES:
         raise ParseError(f"the answer has {text.count('{')} '{{' (more than {MAX_BRACES}): not one answer object")
     try:
-        obj = extract_json_object(text)
+        found = one_answer(text)
     except (ValueError, RecursionError) as e:  # not a JSONDecodeError: an int of > 4300 digits, deep nesting
         raise ParseError(f"the answer's JSON cannot be read: {type(e).__name__}: {str(e)[:120]}") from None
     i = text.find("{")
-    while i != -1:  # the same scan as extract_json_object's, with a decoder that sees every key
+    while i != -1:  # the same scan as one_answer's, with a decoder that sees every key
         try:
             _, end = _STRICT.raw_decode(text, i)
         except _Duplicate as e:
@@ -453,23 +486,66 @@ def _one_object(text: str) -> dict[str, Any]:
             i = text.find("{", i + 1)
             continue
         i = text.find("{", end)
-    return obj
+    return found
+
+
+#: what the prose around an answer may name besides the answer's values: the question's own
+#: vocabulary (the analytes' LOINC codes, the thresholds, 25 %, 2 years / 24 months, a 12-month
+#: window, the 1.73 m2 of eGFR's unit); today and the window's start are the case's (the scorer)
+VOCABULARY_CODES = tuple(sorted({c for a in ANALYTES.values() for c in a.codes + tuple(x for _, x in a.components)}))
+VOCABULARY_NUMBERS = tuple(sorted({b for c in CRITERIA.values() for bs in c.bounds.values() for b in bs}
+                                  | {scorer.CHANGE_DECLINE_PCT, float(scorer.CHANGE_MONTHS),
+                                     scorer.CHANGE_MONTHS / 12, 12.0, 1.73}))
+
+
+def _half_step(x: float) -> float:
+    """Half the last place a number is given to (80 -> 0.5, 55.4 -> 0.05)."""
+    return 0.0 if x != x else 0.5 * 10 ** -(0 if float(x).is_integer() else len(repr(float(x)).split(".")[1]))
+
+
+def _derived(obj: dict[str, Any]) -> list[tuple[float, float]]:
+    """What the answer's own values give, as the prose may state it: a change's decline in
+    percent and in units (either sign), over every reading within the precision each value is
+    given to (the prose may compute it from the record's values: 30.9 % for 80 -> 55)."""
+    try:
+        base, latest = float(obj["baseline_value"]), float(obj["value"])
+        corners = [(b, v) for b in (base - _half_step(base), base + _half_step(base))
+                   for v in (latest - _half_step(latest), latest + _half_step(latest))]
+        pcts = [(b - v) / b * 100 for b, v in corners]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return []
+    diffs = [b - v for b, v in corners]
+    return [(min(xs), max(xs)) for xs in (pcts, [-x for x in pcts], diffs, [-x for x in diffs])]
+
+
+def prose_hedges(found: Answer) -> list[dict[str, Any]]:
+    """The numbers, dates and flags the answer's prose states that its object does not
+    (``jsontext.unstated_claims``), as ``{kind, text, value}``; the scorer leaves out the
+    case's own dates (today, the window's start) and fails the rest."""
+    extra = unstated_claims(found.prose, found.obj, codes=VOCABULARY_CODES, numbers=VOCABULARY_NUMBERS,
+                            spans=_derived(found.obj), flag_key="flag")
+    return [{"kind": c.kind, "text": c.text, "value": list(c.value) if isinstance(c.value, tuple) else c.value}
+            for c in extra]
 
 
 def parse_answer(text: str) -> dict[str, Any]:
     """The answer as ``{no_result, value, systolic, diastolic, baseline_value, unit, effective,
-    baseline_effective, flag}`` (None where not given) and ``ignored`` (other keys, unscored).
+    baseline_effective, flag}`` (None where not given) and ``hedges`` (:func:`prose_hedges`: what
+    the text around the object states beside it, for the scorer to fail).
 
     Strict but fair: exactly one JSON object; numbers as JSON numbers or numeric strings (not
     lists: one value); the unit a string; dates ISO (``YYYY-MM-DD`` or a dateTime); ``flag`` and
     ``no_result`` booleans (or the strings true/false); a null or an empty string is "not
     given". ``no_result: true``
-    with any value, unit, date or flag is a hedge and refused, and so is a key given twice."""
-    obj = _one_object(text)
+    with any value, unit, date or flag is a hedge and refused, and so is a key given twice, and a
+    key the answer does not have (``unknown key: <k>``; all of :data:`ANSWER_KEYS` are optional)."""
+    found = _one_object(text)
+    obj = found.obj
     for k in obj:
         if k not in ANSWER_KEYS and _key_norm(k) in _KEYS_NORM:
-            raise ParseError(f"{k!r} is not {_KEYS_NORM[_key_norm(k)]!r}: the answer's keys are written as shown "
-                             "(beside the key, it would be a second answer)")
+            raise ParseError(f"unknown key: {k!r} is not {_KEYS_NORM[_key_norm(k)]!r}: the answer's keys are written "
+                             "as shown (beside the key, it would be a second answer)")
+    unknown_keys(obj, ANSWER_KEYS)
     # an empty string is "not given", like a null (``{"no_result": true, "unit": ""}`` abstains)
     obj = {k: None if isinstance(v, str) and not v.strip() and k in ANSWER_KEYS else v for k, v in obj.items()}
     out: dict[str, Any] = {k: None for k in ANSWER_KEYS}
@@ -501,7 +577,7 @@ def parse_answer(text: str) -> dict[str, Any]:
         raise ParseError(f"no_result is true but the answer also gives {given}: one answer, not a hedge")
     if not out["no_result"] and not given:
         raise ParseError("the answer gives neither a result nor no_result")
-    out["ignored"] = sorted(k for k in obj if k not in ANSWER_KEYS)
+    out["hedges"] = prose_hedges(found)
     return out
 
 
@@ -544,7 +620,9 @@ def baseline_answer(inputs: dict[str, Any]) -> str:
             q = r["valueQuantity"]
             hits.append((when, r, {"value": q["value"]}, q.get("code") or q.get("unit")))
     hits.sort(key=lambda h: _instant(h[0]), reverse=True)
-    if not hits or (kind == "change" and _instant(hits[0][0]) == _instant(hits[-1][0])):
+    if not hits or (kind == "change" and (_instant(hits[0][0]) == _instant(hits[-1][0])
+                                          or series_key(hits[0][1], a, hits[0][3])
+                                          != series_key(hits[-1][1], a, hits[-1][3]))):
         return json.dumps({"no_result": True})
     when, _, values, unit = hits[0]
     answer: dict[str, Any] = {k: _rounded(v, a.step) for k, v in values.items()}

@@ -49,7 +49,8 @@ from pytest_groundeval.fhir.medications import distinct_codes, medication_reques
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import reconciliation as scorer
 from pytest_groundeval.tasks import BUILTIN
-from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, extract_json_object, listed_codes_view, require_keys
+from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, listed_codes_view, require_keys
+from pytest_groundeval.tasks.jsontext import one_answer, refuse_hedges, unknown_keys
 
 ANSWER_KEY = "medications"
 VERDICTS = scorer.VERDICTS  # matched, unreported, unrecorded, stopped-but-taking
@@ -58,6 +59,8 @@ ENDED = REQUEST_ENDED
 ALL_STATUSES = MEDICATION_REQUEST_STATUSES
 SOURCES = ("active", "stopped", "catalog")
 CASE_KEYS = ("case_id", "bundle", "patient_report", "reported", "omitted_active")
+#: an answer item's keys: ``code`` and ``verdict`` (required), ``display`` and ``system`` (optional)
+ITEM_KEYS = ("code", "display", "verdict", "system")
 
 _RULES = """Compare the two and classify every medication that is reported by the patient or active \
 in the record, identified by its RxNorm code (coding system {rxnorm}):
@@ -270,10 +273,18 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     verdict among :data:`VERDICTS` (case and ``_``/space for ``-`` forgiven) and an optional
     string display. Anything else is a :class:`ParseError`. The same code listed twice is
     not an error here: the scorer treats repeats (same verdict: counted once) and
-    contradictions (different verdicts: credit for none, see the scorer)."""
-    obj = extract_json_object(text)
+    contradictions (different verdicts: credit for none, see the scorer).
+
+    One object with only the answer's keys: ``medications``, and per item ``code``,
+    ``verdict``, ``display`` and ``system`` (optional; RxNorm's if given); any other key is
+    ``unknown key: <path>``. The text around the object may repeat what it states (codes,
+    displays, the number of items, of items per verdict) and nothing else
+    (``jsontext.unstated_claims``)."""
+    found = one_answer(text)
+    obj = found.obj
     if ANSWER_KEY not in obj:
         raise ParseError(f"answer has no {ANSWER_KEY!r} key (top-level keys: {sorted(obj)})")
+    unknown_keys(obj, (ANSWER_KEY,))
     items = obj[ANSWER_KEY]
     if not isinstance(items, list):
         raise ParseError(f"{ANSWER_KEY!r} is {type(items).__name__}, expected a list")
@@ -282,6 +293,9 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
         where = f"{ANSWER_KEY}[{i}]"
         if not isinstance(item, dict):
             raise ParseError(f"{where} is {type(item).__name__}, expected an object")
+        unknown_keys(item, ITEM_KEYS, f"{where}.")
+        if item.get("system") is not None and item["system"] != RXNORM:
+            raise ParseError(f"{where}.system is {item['system']!r}, not RxNorm's {RXNORM}")
         code = _norm_code(item.get("code"))
         if code is None:
             raise ParseError(f"{where}.code is {item.get('code')!r}, expected a non-empty string RxNorm code")
@@ -292,6 +306,8 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
         if display is not None and not isinstance(display, str):
             raise ParseError(f"{where}.display is {type(display).__name__}, expected a string")
         out.append({"code": code, "display": display, "verdict": verdict})
+    per_verdict = [float(sum(1 for o in out if o["verdict"] == v)) for v in VERDICTS]
+    refuse_hedges(found.prose, obj, numbers=per_verdict)
     return out
 
 

@@ -57,7 +57,7 @@ EGFR = derive_truth(bundle(
     obs("e0", "33914-3", "2016-01-01" + T, 90.0, unit="mL/min/{1.73_m2}"),  # before the 2-year window
     obs("e1", "33914-3", "2017-05-01" + T, 80.2, unit="mL/min/{1.73_m2}"),
     obs("e2", "33914-3", "2018-03-01" + T, 70.0, unit="mL/min/{1.73_m2}"),
-    obs("e3", "33914-3", "2019-01-15" + T, 55.4, unit="mL/min")), {"kind": "change"}, TODAY)
+    obs("e3", "33914-3", "2019-01-15" + T, 55.4, unit="mL/min/{1.73_m2}")), {"kind": "change"}, TODAY)
 E_RIGHT = {"value": 55, "baseline_value": 80, "unit": "mL/min", "effective": "2019-01-15",
            "baseline_effective": "2017-05-01", "flag": True}
 ONLY_LATER = derive_truth(bundle(obs("a9", "4548-4", "2019-06-01" + T, 7.4)),
@@ -125,7 +125,6 @@ EQUIVALENT = [
     ("the same instant in another offset", A1C_TRUTH, {**RIGHT, "effective": "2019-02-01T03:30:00-05:00"}),
     ("the effective dateTime as written", A1C_TRUTH, {**RIGHT, "effective": "2019-02-01T08:30:00+00:00"}),
     ("a flag as a string", A1C_TRUTH, {**RIGHT, "flag": "true"}),
-    ("extra keys are ignored", A1C_TRUTH, {**RIGHT, "explanation": "latest before today"}),
     ("mmol/l is mmol/L", POTASSIUM, {**K_RIGHT, "unit": "mmol/l"}),
     ("meq/L is mmol/L in UCUM", POTASSIUM, {**K_RIGHT, "unit": "meq/L"}),
     ("mg/dl is mg/dL", GLUCOSE, {**G_RIGHT, "unit": "mg/dl", "value": 100.4}),
@@ -255,9 +254,13 @@ def test_an_answer_key_in_another_spelling_is_refused_not_ignored(obj):
         answer(obj)
 
 
-def test_a_duplicate_key_outside_the_answer_is_no_concern_of_the_answer():
-    # the one JSON object has no duplicate: prose that is not JSON is not read
-    assert parse_answer('value: 7.4 or value: 6.8 -> ' + json.dumps(RIGHT))["value"] == 6.8
+def test_a_second_value_in_the_prose_is_a_hedge_not_ignored():
+    # the one JSON object has no duplicate key, but the prose states a second value: it was
+    # ignored (and passed) before issue 28; the object is still read, the hedge fails ``value``
+    pred = parse_answer('value: 7.4 or value: 6.8 -> ' + json.dumps(RIGHT))
+    score = score_labs(pred, A1C_TRUTH)
+    assert pred["value"] == 6.8 and not score.passed and not score.dimensions["value"].passed
+    assert "'7.4'" in score.dimensions["value"].reason and score.dimensions["date"].passed
 
 
 # numbers and units built to crash the reader: each must be a scored failure, never an exception
@@ -328,7 +331,6 @@ def test_a_number_or_date_the_question_does_not_ask_is_a_second_answer(name, tru
     ("a null for an unasked number", BP, {**BP_RIGHT, "value": None, "baseline_value": None}),
     ("a null baseline date", GLUCOSE, {**G_RIGHT, "baseline_effective": None}),
     ("a flag on a latest question is no number", GLUCOSE, {**G_RIGHT, "flag": True}),
-    ("an explanation's numbers under another key", EGFR, {**E_RIGHT, "decline_pct": 31.4, "note": "80 -> 55"}),
     ("a one-object JSON list", A1C_TRUTH, [RIGHT]),
     ("no result with empty fields", ONLY_LATER, {"no_result": True, "value": "", "unit": " ", "effective": "",
                                                  "flag": "", "baseline_value": None}),

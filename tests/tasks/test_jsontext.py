@@ -45,3 +45,57 @@ def test_prose_with_braces_and_one_answer_still_reads():
     assert json_objects(json.dumps(deep_but_fine)) == [deep_but_fine]
     with pytest.raises(ParseError, match="2 JSON objects"):
         parse_extraction(ANSWER + " " + ANSWER)
+
+
+# ---------------------------------------------------------------- one answer and its prose (issue 28)
+from pytest_groundeval.tasks.jsontext import one_answer, unknown_keys, unstated_claims  # noqa: E402
+
+OBJ = {"value": 6.14, "unit": "mL/min/{1.73_m2}", "effective": "2019-03-02", "flag": True,
+       "items": [{"code": "197361", "display": "Amlodipine 5 MG Oral Tablet"}]}
+
+
+def _said(prose, **vocabulary):
+    return [(c.kind, c.text) for c in unstated_claims(prose, OBJ, **vocabulary)]
+
+
+def test_one_answer_gives_the_object_and_the_prose_without_its_fence():
+    found = one_answer('Here it is:\n```json\n{"a": 1}\n```\nDone.')
+    assert found.obj == {"a": 1} and "```" not in found.prose and "Here it is:" in found.prose and "Done." in found.prose
+    with pytest.raises(ParseError, match="2 JSON objects"):
+        one_answer('{"a": 1} or {"a": 2}')
+
+
+@pytest.mark.parametrize("prose", [
+    "The latest is 6.14 (6.1, rounded) on 2019-03-02, i.e. March 2, 2019 / 2 Mar 2019 / 03/02/2019.",
+    "Unit mL/min/{1.73_m2}; 1 item: Amlodipine 5 mg (RxNorm 197361); flag true. Yes.",
+    "1. Read Patient/abc-123 and Observation/9f8e.\n2. The effective time was 2019-03-02T10:30:00+01:00.",
+    "Nothing else to add.",
+], ids=["its own values and dates in other forms", "its unit, count, display and code, its flag",
+        "list markers, references, a dateTime", "no numbers"])
+def test_prose_repeating_the_objects_own_values_states_nothing_more(prose):
+    assert _said(prose, flag_key="flag") == []
+
+
+@pytest.mark.parametrize("prose,said", [
+    ("or 7.4", [("number", "7.4")]),
+    ("about 6", [("number", "6")]),  # 6.14 is not 6 to a reader: an integer must be the value
+    ("also 2019-03-09", [("date", "2019-03-09")]),
+    ("or 9 March 2019", [("date", "9 March 2019")]),
+    ("see 4548-4", [("code", "4548-4")]),
+    ("flag: false", [("flag", "false")]),
+    ("No, it is not.", [("flag", "No")]),
+    ("2 items", [("number", "2")]),
+])
+def test_what_the_object_does_not_state_is_a_claim(prose, said):
+    assert _said(prose, flag_key="flag") == said
+
+
+def test_the_callers_vocabulary_may_be_named():
+    assert _said("LOINC 4548-4, threshold 6.5", codes=["4548-4"], numbers=[6.5]) == []
+    assert _said("No, it is not.") == []  # a yes/no answer word is read only against the caller's flag
+
+
+def test_an_unknown_key_is_named_with_its_path():
+    unknown_keys({"code": "1", "display": "x"}, ("code", "display", "system"))
+    with pytest.raises(ParseError, match=r"unknown key: items\[0\]\.status"):
+        unknown_keys({"code": "1", "status": "stopped"}, ("code", "display"), "items[0].")
