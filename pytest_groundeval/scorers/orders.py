@@ -512,6 +512,17 @@ OBSERVATION_SCHEMA = ElementSchema(
     inert=_OBS_CODED[1] + _INERT,
     text=_OBS_CODED[2] + _TEXT)
 SCHEMAS = {"ServiceRequest": SERVICE_REQUEST_SCHEMA, "Observation": OBSERVATION_SCHEMA}
+
+
+def stop_schema(resource: dict[str, Any]) -> ElementSchema:
+    """A stopped MedicationRequest's schema: every element but those a stop may change is
+    verified by ``only_status`` (the record's, unchanged); of those, the status and a
+    security label are verified, ``meta`` and a note's time inert, the status reason's and the
+    notes' words read (``text_agrees_with_status``). A coded status reason says why in codes
+    the note's words cannot verify: it fails as unverified, as does anything else added."""
+    kept = tuple(k for k in resource if k not in STOP_MAY_CHANGE and k != "resourceType")
+    return ElementSchema("MedicationRequest", verified=kept + ("status", "meta.security"),
+                         inert=("meta", "note.time"), text=("statusReason.text", "note.text", "note.authorString"))
 #: the one extension a BP Observation's schema reads (its value: the note's body position)
 BODY_POSITION = "http://hl7.org/fhir/StructureDefinition/observation-bodyPosition"
 
@@ -695,7 +706,7 @@ def _at(resource: Any, path: str) -> Any:
     return items[int(i)] if isinstance(items, list) and int(i) < len(items) else None
 
 
-_READING = re.compile(r"(?<![\d.])(\d{2,3})\s*/\s*(\d{2,3})(?![\d.])")
+_READING = re.compile(r"(?<![\d./])(\d{2,3})\s*/\s*(\d{2,3})(?![\d./])")  # not a date's 07/17/2020
 
 
 def claims_check(resource: dict[str, Any], truth: dict[str, Any]) -> Check:
@@ -855,6 +866,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("only_status", not changed, f"elements changed beside the status: {changed}" if changed
                             else "nothing but the status (and a reason or an added note) changed"))
         checks.append(_text_check(resource, before))
+        checks.append(unverified_check(resource, stop_schema(resource)))
     return checks
 
 

@@ -229,3 +229,29 @@ def test_unknown_system_rule_both_ways():
     assert "lipid panel's" in coding_issue({"system": "urn:x", "code": "16254007"}, allowed, "c")
     # a known system with a code the map does not hold: cannot be verified either
     assert "no code the concept map knows" in coding_issue({"system": SNOMED, "code": "999"}, allowed, "c")
+
+
+def test_a_date_in_a_note_is_no_reading():
+    s = score(BP, lambda t: bp(t, note=[{"text": "Seen 07/17/2020, reading 164/67."}]))
+    assert s.passed, s.reason
+
+
+# ---------------------------------------------------------------- a stop: only the status, a reason in words
+def _stop(**over):
+    from test_orders_scorer import STOP, target_mr
+
+    case = load(STOP)
+    fake = FakeFhir(case.inputs["bundle"])
+    fake.fhir_update({**target_mr(fake, case.truth), "status": "stopped", **over})
+    return score_orders(fake.activity(), case.truth)
+
+
+def test_a_coded_status_reason_is_unverified():
+    s = _stop(statusReason={"coding": [{"system": SNOMED, "code": "62014003", "display": "Adverse reaction"}]})
+    assert {k for k, d in s.dimensions.items() if not d.passed} == {"correct"}, s.reason
+    assert "unverified element: statusReason.coding[0].code" in s.dimensions["correct"].reason
+
+
+def test_a_status_reason_in_words_and_an_added_note_pass():
+    s = _stop(statusReason={"text": "Stopped: rash"}, note=[{"text": "Stopped per clinic note.", "time": "2021-01-01"}])
+    assert s.passed, s.reason
