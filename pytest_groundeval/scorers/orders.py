@@ -423,10 +423,25 @@ def _words_of(node: Any, path: str = "") -> list[tuple[str, str]]:
     return out
 
 
+def read_variants(text: str) -> list[str]:
+    """The ways a reader reads a text, in lower case: what it shows and hides (its markup's alt
+    text and tooltips too, ``letter.revealed``), letters spaced out joined; hyphens read as
+    nothing ("discon-\ntinued") and as spaces ("do-not-draw")."""
+    from pytest_groundeval.scorers.letter import revealed
+
+    shown = "\n".join([text, *("".join(g) for g in _ATTRIBUTE.findall(text))])
+    read = _SPACED.sub(lambda m: re.sub(r"[^a-z]", "", m.group(0), flags=re.I), revealed(shown)).casefold()
+    return [read, _HYPHEN.sub("", read), _HYPHEN.sub(" ", read)]
+
+
+#: digits read as the letters they stand in for ("L1pid", "st4nding"); "a1c" is read as written too
+_DIGIT_LETTERS = (str.maketrans("013457", "oieast"), str.maketrans("013457", "oleast"))
+
+
 def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
     """Where the resource's own words call off its status (``before``: the resource as the
     record held it; only words the agent wrote are read, the record's own are not its answer)."""
-    from pytest_groundeval.scorers.letter import negated, revealed
+    from pytest_groundeval.scorers.letter import negated
 
     status = resource.get("status")
     cues = CONTRADICTS.get(status) if isinstance(status, str) else None
@@ -437,12 +452,8 @@ def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None 
     for where, text in _words_of(resource):
         if text in old:
             continue
-        shown = "\n".join([text, *("".join(g) for g in _ATTRIBUTE.findall(text))])  # alt text, a tooltip: words too
-        read = revealed(shown)
-        read = _SPACED.sub(lambda m: re.sub(r"[^a-z]", "", m.group(0), flags=re.I), read).casefold()
-        # hyphens read as nothing ("discon-\ntinued") and as spaces ("do-not-draw") too
         hit = None
-        for variant in (read, _HYPHEN.sub("", read), _HYPHEN.sub(" ", read)):
+        for variant in read_variants(text):
             for sentence in _SENTENCE.split(variant):
                 hit = next((m for m in cues.finditer(sentence) if not negated(sentence[:m.start()])
                             and not _OTHER.search(sentence[:m.start()])), None)
@@ -600,7 +611,7 @@ def coding_issue(coding: Any, allowed: frozenset[str], what: str) -> str | None:
             return f"{what}: {system}|{code} denotes {meant.label}, not {names}"
         if display is None:
             return None
-        said = cmap.mentions(str(display), kinds)
+        said = cmap.mentions(read_variants(str(display))[0], kinds)
         wrong = [m.text for m in said if m.concept.id not in _closure(allowed)]
         if wrong or not any(m.concept.id == meant.id for m in said):
             return f"{what}: display {display!r} of {system}|{code} does not name {meant.label}" + (
@@ -713,8 +724,10 @@ def claims_check(resource: dict[str, Any], truth: dict[str, Any]) -> Check:
     """Every test, specimen, reason, body site, position, rest, method, interpretation and
     category the resource's words name (``fhir.concepts``: its free text and displays, read
     as the status words are) is one the structure verifies; a negated name ("not standing")
-    claims nothing. A reading's words that give a reading (``S/D``) give the note's."""
-    from pytest_groundeval.scorers.letter import negated, revealed
+    claims nothing. The words are read as a reader reads them (``read_variants``; digits
+    standing in for letters read as letters too). A reading's words that give a reading
+    (``S/D``) give the note's."""
+    from pytest_groundeval.scorers.letter import negated
 
     cmap, kinds = concept_map(), CLAIM_KINDS[truth["kind"]]
     schema = SCHEMAS[resource["resourceType"]]
@@ -724,17 +737,21 @@ def claims_check(resource: dict[str, Any], truth: dict[str, Any]) -> Check:
                                                     if names[-1:] == ("display",) and isinstance(v, str)
                                                     and names[:1] != ("subject",)])
     for path, text in texts.items():
-        read = revealed(text)
         allowed = _allowed_claims(truth, resource, path)
-        for m in cmap.mentions(read, kinds):
-            sentence = re.split(r"[.!?;\n]", read[:m.start])[-1]
-            if m.concept.kind in allowed and m.concept.id not in allowed[m.concept.kind] and not negated(sentence):
-                found.append(f"{path} says {m.text!r} ({m.concept.label}), not "
-                             f"{' or '.join(sorted(cmap[i].label for i in allowed[m.concept.kind])) or 'anything the case states'}")
+        variants = read_variants(text)
+        said: set[str] = set()
+        for read in dict.fromkeys(variants + [v.translate(t) for v in variants[:1] for t in _DIGIT_LETTERS]):
+            for m in cmap.mentions(read, kinds):
+                sentence = re.split(r"[.!?;\n]", read[:m.start])[-1]
+                if m.concept.kind in allowed and m.concept.id not in allowed[m.concept.kind] | said \
+                        and not negated(sentence):
+                    said.add(m.concept.id)
+                    found.append(f"{path} says {m.text!r} ({m.concept.label}), not " + (" or ".join(sorted(
+                        cmap[i].label for i in allowed[m.concept.kind])) or "anything the case states"))
         if truth["kind"] == "bp":
             want = (int(truth["expected"]["systolic"]), int(truth["expected"]["diastolic"]))
-            found += [f"{path} says {r.group(0)!r}, not the note's {want[0]}/{want[1]}" for r in _READING.finditer(read)
-                      if (int(r.group(1)), int(r.group(2))) != want]
+            found += [f"{path} says {r.group(0)!r}, not the note's {want[0]}/{want[1]}"
+                      for r in _READING.finditer(variants[0]) if (int(r.group(1)), int(r.group(2))) != want]
     return Check("claims", not found, "; ".join(found[:4]) + (f" (+{len(found) - 4} more)" if len(found) > 4 else "")
                  if found else "every claim of the resource's words agrees with what it verifies")
 
