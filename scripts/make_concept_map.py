@@ -107,13 +107,14 @@ CONCEPTS: list[tuple[str, str, str, list[tuple[str, str]], list[str], list[str]]
     ("leg", "body-site", "leg", [], [r"(?:left\s+|right\s+)?(?:leg|thigh|ankle|calf)"], []),
     # body positions
     ("sitting", "position", "sitting", [(SNOMED, "33586001")], [r"sitting", r"seated", r"sat", r"assise?", r"sentad[oa]", r"sitzend"], []),
-    ("standing", "position", "standing", [(SNOMED, "10904000")], [r"standing", r"stood", r"orthostatic", r"debout", r"de\s+pie", r"stehend"], []),
+    ("standing", "position", "standing", [(SNOMED, "10904000")], [r"standing", r"stood", r"upright", r"orthostatic", r"debout", r"de\s+pie", r"stehend"], []),
     ("lying", "position", "lying", [(SNOMED, "102538003"), (SNOMED, "40199007")],
      [r"lying", r"supine", r"recumbent", r"prone", r"couchee?", r"acostad[oa]", r"liegend"], []),
     # rest or exertion before the reading
     ("at-rest", "exertion", "at rest", [], [r"rested", r"at\s+rest", r"resting", r"after\s+(?:a\s+)?rest"], []),
     ("post-exercise", "exertion", "after exercise", [],
-     [r"(?:after|post)[\s-]*(?:exercise|exertion|exercising|walking|running)", r"exertion"], []),
+     [r"(?:after|post)[\s-]*(?:\w+\s+){0,2}?(?:exercise|exertion|exercising|walk(?:ing)?|run(?:ning)?|jog(?:ging)?|climbing|stairs|"
+      r"workout)", r"exertion"], []),
     # measuring methods
     ("automated", "method", "automated (oscillometric) cuff", [],
      [r"automated", r"automatic", r"oscillometric", r"electronic"], []),

@@ -24,7 +24,14 @@ final message is never evidence. Dimensions, each pass/fail with a reason per ch
   status (and a status reason, an added note, the server's tags dropped) changed. The subject
   is the patient as this server resolves it: ``Patient/<id>`` or an absolute URL on the case's
   own base (never ``urn:uuid:`` or another server). Among several candidates the best is
-  judged; the rest are collateral.
+  judged; the rest are collateral. Default deny (``SERVICE_REQUEST_SCHEMA``,
+  ``OBSERVATION_SCHEMA``, ``stop_schema``): every element is verified, inert or read, anything
+  else fails (``verified_elements``: ``unverified element: <path>``); every coding denotes what
+  the case verifies (``codings``, through ``fhir.concepts``; the rule for a system the map does
+  not know is ``coding_issue``'s); the free text and displays claim only what the structure
+  verifies (``claims``); a BP's units' text names its UCUM code (``unit_text``), its body site,
+  method and position are the note's and its interpretation is what the values support
+  (``bp_interpretation``).
 * **no_collateral** (every case): nothing else was created, changed or deleted, by the state
   diff, nor transiently by the request log (a resource created and deleted again, a delete
   of something re-created, an existing resource changed and changed back, an accepted GraphQL

@@ -14,7 +14,9 @@ note), plus the generator's choices. Kinds:
   otherwise nothing to do (a recent result, not diabetic, or the order is already placed).
 * ``bp``: record the blood pressure a nursing note documents as one Observation (panel
   85354-9, components 8480-6 systolic / 8462-4 diastolic in ``mm[Hg]``, effective the
-  instant the note gives, status final); nothing to do when the record already holds it.
+  instant the note gives, status final); nothing to do when the record already holds it. What
+  the note states of how it was taken (arm, position, rest, method: ``note_says``) is what a
+  written body site, position, method or note may say.
 * ``stop``: a note says a medication was stopped: its active MedicationRequest's status
   becomes ``stopped`` (the others untouched); nothing to do when the record has it stopped
   already.

@@ -131,6 +131,8 @@ WRONG: list[tuple[str, str, Any, str, str]] = [
     ("site-french", BP, lambda t: bp(t, bodySite={"text": "Bras droit"}), "claims", "'Bras droit'"),
     ("site-wrist", BP, lambda t: bp(t, bodySite={"text": "Left wrist"}), "claims", "'Left wrist'"),
     ("supine-digits", BP, lambda t: bp(t, note=[{"text": "Taken sup1ne."}]), "claims", "lying"),
+    ("after-a-walk", BP, lambda t: bp(t, note=[{"text": "Taken after a brisk walk."}]), "claims", "after exercise"),
+    ("upright", BP, lambda t: bp(t, note=[{"text": "Patient upright."}]), "claims", "'upright'"),
     ("note-pulse", BP, lambda t: bp(t, note=[{"text": "Pulse 72."}]), "claims", "heart rate"),
     ("issued-before-reading", BP, lambda t: bp(t, issued="2001-01-01T00:00:00Z"), "issued", "not an instant"),
 ]
@@ -223,6 +225,14 @@ def test_high_on_124_89_passes():
     s = score(BP, lambda t: bp(t, interpretation=[concept(V3, "H", "High")], note=[{"text": "Elevated."}]),
               values=(124, 89))
     assert s.passed, s.reason
+
+
+def test_hypertensive_on_a_normal_reading_fails():
+    right = score(BP, lambda t: bp(t, note=[{"text": "Normal reading: 110/70."}]), values=(110, 70))
+    assert right.passed, right.reason
+    wrong = score(BP, lambda t: bp(t, note=[{"text": "Hypertensive reading."}]), values=(110, 70))
+    check = next(c for c in wrong.dimensions["correct"].checks if c.name == "claims")
+    assert not check.passed and "'hypertensive'" in check.reason
 
 
 @pytest.mark.parametrize(("values", "panel"), [((110, 70), "normal"), ((124, 78), "high"), ((124, 89), "high"),
