@@ -276,3 +276,13 @@ def test_a_coded_status_reason_is_unverified():
 def test_a_status_reason_in_words_and_an_added_note_pass():
     s = _stop(statusReason={"text": "Stopped: rash"}, note=[{"text": "Stopped per clinic note.", "time": "2021-01-01"}])
     assert s.passed, s.reason
+
+
+@pytest.mark.parametrize("case_id", sorted(c for c in __import__("test_orders_scorer")._CASES
+                                           if c.startswith("bp-") and not c.startswith("bp-repeat")))
+def test_the_nursing_note_copied_in_passes(case_id):
+    """The case's own note, verbatim, as the reading's note and narrative (what a model does)."""
+    case = load(case_id)
+    note = case.inputs["note"]
+    s = score(case_id, lambda t: bp(t, note=[{"text": note}], text={"status": "generated", "div": DIV.format(note)}))
+    assert s.passed, s.reason
