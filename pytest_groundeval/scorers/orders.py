@@ -24,7 +24,14 @@ final message is never evidence. Dimensions, each pass/fail with a reason per ch
   status (and a status reason, an added note, the server's tags dropped) changed. The subject
   is the patient as this server resolves it: ``Patient/<id>`` or an absolute URL on the case's
   own base (never ``urn:uuid:`` or another server). Among several candidates the best is
-  judged; the rest are collateral.
+  judged; the rest are collateral. Default deny (``SERVICE_REQUEST_SCHEMA``,
+  ``OBSERVATION_SCHEMA``, ``stop_schema``): every element is verified, inert or read, anything
+  else fails (``verified_elements``: ``unverified element: <path>``); every coding denotes what
+  the case verifies (``codings``, through ``fhir.concepts``; the rule for a system the map does
+  not know is ``coding_issue``'s); the free text and displays claim only what the structure
+  verifies (``claims``); a BP's units' text names its UCUM code (``unit_text``), its body site,
+  method and position are the note's and its interpretation is what the values support
+  (``bp_interpretation``).
 * **no_collateral** (every case): nothing else was created, changed or deleted, by the state
   diff, nor transiently by the request log (a resource created and deleted again, a delete
   of something re-created, an existing resource changed and changed back, an accepted GraphQL
@@ -48,9 +55,11 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from pytest_groundeval.fhir.codes import LOINC, OBSERVATION_STATUSES, UCUM
+from pytest_groundeval.fhir.concepts import concept_map
 from pytest_groundeval.model import CaseResult, FhirActivity, FhirChange, metric
 from pytest_groundeval.scorers.aggregate import counts, rate_ci
 from pytest_groundeval.scorers.base import Check, Dimension, Score, mean
+from pytest_groundeval.scorers.elements import ElementSchema, leaves, text_elements, unverified_check
 
 DUE_DIMENSIONS = ("persisted", "valid", "correct")
 DIMENSIONS = ("persisted", "valid", "correct", "no_collateral", "abstained")
@@ -421,10 +430,25 @@ def _words_of(node: Any, path: str = "") -> list[tuple[str, str]]:
     return out
 
 
+def read_variants(text: str) -> list[str]:
+    """The ways a reader reads a text, in lower case: what it shows and hides (its markup's alt
+    text and tooltips too, ``letter.revealed``), letters spaced out joined; hyphens read as
+    nothing ("discon-\ntinued") and as spaces ("do-not-draw")."""
+    from pytest_groundeval.scorers.letter import revealed
+
+    shown = "\n".join([text, *("".join(g) for g in _ATTRIBUTE.findall(text))])
+    read = _SPACED.sub(lambda m: re.sub(r"[^a-z]", "", m.group(0), flags=re.I), revealed(shown)).casefold()
+    return [read, _HYPHEN.sub("", read), _HYPHEN.sub(" ", read)]
+
+
+#: digits read as the letters they stand in for ("L1pid", "st4nding"); "a1c" is read as written too
+_DIGIT_LETTERS = (str.maketrans("013457", "oieast"), str.maketrans("013457", "oleast"))
+
+
 def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None = None) -> list[str]:
     """Where the resource's own words call off its status (``before``: the resource as the
     record held it; only words the agent wrote are read, the record's own are not its answer)."""
-    from pytest_groundeval.scorers.letter import negated, revealed
+    from pytest_groundeval.scorers.letter import negated
 
     status = resource.get("status")
     cues = CONTRADICTS.get(status) if isinstance(status, str) else None
@@ -435,12 +459,8 @@ def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None 
     for where, text in _words_of(resource):
         if text in old:
             continue
-        shown = "\n".join([text, *("".join(g) for g in _ATTRIBUTE.findall(text))])  # alt text, a tooltip: words too
-        read = revealed(shown)
-        read = _SPACED.sub(lambda m: re.sub(r"[^a-z]", "", m.group(0), flags=re.I), read).casefold()
-        # hyphens read as nothing ("discon-\ntinued") and as spaces ("do-not-draw") too
         hit = None
-        for variant in (read, _HYPHEN.sub("", read), _HYPHEN.sub(" ", read)):
+        for variant in read_variants(text):
             for sentence in _SENTENCE.split(variant):
                 hit = next((m for m in cues.finditer(sentence) if not negated(sentence[:m.start()])
                             and not _OTHER.search(sentence[:m.start()])), None)
@@ -462,6 +482,313 @@ def _text_check(resource: dict[str, Any], before: dict[str, Any] | None) -> Chec
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+# ---------------------------------------------------------------- default deny: declared elements
+# What the scorer accounts for on each resource it judges (scorers/elements.py). ``verified``:
+# each is checked below against the truth (a code, a value, a date, a coding's concept, an
+# element that must be absent); ``inert``: says nothing clinical; ``text``: read for claims
+# that must agree with the structure (``claims_check``) and for words that call off the status
+# (``text_agrees_with_status``). Every other element fails as ``unverified element: <path>``:
+# an element the truth cannot verify (a performer, a device, a reference range, a body site
+# of an order, ...) is no part of a right answer, whatever it says.
+def _coded(*slots: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(verified, inert, text) patterns of CodeableConcept slots: each coding's system, code
+    and display are verified (``codings_check``), its version and userSelected inert, the
+    concept's text read."""
+    return (tuple(f"{s}.coding.{k}" for s in slots for k in ("system", "code", "display")),
+            tuple(f"{s}.coding.{k}" for s in slots for k in ("version", "userSelected")),
+            tuple(f"{s}.text" for s in slots))
+
+
+_SUBJECT = ("subject.reference", "subject.type", "subject.display", "subject.identifier.value")
+_INERT = ("id", "meta", "identifier", "text.status", "language", "subject.identifier.system",
+          "subject.identifier.use", "note.time")
+_TEXT = ("text.div", "note.text", "note.authorString")
+_SR_CODED = _coded("code", "category", "reasonCode")
+SERVICE_REQUEST_SCHEMA = ElementSchema(
+    "ServiceRequest",
+    verified=_SR_CODED[0] + _SUBJECT + (
+        "meta.security", "status", "intent", "authoredOn", "doNotPerform", "priority", "occurrenceDateTime",
+        "occurrencePeriod.start", "occurrencePeriod.end", "occurrenceTiming.event", "occurrenceTiming.repeat",
+        "quantityQuantity.value", "quantityRatio", "quantityRange", "asNeededBoolean", "asNeededCodeableConcept",
+        "reasonReference.reference"),
+    inert=_SR_CODED[1] + _INERT,
+    text=_SR_CODED[2] + _TEXT + ("patientInstruction", "specimen.display", "reasonReference.display"))
+_OBS_CODED = _coded("code", "category", "component.code", "interpretation", "component.interpretation", "bodySite",
+                    "method", "extension.valueCodeableConcept")
+#: the value[x] an Observation may carry (the panel's must be absent: ``panel_value``)
+_VALUES = tuple(f"value{t}" for t in ("Quantity", "CodeableConcept", "String", "Boolean", "Integer", "Range", "Ratio",
+                                      "SampledData", "Time", "DateTime", "Period"))
+OBSERVATION_SCHEMA = ElementSchema(
+    "Observation",
+    verified=_OBS_CODED[0] + _SUBJECT + _VALUES + (
+        "meta.security", "status", "effectiveDateTime", "effectiveInstant", "issued", "focus", "dataAbsentReason",
+        "component.valueQuantity.value", "component.valueQuantity.unit", "component.valueQuantity.system",
+        "component.valueQuantity.code", "component.valueQuantity.comparator", "component.dataAbsentReason",
+        "extension.url"),
+    inert=_OBS_CODED[1] + _INERT,
+    text=_OBS_CODED[2] + _TEXT)
+SCHEMAS = {"ServiceRequest": SERVICE_REQUEST_SCHEMA, "Observation": OBSERVATION_SCHEMA}
+
+
+def stop_schema(resource: dict[str, Any]) -> ElementSchema:
+    """A stopped MedicationRequest's schema: every element but those a stop may change is
+    verified by ``only_status`` (the record's, unchanged); of those, the status and a
+    security label are verified, ``meta`` and a note's time inert, the status reason's and the
+    notes' words read (``text_agrees_with_status``). A coded status reason says why in codes
+    the note's words cannot verify: it fails as unverified, as does anything else added."""
+    kept = tuple(k for k in resource if k not in STOP_MAY_CHANGE and k != "resourceType")
+    return ElementSchema("MedicationRequest", verified=kept + ("status", "meta.security"),
+                         inert=("meta", "note.time"), text=("statusReason.text", "note.text", "note.authorString"))
+#: the one extension a BP Observation's schema reads (its value: the note's body position)
+BODY_POSITION = "http://hl7.org/fhir/StructureDefinition/observation-bodyPosition"
+
+
+def elements_check(resource: dict[str, Any]) -> Check:
+    """Every element is verified, inert or read (``unverified element: <path>``), and every
+    extension is one the scorer reads (the path pattern cannot tell extensions apart by url)."""
+    schema = SCHEMAS[resource.get("resourceType", "")]
+    check = unverified_check(resource, schema)
+    exts = resource.get("extension") if isinstance(resource.get("extension"), list) else []
+    odd = [f"unverified element: extension[{i}] ({e.get('url') if isinstance(e, dict) else e!r})"
+           for i, e in enumerate(exts) if not (isinstance(e, dict) and e.get("url") == BODY_POSITION
+                                               and set(e) == {"url", "valueCodeableConcept"})]
+    if not odd:
+        return check
+    return Check(check.name, False, "; ".join(([check.reason] if not check.passed else []) + odd))
+
+
+# ---------------------------------------------------------------- what the codings and words say
+#: the kinds of concept a resource's words are read for, by the kind of case (other kinds
+#: named in free text are not read: the truth says nothing of them)
+CLAIM_KINDS = {"hba1c": frozenset({"test", "specimen", "condition", "category"}),
+               "bp": frozenset({"test", "bp-component", "specimen", "body-site", "position", "exertion", "method",
+                                "interpretation", "category"})}
+#: what the note's words may state of a reading (derive_truth reads them)
+NOTE_KINDS = ("body-site", "position", "exertion", "method")
+#: systolic / diastolic limits (mm[Hg]) of low, normal, high; at or above the last: critical high
+BP_LIMITS = {"systolic": (90, 120, 180), "diastolic": (60, 80, 120)}
+
+
+def _category(value: float, limits: tuple[int, int, int]) -> str:
+    low, normal, high = limits
+    return "low" if value < low else "normal" if value < normal else "high" if value < high else "critical-high"
+
+
+def bp_interpretation(systolic: float, diastolic: float) -> dict[str, str]:
+    """The interpretation the values support, per component and for the panel (the more
+    severe of the two; a high beside a low is high): systolic < 90 low, < 120 normal, < 180
+    high, else critical high; diastolic < 60, < 80, < 120 likewise (ACC/AHA stages 1-2 are
+    "high", a hypertensive crisis "critical high")."""
+    cats = {"systolic": _category(systolic, BP_LIMITS["systolic"]),
+            "diastolic": _category(diastolic, BP_LIMITS["diastolic"])}
+    order = ("critical-high", "high", "low", "normal")
+    return {**cats, "panel": next(c for c in order if c in cats.values())}
+
+
+def _closure(ids: frozenset[str] | set[str]) -> frozenset[str]:
+    """The concepts and those each may be named with (``critical-high`` with ``high``)."""
+    cmap = concept_map()
+    return frozenset(ids) | {w for i in ids for w in cmap[i].with_}
+
+
+def coding_issue(coding: Any, allowed: frozenset[str], what: str) -> str | None:
+    """Why one coding of a CodeableConcept does not denote one of the ``allowed`` concepts.
+
+    The rule: a coding in a system the concept map knows (LOINC, SNOMED CT, CPT, ICD-10-CM,
+    HL7's interpretation and category systems) must have a code the map knows for an allowed
+    concept, and a display, when given, that names that concept (its words) and no other of
+    the same kind. A coding in a system the map does not know (or none) says something the
+    scorer cannot read: it passes only when its display is absent AND its code is unknown
+    rather than contradicting: not a code the map holds for another concept in any system
+    (a CPT lipid-panel code under a made-up system), nor a code whose words name another
+    concept of the kind."""
+    cmap = concept_map()
+    if not isinstance(coding, dict):
+        return f"{what}: {coding!r} is no coding"
+    system, code, display = coding.get("system"), coding.get("code"), coding.get("display")
+    names = " or ".join(sorted(cmap[i].label for i in allowed)) or "nothing the truth verifies"
+    kinds = frozenset(cmap[i].kind for i in allowed)
+    if cmap.known_system(system):
+        meant = cmap.denoted(system, code)
+        if meant is None:
+            return f"{what}: {system}|{code} is no code the concept map knows for {names}"
+        if meant.id not in allowed:
+            return f"{what}: {system}|{code} denotes {meant.label}, not {names}"
+        if display is None:
+            return None
+        said = cmap.mentions(read_variants(str(display))[0], kinds)
+        wrong = [m.text for m in said if m.concept.id not in _closure(allowed)]
+        if wrong or not any(m.concept.id == meant.id for m in said):
+            return f"{what}: display {display!r} of {system}|{code} does not name {meant.label}" + (
+                f" (it says {wrong[0]!r})" if wrong else "")
+        return None
+    if display is not None:
+        return f"{what}: a coding in a system the task does not know ({system!r}) with a display ({display!r}): " \
+               "what it says cannot be verified"
+    other = cmap.code_anywhere(code)
+    if other is None:
+        said = cmap.mentions(str(code or ""), kinds)
+        other = next((m.concept for m in said if m.concept.id not in _closure(allowed)), None)
+    if other is not None and other.id not in allowed:
+        return f"{what}: code {code!r} (system {system!r}) is {other.label}'s, not {names}"
+    return None
+
+
+def _slots(resource: dict[str, Any], truth: dict[str, Any]) -> list[tuple[str, Any, frozenset[str]]]:
+    """(path, CodeableConcept, the concepts it may denote) of every coded slot the truth
+    verifies."""
+    exp, note = truth["expected"], truth["expected"].get("note_says") or {}
+
+    def each(key: str, node: Any = resource) -> list[tuple[str, Any]]:
+        value = node.get(key) if isinstance(node, dict) else None
+        return [(f"{key}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else (
+            [(key, value)] if value is not None else [])
+
+    if truth["kind"] == "hba1c":
+        return ([("code", resource.get("code"), frozenset({"hba1c"}))]
+                + [(p, v, frozenset({"laboratory"})) for p, v in each("category")]
+                + [(p, v, frozenset({"diabetes"})) for p, v in each("reasonCode")])
+    interp = bp_interpretation(float(exp["systolic"]), float(exp["diastolic"]))
+    out = [("code", resource.get("code"), frozenset({"bp-panel"}))]
+    out += [(p, v, frozenset({"vital-signs"})) for p, v in each("category")]
+    out += [(p, v, _closure({interp["panel"]})) for p, v in each("interpretation")]
+    out += [(p, v, frozenset(note.get(k, ()))) for k, key in (("body-site", "bodySite"), ("method", "method"))
+            for p, v in each(key)]
+    for p, ext in each("extension"):
+        if isinstance(ext, dict) and ext.get("url") == BODY_POSITION:
+            out.append((f"{p}.valueCodeableConcept", ext.get("valueCodeableConcept"), frozenset(note.get("position", ()))))
+    for p, comp in each("component"):
+        which = _component_of(comp)
+        if which is None:
+            continue  # not the systolic or diastolic: ``other_components`` fails it
+        out.append((f"{p}.code", comp.get("code"), frozenset({which})))
+        out += [(f"{p}.{q}", v, _closure({interp[which]})) for q, v in each("interpretation", comp)]
+    return out
+
+
+def _component_of(comp: Any) -> str | None:
+    codes = {c.get("code") for c in _codings(comp.get("code") if isinstance(comp, dict) else None)
+             if c.get("system") == LOINC}
+    return "systolic" if "8480-6" in codes else "diastolic" if "8462-4" in codes else None
+
+
+def codings_check(resource: dict[str, Any], truth: dict[str, Any]) -> Check:
+    """Every coding of every coded slot denotes what the truth verifies there (``coding_issue``);
+    a body site, method or position the note does not state cannot be verified."""
+    issues: list[str] = []
+    for path, concept, allowed in _slots(resource, truth):
+        codings = concept.get("coding") if isinstance(concept, dict) else None
+        if not allowed and concept is not None:
+            issues.append(f"{path}: the case states nothing it could be verified against")
+            continue
+        for i, coding in enumerate(codings if isinstance(codings, list) else []):
+            why = coding_issue(coding, allowed, f"{path}.coding[{i}]")
+            if why:
+                issues.append(why)
+    refs = set(truth["expected"].get("reason_refs") or ())
+    for i, r in enumerate(resource.get("reasonReference") or [] if isinstance(resource.get("reasonReference"), list)
+                          else []):
+        ref = r.get("reference") if isinstance(r, dict) else None
+        if ref is not None and ref not in refs:
+            issues.append(f"reasonReference[{i}]: {ref!r} is none of the patient's diabetes conditions "
+                          f"({', '.join(sorted(refs)) or 'none'})")
+    return Check("codings", not issues, "; ".join(issues[:4]) + (f" (+{len(issues) - 4} more)" if len(issues) > 4
+                                                                  else "") if issues else
+                 "every coding denotes what the case verifies")
+
+
+def _allowed_claims(truth: dict[str, Any], resource: dict[str, Any], path: str) -> dict[str, frozenset[str]]:
+    """The concepts a text at ``path`` may name, by kind (a kind not listed: not read)."""
+    exp = truth["expected"]
+    if truth["kind"] == "hba1c":
+        return {"test": _closure({"hba1c"}), "specimen": frozenset({"blood"}), "condition": frozenset({"diabetes"}),
+                "category": frozenset({"laboratory"})}
+    interp = bp_interpretation(float(exp["systolic"]), float(exp["diastolic"]))
+    note = exp.get("note_says") or {}
+    out = {"test": frozenset({"bp-panel"}), "bp-component": frozenset({"systolic", "diastolic"}),
+           "specimen": frozenset(), "interpretation": _closure({interp["panel"]}),
+           "category": frozenset({"vital-signs"}), **{k: _closure(set(note.get(k, ()))) for k in NOTE_KINDS}}
+    m = re.match(r"component\[\d+\]", path)
+    comp = _component_of(_at(resource, m.group(0))) if m else None
+    if comp is not None:  # a component's words name it, not the other one, and its own category
+        out["bp-component"] = frozenset({comp})
+        out["interpretation"] = _closure({interp[comp]})
+    return out
+
+
+def _at(resource: Any, path: str) -> Any:
+    key, i = re.match(r"(\w+)\[(\d+)\]", path).groups()  # type: ignore[union-attr]
+    items = resource.get(key) if isinstance(resource, dict) else None
+    return items[int(i)] if isinstance(items, list) and int(i) < len(items) else None
+
+
+_READING = re.compile(r"(?<![\d./])(\d{2,3})\s*/\s*(\d{2,3})(?![\d./])")  # not a date's 07/17/2020
+
+
+def claims_check(resource: dict[str, Any], truth: dict[str, Any]) -> Check:
+    """Every test, specimen, reason, body site, position, rest, method, interpretation and
+    category the resource's words name (``fhir.concepts``: its free text and displays, read
+    as the status words are) is one the structure verifies; a negated name ("not standing")
+    claims nothing. The words are read as a reader reads them (``read_variants``; digits
+    standing in for letters read as letters too). A reading's words that give a reading
+    (``S/D``) give the note's."""
+    from pytest_groundeval.scorers.letter import negated
+
+    cmap, kinds = concept_map(), CLAIM_KINDS[truth["kind"]]
+    schema = SCHEMAS[resource["resourceType"]]
+    found: list[str] = []
+    # the free text and every display (a coding's is verified by ``codings`` as well), each once
+    texts = dict(text_elements(resource, schema) + [(p, v) for p, names, v in leaves(resource)
+                                                    if names[-1:] == ("display",) and isinstance(v, str)
+                                                    and names[:1] != ("subject",)])
+    for path, text in texts.items():
+        allowed = _allowed_claims(truth, resource, path)
+        variants = read_variants(text)
+        said: set[str] = set()
+        for read in dict.fromkeys(variants + [v.translate(t) for v in variants[:1] for t in _DIGIT_LETTERS]):
+            for m in cmap.mentions(read, kinds):
+                sentence = re.split(r"[.!?;\n]", read[:m.start])[-1]
+                if m.concept.kind in allowed and m.concept.id not in allowed[m.concept.kind] | said \
+                        and not negated(sentence):
+                    said.add(m.concept.id)
+                    found.append(f"{path} says {m.text!r} ({m.concept.label}), not " + (" or ".join(sorted(
+                        cmap[i].label for i in allowed[m.concept.kind])) or "anything the case states"))
+        if truth["kind"] == "bp":
+            want = (int(truth["expected"]["systolic"]), int(truth["expected"]["diastolic"]))
+            found += [f"{path} says {r.group(0)!r}, not the note's {want[0]}/{want[1]}"
+                      for r in _READING.finditer(variants[0]) if (int(r.group(1)), int(r.group(2))) != want]
+    return Check("claims", not found, "; ".join(found[:4]) + (f" (+{len(found) - 4} more)" if len(found) > 4 else "")
+                 if found else "every claim of the resource's words agrees with what it verifies")
+
+
+def units_check(resource: dict[str, Any]) -> Check:
+    """Each component's human ``unit`` names its UCUM ``code`` (``units.unit_names_code``)."""
+    from pytest_groundeval.scorers.units import unit_names_code
+
+    comps = resource.get("component") if isinstance(resource.get("component"), list) else []
+    issues = [f"component[{i}].valueQuantity: {why}" for i, c in enumerate(comps) if isinstance(c, dict)
+              and isinstance(q := c.get("valueQuantity"), dict) and (why := unit_names_code(q.get("unit"), q.get("code")))]
+    return Check("unit_text", not issues, "; ".join(issues) if issues else "every unit's text names its UCUM code")
+
+
+def issued_check(resource: dict[str, Any]) -> Check:
+    """``issued``, when given, is an instant at or after the reading."""
+    if "issued" not in resource:
+        return Check("issued", True, "no issued instant")
+    got, when = _instant(resource.get("issued")), _instant(resource.get("effectiveDateTime", resource.get(
+        "effectiveInstant")))
+    ok = got is not None and (when is None or got >= when)
+    return Check("issued", ok, f"issued {resource['issued']!r}" + ("" if ok else ": not an instant at or after the reading"))
+
+
+def deny_checks(resource: dict[str, Any], truth: dict[str, Any]) -> list[Check]:
+    """The default-deny checks of a created ServiceRequest or Observation."""
+    checks = [elements_check(resource), codings_check(resource, truth), claims_check(resource, truth)]
+    if truth["kind"] == "bp":
+        checks += [units_check(resource), issued_check(resource)]
+    return checks
 
 
 def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict[str, Any] | None,
@@ -488,10 +815,12 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         ok = isinstance(authored, str) and authored[:10] == exp["authored_on"]
         checks.append(Check("authored_on", ok, f"authoredOn {authored!r}" + ("" if ok else f", not today ({exp['authored_on']})")))
         dnp = resource.get("doNotPerform")
-        checks.append(Check("do_not_perform", dnp is not True, "doNotPerform is true: an order NOT to test"
-                            if dnp is True else "an order to perform the test"))
+        plain = dnp is None or dnp is False
+        checks.append(Check("do_not_perform", plain, "an order to perform the test" if plain else
+                            f"doNotPerform {dnp!r}: an order NOT to test (or not plainly one to test)"))
         checks.append(_one_test_now(resource, exp["authored_on"]))
         checks.append(_text_check(resource, None))
+        checks += deny_checks(resource, truth)
     elif kind == "bp":
         checks.append(code_check(resource.get("code"), exp["system"], exp["code"], "code"))
         checks.append(Check("status", resource.get("status") == exp["status"],
@@ -540,6 +869,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("panel_value", not own, f"the panel has {own} of its own" if own
                             else "the values are in the components"))
         checks.append(_text_check(resource, None))
+        checks += deny_checks(resource, truth)
     elif kind == "stop":
         status = resource.get("status")
         checks.append(Check("status", status == "stopped", f"status {status!r}" + (
@@ -560,6 +890,7 @@ def correct_checks(resource: dict[str, Any], truth: dict[str, Any], before: dict
         checks.append(Check("only_status", not changed, f"elements changed beside the status: {changed}" if changed
                             else "nothing but the status (and a reason or an added note) changed"))
         checks.append(_text_check(resource, before))
+        checks.append(unverified_check(resource, stop_schema(resource)))
     return checks
 
 

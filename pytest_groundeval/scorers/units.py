@@ -222,6 +222,42 @@ def read_quantity(q: Any) -> Amount:
     return amount(value, code_ucum or unit_ucum)  # type: ignore[arg-type]
 
 
+# Pressure units (a blood pressure's Quantity): UCUM code -> the human spellings that name it
+# (compared after case folding and dropping spaces, dots and brackets: "mm Hg", "mmHg.", "mm[Hg]")
+PRESSURE_UNITS: dict[str, tuple[str, ...]] = {
+    "mm[Hg]": ("mmhg", "millimetersofmercury", "millimetresofmercury", "millimeterofmercury",
+               "millimetreofmercury", "torr"),
+    "kPa": ("kpa", "kilopascal", "kilopascals"),
+    "cm[H2O]": ("cmh2o", "cmwater", "centimetersofwater", "centimetresofwater"),
+    "Pa": ("pa", "pascal", "pascals"),
+}
+
+
+def _folded_unit(text: str) -> str:
+    return re.sub(r"[\s.\[\]()_-]+", "", text).casefold()
+
+
+def unit_names_code(unit: Any, code: Any) -> str | None:
+    """Why a Quantity's human ``unit`` does not name its UCUM ``code`` (None: it does, or there
+    is no ``unit``). Mass, volume and pressure units are known; a ``unit`` naming another unit
+    than the code, or a unit the table cannot read, is a disagreement a reader would act on."""
+    if unit is None:
+        return None
+    if not isinstance(unit, str) or not isinstance(code, str):
+        return f"unit {unit!r} beside code {code!r}"
+    folded = _folded_unit(unit)
+    if code in PRESSURE_UNITS:
+        if folded in PRESSURE_UNITS[code] or folded == _folded_unit(code):
+            return None
+        other = next((c for c, names in PRESSURE_UNITS.items() if folded in names or folded == _folded_unit(c)), None)
+        return (f"unit {unit!r} is {other}, not the code's {code}" if other else
+                f"unit {unit!r} does not name the code's {code}")
+    said = unit_text_code(unit)
+    if code in UCUM_CODES and said is not None:
+        return None if UCUM_CODES[said] == UCUM_CODES[code] else f"unit {unit!r} is {said}, not the code's {code}"
+    return None if unit == code else f"unit {unit!r} does not name the code's {code}"
+
+
 @dataclass(frozen=True)
 class PerDay:
     """Administrations per day as a range (``low == high`` for a fixed schedule), averaged over

@@ -14,7 +14,9 @@ note), plus the generator's choices. Kinds:
   otherwise nothing to do (a recent result, not diabetic, or the order is already placed).
 * ``bp``: record the blood pressure a nursing note documents as one Observation (panel
   85354-9, components 8480-6 systolic / 8462-4 diastolic in ``mm[Hg]``, effective the
-  instant the note gives, status final); nothing to do when the record already holds it.
+  instant the note gives, status final); nothing to do when the record already holds it. What
+  the note states of how it was taken (arm, position, rest, method: ``note_says``) is what a
+  written body site, position, method or note may say.
 * ``stop``: a note says a medication was stopped: its active MedicationRequest's status
   becomes ``stopped`` (the others untouched); nothing to do when the record has it stopped
   already.
@@ -133,7 +135,8 @@ def derive_truth(item: dict[str, Any], bundle: Any, source: str) -> dict[str, An
                f"diabetic, last HbA1c {facts['last_hba1c'] or 'never'} (none since {facts['window_start']})")
         truth.update(due=due, why=why, facts=facts, existing=facts["open_orders"],
                      expected={"resource_type": "ServiceRequest", "system": LOINC, "code": HBA1C, "status": "active",
-                               "intent": "order", "authored_on": today.isoformat()} if due else None)
+                               "intent": "order", "authored_on": today.isoformat(),
+                               "reason_refs": facts["diabetes_conditions"]} if due else None)
         if choice.get("due") is not due:
             raise CaseError(f"{source}: the bundle makes the HbA1c order {'due' if due else 'not due'} ({why}), "
                             f"not as the case records")
@@ -153,7 +156,8 @@ def derive_truth(item: dict[str, Any], bundle: Any, source: str) -> dict[str, An
                      why=f"the note's reading {sys_}/{dia} mm[Hg] at {eff}" + ("" if due else
                                                                              f" is recorded already: {existing[0]}"),
                      expected={"resource_type": "Observation", "system": LOINC, "code": BP_PANEL, "status": "final",
-                               "systolic": sys_, "diastolic": dia, "unit": MMHG, "effective": eff} if due else None)
+                               "systolic": sys_, "diastolic": dia, "unit": MMHG, "effective": eff,
+                               "note_says": note_says(note)} if due else None)
         if choice.get("due", due) is not due:
             raise CaseError(f"{source}: the bundle makes this reading {'due' if due else 'recorded already'}")
     elif kind == "stop":
@@ -181,6 +185,19 @@ def derive_truth(item: dict[str, Any], bundle: Any, source: str) -> dict[str, An
         raise CaseError(f"{source}: kind {kind!r} is not one of {list(KINDS)}")
     return truth
 
+
+
+def note_says(note: str) -> dict[str, list[str]]:
+    """What a nursing note states of how its reading was taken, by kind (body site, position,
+    rest or exertion, method: the concept map's words, ``fhir.concepts``); a kind it does not
+    state is absent, and a resource that states one anyway cannot be verified."""
+    from pytest_groundeval.fhir.concepts import concept_map
+    from pytest_groundeval.scorers.orders import NOTE_KINDS
+
+    said: dict[str, set[str]] = {}
+    for m in concept_map().mentions(note, frozenset(NOTE_KINDS)):
+        said.setdefault(m.concept.kind, set()).add(m.concept.id)
+    return {k: sorted(v) for k, v in sorted(said.items())}
 
 
 def render_prompt(item: dict[str, Any]) -> str:

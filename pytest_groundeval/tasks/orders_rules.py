@@ -89,7 +89,8 @@ def hba1c_facts(res: list[dict[str, Any]], patient: str, today: date) -> dict[st
     last = results[-1] if results else None
     return {"diabetic": bool(diabetic), "complications_only": bool(complications) and not diabetic,
             "last_hba1c": last.isoformat() if last else None, "window_start": since.isoformat(),
-            "recent": last is not None and last >= since, "open_orders": [f"ServiceRequest/{i}" for i in orders]}
+            "recent": last is not None and last >= since, "open_orders": [f"ServiceRequest/{i}" for i in orders],
+            "diabetes_conditions": sorted(f"Condition/{c['id']}" for c in diabetic if isinstance(c.get("id"), str))}
 
 
 def patient_names(patient: dict[str, Any]) -> list[str]:

@@ -330,8 +330,8 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
     (STOP, a_stop_adding_a_note, set()),
     # pinned (helper orders2): meaning changed by a modifier, a wrong JSON type, a subject that
     # is no Patient reference, a stop that changes what else the request says; and right forms
-    (HBA, a_order_not_to_do_modifier, {"valid"}),
-    (HBA, _order_with(doNotPerform="true"), {"valid"}),
+    (HBA, a_order_not_to_do_modifier, {"valid", "correct"}),  # correct: an unverified element
+    (HBA, _order_with(doNotPerform="true"), {"valid", "correct"}),  # correct: not plainly false
     (HBA, a_order_subject_a_group, {"correct"}),
     (HBA, a_order_subject_by_identifier, {"correct"}),
     (STOP, _stop_with(intent="proposal"), {"correct"}),

@@ -276,7 +276,7 @@ TABLE: list[tuple[str, Callable[..., None], set[str]]] = [
     (HBA, a_invalid_status, {"valid", "correct"}),
     (HBA, a_not_authored_today, {"correct"}),
     (HBA, a_do_not_perform, {"correct"}),
-    (HBA, a_unknown_element, {"valid"}),
+    (HBA, a_unknown_element, {"valid", "correct"}),  # correct: "unverified element: priorityy"
     (HBA, a_collateral_delete, {"no_collateral"}),
     (HBA, a_collateral_update, {"no_collateral"}),
     (HBA, a_create_delete_create, {"no_collateral"}),
