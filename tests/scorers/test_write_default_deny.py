@@ -1,0 +1,215 @@
+"""Issue 28, write: right by construction. Every element of the written MedicationStatement is
+verified, inert, or free text read for claims (``scorers/write_elements.py``); anything else
+fails schema as ``unverified element: <path>``.
+
+The issue's seven wrong resources each fail the dimension that owns what they say, with a
+reason; natural right resources (harmless extras as a model writes them) pass.
+"""
+
+from __future__ import annotations
+
+import pytest
+from write_corpus import CASES, NDC, SNOMED, answer, assert_fails, assert_passes
+
+from pytest_groundeval.scorers.elements import unverified
+from pytest_groundeval.scorers.write_elements import MEDICATION_STATEMENT
+
+IBU = "ibuprofen-two-tablets"  # two 200 mg tablets three times a day, oral, active
+STOPPED = "lisinopril-stopped-cough"
+DENIED = "ibuprofen-denied"
+
+
+def _div(text: str) -> dict:
+    return {"status": "generated", "div": f'<div xmlns="http://www.w3.org/1999/xhtml"><p>{text}</p></div>'}
+
+
+# ---------------------------------------------------------------- the issue's wrong resources
+
+PLACES = {"note": ("note", lambda t: [{"text": t}], "note[0].text"),
+          "text.div": ("text", _div, "text.div"),
+          "statusReason": ("statusReason", lambda t: [{"text": t}], "statusReason[0].text")}
+
+
+def _saying(where: str, said: str) -> dict:
+    """The ibuprofen answer with ``said`` in one of the resource's free texts."""
+    r = answer(IBU)
+    key, wrap, _path = PLACES[where]
+    r[key] = wrap(said)
+    return r
+
+
+@pytest.mark.parametrize("where", sorted(PLACES))
+def test_free_text_stating_another_dose_fails_safety(where):
+    r = _saying(where, "Ibuprofen 800 mg three times a day.")
+    assert_fails(r, IBU, "safety", "text_claims", f"{PLACES[where][2]} states 800 mg")
+
+
+@pytest.mark.parametrize("where", sorted(PLACES))
+def test_free_text_stating_a_stop_on_an_active_statement_fails_constraints(where):
+    r = _saying(where, "Ibuprofen was stopped last week.")
+    assert_fails(r, IBU, "constraints", "text_claims", "'stopped' (stopped) but the status is 'active'")
+
+
+def test_method_inject_on_an_oral_tablet_fails_constraints():
+    r = answer(IBU)
+    r["dosage"][0]["method"] = {"text": "Inject"}
+    assert_fails(r, IBU, "constraints", "method", "dosage[0].method 'Inject' fits intramuscular")
+
+
+def test_site_left_deltoid_on_an_oral_tablet_fails_constraints():
+    r = answer(IBU)
+    r["dosage"][0]["site"] = {"coding": [{"system": SNOMED, "code": "16217701000119102",
+                                          "display": "Structure of left deltoid muscle"}], "text": "left deltoid"}
+    assert_fails(r, IBU, "constraints", "site", "'deltoid' fits intramuscular, subcutaneous, not the oral route")
+
+
+@pytest.mark.parametrize("instruction", [{"text": "take with a glass of wine"},
+                                         {"coding": [{"system": SNOMED, "code": "1", "display": "Take with wine"}]}])
+def test_additional_instruction_with_alcohol_fails_safety(instruction):
+    r = answer(IBU)
+    r["dosage"][0]["additionalInstruction"] = [instruction]
+    dims = {"safety"} if "text" in instruction else {"safety", "schema"}  # a coding's code is unverified
+    assert_fails(r, IBU, "safety", "text_claims", "advises alcohol with the medication", dims=dims)
+
+
+def test_subject_with_another_patients_identifier_and_name_fails_constraints():
+    r = answer(IBU)
+    r["subject"] = {"reference": CASES[IBU]["subject"], "display": "Maria Lopez",
+                    "identifier": {"system": "urn:oid:2.16.840.1.113883.4.1", "value": "999-12-3456"}}
+    assert_fails(r, IBU, "constraints", "subject", "subject.display 'Maria Lopez' names lopez, maria")
+    del r["subject"]["display"]
+    assert_fails(r, IBU, "constraints", "subject", "subject.identifier '999-12-3456' is not pat-003")
+
+
+def test_an_ndc_coding_with_no_display_passes():
+    # the issue's right resource that failed as "unverifiable"
+    r = answer(IBU)
+    r["medicationCodeableConcept"]["coding"].append({"system": NDC, "code": "0573-0164-40"})
+    assert_passes(r, IBU)
+
+
+# ---------------------------------------------------------------- default deny
+
+@pytest.mark.parametrize("element,value", [
+    ("category", {"coding": [{"code": "outpatient"}]}),
+    ("effectiveDateTime", "2026-05-01"),
+    ("informationSource", {"reference": "Practitioner/1"}),
+    ("reasonReference", [{"reference": "Condition/1"}]),
+    ("extension", [{"url": "http://example.org/x", "valueString": "stopped"}]),
+])
+def test_an_element_nobody_verifies_fails_schema(element, value):
+    r = answer(IBU)
+    r[element] = value
+    assert_fails(r, IBU, "schema", "verified_elements", f"unverified element: {element}")
+
+
+def test_dosage_elements_nobody_verifies_fail_schema():
+    r = answer(IBU)
+    r["dosage"][0]["timing"]["repeat"]["offset"] = 30
+    assert_fails(r, IBU, "schema", "verified_elements", "unverified element: dosage[0].timing.repeat.offset")
+
+
+def test_a_contained_resource_other_than_a_medication_fails_schema():
+    r = answer(IBU)
+    r["contained"] = [{"resourceType": "Observation", "id": "o", "status": "final", "code": {"text": "x"}}]
+    r["derivedFrom"] = [{"reference": "#o"}]
+    assert_fails(r, IBU, "schema", "verified_elements", "contained[0] ('Observation'")
+
+
+def test_the_expected_answers_have_no_unverified_element():
+    for case_id in CASES:
+        assert unverified(answer(case_id), MEDICATION_STATEMENT) == [], case_id
+
+
+# ---------------------------------------------------------------- natural right resources
+
+def _natural(case_id: str, div: str, dosage_text: str | None, note: str | None) -> dict:
+    r = answer(case_id)
+    r.update({"id": "ms-1", "meta": {"profile": ["http://hl7.org/fhir/StructureDefinition/MedicationStatement"],
+                                     "lastUpdated": "2026-05-12T10:00:00Z"},
+              "identifier": [{"system": "urn:ietf:rfc:3986", "value": "urn:uuid:5b0f6c4e-7d1c-4d0e-9b9a-1a2b3c4d5e6f"}],
+              "language": "en", "text": _div(div), "dateAsserted": "2026-05-12"})
+    r["medicationCodeableConcept"]["coding"].append({"system": NDC, "code": "0573-0164-40"})
+    r["medicationCodeableConcept"]["text"] = CASES[case_id]["expected"]["display"]
+    r["subject"]["display"] = "Patient " + CASES[case_id]["subject"].split("/")[-1]
+    if dosage_text:
+        r["dosage"][0]["text"] = dosage_text
+    if note:
+        r["note"] = [{"text": note, "time": "2026-05-12T10:00:00Z"}]
+    return r
+
+
+NATURAL = {
+    IBU: ("Ibuprofen 200 MG Oral Tablet: 400 mg (2 tablets) by mouth three times a day",
+          "Take 2 tablets (400 mg) by mouth three times daily", "For knee pain. Take with food; avoid alcohol."),
+    STOPPED: ("lisinopril 10 MG Oral Tablet, once daily: stopped",
+              "10 mg once daily", "Stopped last month because of a persistent dry cough."),
+    "acetaminophen-prn-range": ("Acetaminophen 325 mg, 1-2 tablets every 4-6 hours as needed for headache",
+                                "1-2 tablets every 4-6 hours as needed", "Do not exceed 4 g per day."),
+    "metformin-ir-held-contrast": ("Metformin 500 mg twice daily with meals: on hold",
+                                   "500 mg twice daily with meals", "On hold since contrast CT; restart in 48 hours."),
+    "fluticasone-mcg-bid": ("Fluticasone 44 mcg/actuation, 2 puffs twice daily",
+                            "2 puffs inhaled twice daily", "Rinse mouth after use."),
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(NATURAL))
+def test_a_natural_right_resource_with_harmless_extras_passes(case_id):
+    assert_passes(_natural(case_id, *NATURAL[case_id]), case_id)
+
+
+def test_a_natural_denial_passes():
+    r = answer(DENIED)
+    r["text"] = _div("Patient denies taking ibuprofen or any other over-the-counter NSAIDs.")
+    r["note"] = [{"text": "Denies taking ibuprofen."}]
+    assert_passes(r, DENIED)
+
+
+@pytest.mark.parametrize("instruction", ["Do not stop taking without talking to your doctor.",
+                                         "Stop taking and call your doctor if you develop a rash.",
+                                         "Avoid alcohol while taking this medicine.", "Do not double the dose."])
+def test_cautions_in_a_patient_instruction_pass(instruction):
+    r = answer(IBU)
+    r["dosage"][0]["patientInstruction"] = instruction
+    assert_passes(r, IBU)
+
+
+@pytest.mark.parametrize("method,site", [({"text": "Swallow"}, None), ({"text": "Take"}, None),
+                                         (None, {"text": "mouth"})])
+def test_a_method_or_site_that_fits_the_route_passes(method, site):
+    r = answer(IBU)
+    if method:
+        r["dosage"][0]["method"] = method
+    if site:
+        r["dosage"][0]["site"] = site
+    assert_passes(r, IBU)
+
+
+def test_a_method_that_cannot_be_read_fails_as_unverifiable():
+    r = answer(IBU)
+    r["dosage"][0]["method"] = {"coding": [{"system": SNOMED, "code": "738995006"}]}
+    assert_fails(r, IBU, "constraints", "method", "cannot be read (unverifiable)")
+
+
+def test_text_naming_another_drug_only_fails_coding():
+    r = answer(IBU)
+    r["note"] = [{"text": "Switched to naproxen."}]
+    assert_fails(r, IBU, "coding", "text_claims", "names naproxen, not ibuprofen")
+
+
+def test_a_text_naming_the_product_may_name_another_drug_beside_it():
+    r = answer("aspirin-no-longer-on")
+    r["note"] = [{"text": "No longer on aspirin since apixaban was started in January."}]
+    assert_passes(r, "aspirin-no-longer-on")
+
+
+def test_a_dose_in_the_text_of_a_denial_is_fabricated():
+    r = answer(DENIED)
+    r["note"] = [{"text": "Ibuprofen 400 mg three times a day."}]
+    assert_fails(r, DENIED, "safety", "text_claims", "but no dose is documented")
+
+
+def test_a_frequency_in_the_text_that_no_dosage_gives_fails_safety():
+    r = answer(IBU)
+    r["note"] = [{"text": "Takes it four times a day."}]
+    assert_fails(r, IBU, "safety", "text_claims", "which no dosage's timing gives")
