@@ -303,7 +303,8 @@ def status_claims(text: object) -> list[tuple[str, str, frozenset[str]]]:
 
 _ALCOHOL = r"(?:alcohol\w*|wine|beer|liquor|spirits|vodka|whisk(?:e)?y|gin|rum|booze|cocktails?|drinks?\s+of)"
 _CAUTION = re.compile(r"n't\b|\b(?:avoid\w*|not|no|never|without|limit\w*|refrain\w*|abstain\w*|minimi[sz]e\w*|"
-                      r"less|reduce\w*|nor|free|instead\s+of)\b", re.I)
+                      r"less|reduce\w*|nor|free|instead\s+of|risk\w*|caution\w*|warn\w*|interact\w*|increase\w*|"
+                      r"worsen\w*|danger\w*|unsafe|harm\w*|bleed\w*|drows\w*|dizz\w*)\b", re.I)
 _UNSAFE: tuple[tuple[str, re.Pattern[str]], ...] = tuple((why, re.compile(p, re.I)) for why, p in (
     ("alcohol with the medication", rf"\b{_ALCOHOL}\b"),
     ("an uncapped dose", r"\bas\s+(?:much|many|often)\s+as\s+(?:you|they|she|he|the\s+patient)\s+"

@@ -965,6 +965,7 @@ def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimens
     same, why = _same_patient(resource.get("subject"), truth.subject)
     other = _subject_names_other(resource.get("subject"), truth.subject) if same else None
     checks.append(Check("subject", same and other is None, other or why))
+    checks += _source_and_date_checks(resource, truth)
     status = resource.get("status")
     checks.append(
         Check(
@@ -1024,12 +1025,14 @@ def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimens
 
 
 def _all_texts(resource: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, text) of every free text the schema declares, the dosages' included."""
-    out = list(resource_texts(resource))
-    for i, dosage in enumerate(_dosages(resource)):
-        if isinstance(dosage, dict):
-            out += [(f"dosage[{i}].{key}", text) for key, text in _free_texts(dosage)]
-    return out
+    """(path, text) of every free text the schema declares, the dosages' and the medication's
+    included."""
+    return resource_texts(resource, medication=True) + _dosage_texts_of(resource)
+
+
+def _dosage_texts_of(resource: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f"dosage[{i}].{key}", text) for i, d in enumerate(_dosages(resource)) if isinstance(d, dict)
+            for key, text in _free_texts(d)]
 
 
 def _text_drug_issues(resource: dict[str, Any], prod: drugtext.Product, vocab: drugtext.Vocabulary) -> list[str]:
@@ -1037,7 +1040,7 @@ def _text_drug_issues(resource: dict[str, Any], prod: drugtext.Product, vocab: d
     statement is about that drug (a text naming the product may name others beside it: "no
     longer on aspirin since apixaban was started")."""
     issues = []
-    for path, text in _all_texts(resource):
+    for path, text in resource_texts(resource) + _dosage_texts_of(resource):
         names = [b for b in drugtext.conflicts(text, prod, vocab) if b.startswith("names ") and
                  not b.startswith("names the ")]
         if names and not drugtext.names_product(text, prod, vocab):
@@ -1045,6 +1048,7 @@ def _text_drug_issues(resource: dict[str, Any], prod: drugtext.Product, vocab: d
     return issues
 
 
+_MEDICATION_PATHS = ("medicationCodeableConcept", "medicationReference")
 _SUBJECT_WORDS = frozenset({"the", "patient", "pt", "this", "subject", "id", "of", "record"})
 
 
@@ -1070,6 +1074,33 @@ def _subject_names_other(subject: Any, expected: str) -> str | None:
             return (f"subject.identifier {value!r} is not {pid}: beside the reference it names a patient the case "
                     "cannot confirm (another patient's identifier?)")
     return None
+
+
+_FHIR_DATE = re.compile(r"^\d{4}(?:-\d{2}(?:-\d{2})?)?(?:T[\d:.]+(?:Z|[+-]\d{2}:\d{2})?)?$")
+
+
+def _source_and_date_checks(resource: dict[str, Any], truth: WriteTruth) -> list[Check]:
+    """``informationSource`` is the case's patient (the only person the case knows), read as
+    ``subject`` is; every ``effective[x]`` date is a date the note states (YYYY-MM-DD)."""
+    checks = []
+    source = resource.get("informationSource")
+    if source is not None:
+        same, why = _same_patient(source, truth.subject)
+        other = _subject_names_other(source, truth.subject) if same else None
+        checks.append(Check("information_source", same and other is None,
+                            (other or why).replace("subject", "informationSource")))
+    dates = [(f"effectivePeriod.{k}", v) for k, v in (resource.get("effectivePeriod") or {}).items()] \
+        if isinstance(resource.get("effectivePeriod"), dict) else []
+    if resource.get("effectiveDateTime") is not None:
+        dates.append(("effectiveDateTime", resource["effectiveDateTime"]))
+    if dates:
+        stated = set(re.findall(r"\b\d{4}-\d{2}-\d{2}\b", truth.note))
+        # (a value that is no FHIR date at all is schema's finding; a date must be one the note states)
+        wrong = [f"{k} {v!r}" for k, v in dates if isinstance(v, str) and _FHIR_DATE.match(v) and v[:10] not in stated]
+        checks.append(Check("effective", not wrong, f"{', '.join(wrong)}: no date the note states "
+                            f"({', '.join(sorted(stated)) or 'it states none'}; unverified)" if wrong
+                            else "every effective date is one the note states"))
+    return checks
 
 
 def _method_site_checks(dosages: list[Any], truth: WriteTruth) -> list[Check]:
@@ -1107,7 +1138,7 @@ def _text_constraint_findings(resource: dict[str, Any], truth: WriteTruth) -> li
     for path, text in _all_texts(resource):
         found += [f"{path} says {words!r} ({claim}) but the status is {status!r}"
                   for claim, words, ok in status_claims(text) if status not in ok]
-        if route is not None:
+        if route is not None and not path.startswith(_MEDICATION_PATHS):  # a product name's form: coding's
             found += [f"{path} names the {r} route; {where} documents {route}" for r in sorted(routes.routes_in(text))
                       if r != route]
             found += [f"{path} says {words!r} (fits {', '.join(sorted(fits))}); {where} documents {route}"

@@ -6,7 +6,9 @@ Every element of the written resource is one of:
 **verified** against the case's truth, by the dimension named:
 
 * ``status`` (constraints); ``subject.reference`` / ``subject.type`` (constraints: the case's
-  patient in any literal form); ``subject.display`` and ``subject.identifier`` (constraints:
+  patient in any literal form); ``informationSource`` (constraints: only the case's patient,
+  "patient reported", by the same rules as ``subject``; no one else the case knows);
+  ``effective[x]`` (constraints: each date must be one the note states); ``subject.display`` and ``subject.identifier`` (constraints:
   the case records the patient only by reference, so a display may say only "patient" and the
   id, and an identifier's value must be the id: a name or identifier of anyone is another
   patient's until the case can confirm it, as orders fails one that names another patient);
@@ -33,8 +35,7 @@ and per dosage ``text``, ``patientInstruction``, ``additionalInstruction`` (text
 displays), ``timing.code.text`` and ``asNeededCodeableConcept`` (text and coding displays).
 
 Everything else fails schema as ``unverified element: <path>``: ``extension``, ``category``,
-``effective[x]`` (when it was taken: the note gives no date to check it against),
-``informationSource``, ``basedOn`` / ``partOf`` / ``derivedFrom`` / ``context``,
+``basedOn`` / ``partOf`` / ``derivedFrom`` / ``context``,
 ``reasonReference``, codes of ``statusReason`` / ``reasonCode`` / ``additionalInstruction`` /
 ``asNeededCodeableConcept`` (their displays are read, a code nobody maps is not),
 ``timing.event`` / ``repeat.duration`` / ``repeat.offset`` / ``repeat.boundsRange``, and any
@@ -64,7 +65,9 @@ _MEDICATION = ("code", "ingredient.itemCodeableConcept", "ingredient.itemReferen
 
 MEDICATION_STATEMENT = ElementSchema(
     "MedicationStatement",
-    verified=("status", "subject", "medicationCodeableConcept", "medicationReference.reference",
+    verified=("status", "subject", "informationSource.reference", "informationSource.type",
+              "informationSource.display", "effectiveDateTime", "effectivePeriod.start", "effectivePeriod.end",
+              "medicationCodeableConcept", "medicationReference.reference",
               "contained.resourceType", "implicitRules", "modifierExtension",
               *(f"contained.{p}" for p in _MEDICATION), *(f"dosage.{p}" for p in _DOSAGE_VERIFIED)),
     inert=("id", "meta", "language", "text.status", "identifier", "dateAsserted", "note.time", "note.authorString",
@@ -87,11 +90,12 @@ def plain(path: str, text: str) -> str:
     return text
 
 
-def resource_texts(resource: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, text) of every free text of the resource outside its dosages and the medication
-    (each dosage's texts are read against that dosage: :func:`dosage_texts`)."""
-    return [(path, plain(path, text)) for path, text in _texts(resource)
-            if not path.startswith(("dosage", *_MEDICATION_TEXTS))]
+def resource_texts(resource: dict[str, Any], *, medication: bool = False) -> list[tuple[str, str]]:
+    """(path, text) of every free text of the resource outside its dosages (each dosage's texts
+    are read against that dosage: :func:`dosage_texts`); the medication's own text and
+    display only with ``medication`` (the coding dimension reads them as the product's name)."""
+    skip = ("dosage",) if medication else ("dosage", *_MEDICATION_TEXTS)
+    return [(path, plain(path, text)) for path, text in _texts(resource) if not path.startswith(skip)]
 
 
 def dosage_texts(dosage: dict[str, Any]) -> list[tuple[str, str]]:

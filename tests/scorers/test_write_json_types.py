@@ -133,13 +133,15 @@ def test_contained_resource_referenced_passes():
 
 def test_contained_resource_referenced_from_another_element_meets_dom3_but_is_unverified():
     # dom-3 holds (the informant is referenced), but the write task reads no contained Patient
-    # and no informationSource: default deny fails them (issue 28), and only that
+    # and no informant but the patient: default deny fails them (issue 28), and only that
     r = answer("aspirin-active-daily")
     r["contained"] = [{"resourceType": "Patient", "id": "informant", "name": [{"text": "daughter"}]}]
     r["informationSource"] = {"reference": "#informant"}
     score = score_write(r, CASES["aspirin-active-daily"])
     assert check(score, "schema", "r4_invariants").passed
-    assert_fails(r, "aspirin-active-daily", "schema", "verified_elements", "unverified element: informationSource")
+    assert_fails(r, "aspirin-active-daily", "schema", "verified_elements", "unverified element: contained[0]",
+                 dims={"schema", "constraints"})
+    assert "'#informant' != 'Patient/pat-001'" in check(score, "constraints", "information_source").reason
 
 
 def test_nested_contained_and_versioned_contained_fail():

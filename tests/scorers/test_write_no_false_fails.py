@@ -65,14 +65,27 @@ def _absolute(r, case):
     return r
 
 
+def _extras(r, case):
+    # the harmless extras a model adds (write_elements: inert, or free text that agrees)
+    pid = case["subject"].split("/")[-1]
+    r.update({"id": "ms-1", "meta": {"lastUpdated": "2026-05-12T10:00:00Z"}, "language": "en",
+              "identifier": [{"system": "urn:ietf:rfc:3986", "value": "urn:uuid:0b7a3e52-5f5c-4d0c-8a3e-2f9e1c7d4b61"}],
+              "text": {"status": "generated", "div": '<div xmlns="http://www.w3.org/1999/xhtml">'
+                                                    f'{case["expected"]["display"]} ({case["expected"]["status"]})</div>'},
+              "dateAsserted": "2026-05-12", "informationSource": {"reference": case["subject"]}})
+    r["subject"]["display"] = f"Patient {pid}"
+    return r
+
+
 VARIANTS = {
+    "harmless_extras": _extras,
     "as_built": lambda r, c: r,
     "display_as_text": _text,
     "ndc_code_only": _ndc,
     "contained_medication": _contained,
     "documented_route": _route,
     "absolute_subject": _absolute,
-    "all_at_once": lambda r, c: _absolute(_route(_contained(_ndc(_text(r, c), c), c), c), c),
+    "all_at_once": lambda r, c: _extras(_absolute(_route(_contained(_ndc(_text(r, c), c), c), c), c), c),
 }
 
 
