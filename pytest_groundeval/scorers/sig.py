@@ -278,24 +278,31 @@ _STATUS_CLAIMS: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
         ("on-hold", r"\b(?:on\s+hold|held|paused|suspended)\b", ("on-hold", "stopped")),
         ("not-taken", r"\b(?:denies|denied|never\s+(?:took|taken|used)|has\s+not\s+taken|not\s+taking|does\s+not\s+take|"
                       r"doesn't\s+take)\b", ("not-taken", "stopped")),
+        ("completed", r"\b(?:completed|finished)\b", ("completed", "stopped")),
+        ("intended", r"\b(?:will\s+(?:start|begin)|plans?\s+to\s+(?:start|begin)|not\s+(?:yet\s+)?started)\b",
+         ("intended", "not-taken")),
+        ("active", r"\b(?:continues|continuing|currently\s+tak\w+|still\s+tak\w+|remains\s+on)\b", ("active",)),
     ))
 # a status word under these is no claim: "do not stop", "stop if a rash appears"
 _NEGATED = re.compile(r"(?:\b(?:not|never|without|before|unless|if|should|until)\b|n't\b)[^.;:!?]{0,40}$", re.I)
-_CONDITIONAL_AFTER = re.compile(r"^[^.;:!?]{0,40}\b(?:if|unless|should|when)\b", re.I)
+_CONDITIONAL_AFTER = re.compile(r"^[^.;:!?]{0,40}\b(?:if|unless|should|when|after|once|until|by|at\s+the\s+end)\b",
+                                re.I)
 _SENTENCE = re.compile(r"[^.;!?\n]+")
 
 
 def status_claims(text: object) -> list[tuple[str, str, frozenset[str]]]:
     """``[(claim, words, statuses it agrees with)]``: what a free text says about whether the
-    drug is taken (``stopped``, ``on hold``, ``denies``). A word under a negation or a
-    condition in its sentence ("do not stop", "stop if a rash appears") is no claim."""
+    drug is taken (``stopped``, ``on hold``, ``denies``, ``completed``, ``will start``,
+    ``continues``). A word under a negation in its sentence ("do not stop") is no claim, nor a
+    stop under a condition or a time ("stop if a rash appears", "stop after 7 days")."""
     if not isinstance(text, str):
         return []
     out = []
     for sentence in _SENTENCE.findall(text):
         for name, pattern, ok in _STATUS_CLAIMS:
             for m in pattern.finditer(sentence):
-                if _NEGATED.search(sentence[: m.start()]) or _CONDITIONAL_AFTER.match(sentence[m.end():]):
+                if _NEGATED.search(sentence[: m.start()]) or (
+                        name == "stopped" and _CONDITIONAL_AFTER.match(sentence[m.end():])):  # "stop after 7 days"
                     continue
                 out.append((name, " ".join(m.group(0).split()), ok))
     return out
@@ -310,7 +317,8 @@ _UNSAFE: tuple[tuple[str, re.Pattern[str]], ...] = tuple((why, re.compile(p, re.
     ("an uncapped dose", r"\bas\s+(?:much|many|often)\s+as\s+(?:you|they|she|he|the\s+patient)\s+"
                          r"(?:need|want|like|wish)s?\b|\bno\s+(?:limit|maximum)\b"),
     ("a doubled or catch-up dose", r"\b(?:double|doubled|extra|catch[\s-]*up|make\s+up)\s+(?:the\s+|a\s+|your\s+)?dos"
-                                   r"(?:e|es|ing)\b|\btake\s+two\s+next\s+time\b"),
+                                   r"(?:e|es|ing)\b|\btake\s+two\s+next\s+time\b|\bextra\s+(?:tablets?|pills?|capsules?|"
+                                   r"puffs?)\b|\btake\s+more\b"),
     ("sharing the medication", r"\bshar(?:e|ing)\b[^.;!?]{0,40}\b(?:with|others?|family|friends?)\b"),
 ))
 

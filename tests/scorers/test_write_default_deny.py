@@ -267,3 +267,30 @@ def test_unsafe_advice_in_a_patient_instruction(text, why):
         assert_passes(r, IBU)
     else:
         assert_fails(r, IBU, "safety", "text_claims", why)
+
+
+@pytest.mark.parametrize("case_id,text,why", [
+    (IBU, "Held for surgery next week.", "'Held' (on-hold)"),
+    (IBU, "Course completed last month.", "'completed' (completed)"),
+    (IBU, "Will start after the visit.", "'Will start' (intended)"),
+    (STOPPED, "Continues lisinopril 10 mg daily.", "'Continues' (active)"),
+    (IBU, "Stop ibuprofen.", "'Stop' (stopped)"),
+])
+def test_a_status_another_free_text_states_fails_constraints(case_id, text, why):
+    r = answer(case_id)
+    r["note"] = [{"text": text}]
+    assert_fails(r, case_id, "constraints", "text_claims", why)
+
+
+@pytest.mark.parametrize("text", ["Stop after 7 days.", "Complete the full course.",
+                                  "Do not take more than 6 tablets a day."])
+def test_an_instruction_about_a_future_stop_or_a_cap_is_no_claim(text):
+    r = answer(IBU)
+    r["dosage"][0]["patientInstruction"] = text
+    assert_passes(r, IBU)
+
+
+def test_extra_tablets_is_unsafe_advice():
+    r = answer(IBU)
+    r["dosage"][0]["patientInstruction"] = "Take 2 extra tablets if the pain persists."
+    assert_fails(r, IBU, "safety", "text_claims", "a doubled or catch-up dose ('extra tablets')")
