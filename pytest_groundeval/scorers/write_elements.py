@@ -23,13 +23,14 @@ Every element of the written resource is one of:
 
 **inert** (says nothing clinical): ``id``, ``meta``, ``language``, ``text.status``, the
 resource's own ``identifier``, ``dateAsserted`` (when it was recorded), ``note.time`` /
-``note.author[x]`` (who wrote a note), ``dosage.doseAndRate.type`` (ordered vs calculated),
+``note.authorReference`` (who wrote a note), ``dosage.doseAndRate.type`` (ordered vs calculated),
 a contained resource's ``id``.
 
 **free text**, read for claims that must agree with the verified structure
 (:func:`pytest_groundeval.scorers.write.score_write`: drugs, doses, frequencies, as-needed,
 durations, statuses, routes / actions, dangerous instructions): ``text.div`` (XHTML, read
-without its tags), ``note.text``, ``statusReason`` and ``reasonCode`` (text and coding
+without its tags), ``note.text`` and ``note.authorString``, ``meta`` tag and security
+displays (a string a reader sees, inside otherwise inert elements), ``statusReason`` and ``reasonCode`` (text and coding
 displays), ``medicationCodeableConcept.text`` / ``medicationReference.display`` (also coding's),
 and per dosage ``text``, ``patientInstruction``, ``additionalInstruction`` (text and coding
 displays), ``timing.code.text`` and ``asNeededCodeableConcept`` (text and coding displays).
@@ -70,9 +71,9 @@ MEDICATION_STATEMENT = ElementSchema(
               "medicationCodeableConcept", "medicationReference.reference",
               "contained.resourceType", "implicitRules", "modifierExtension",
               *(f"contained.{p}" for p in _MEDICATION), *(f"dosage.{p}" for p in _DOSAGE_VERIFIED)),
-    inert=("id", "meta", "language", "text.status", "identifier", "dateAsserted", "note.time", "note.authorString",
+    inert=("id", "meta", "language", "text.status", "identifier", "dateAsserted", "note.time",
            "note.authorReference", "dosage.doseAndRate.type", "contained.id"),
-    text=("text.div", "note.text", "statusReason.text", "statusReason.coding.display", "reasonCode.text",
+    text=("text.div", "note.text", "note.authorString", "meta.tag.display", "meta.security.display", "statusReason.text", "statusReason.coding.display", "reasonCode.text",
           "reasonCode.coding.display", "medicationCodeableConcept.text", "medicationReference.display",
           *(f"dosage.{p}" for p in _DOSAGE_TEXT)),
 )

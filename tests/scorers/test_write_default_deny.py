@@ -294,3 +294,13 @@ def test_extra_tablets_is_unsafe_advice():
     r = answer(IBU)
     r["dosage"][0]["patientInstruction"] = "Take 2 extra tablets if the pain persists."
     assert_fails(r, IBU, "safety", "text_claims", "a doubled or catch-up dose ('extra tablets')")
+
+
+@pytest.mark.parametrize("where", ["authorString", "tag"])
+def test_a_claim_hidden_in_a_string_of_an_inert_element_is_read(where):
+    r = answer(IBU)
+    if where == "authorString":
+        r["note"] = [{"authorString": "Dr. Smith: discontinued", "text": "Reviewed."}]
+    else:
+        r["meta"] = {"tag": [{"system": "http://example.org/tags", "code": "x", "display": "discontinued"}]}
+    assert_fails(r, IBU, "constraints", "text_claims", "'discontinued' (stopped)")
