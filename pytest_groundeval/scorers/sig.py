@@ -285,7 +285,7 @@ _STATUS_CLAIMS: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
     ))
 # a status word under these is no claim: "do not stop", "stop if a rash appears"
 _NEGATED = re.compile(r"(?:\b(?:not|never|without|before|unless|if|should|until)\b|n't\b)[^.;:!?]{0,40}$", re.I)
-_CONDITIONAL_AFTER = re.compile(r"^[^.;:!?]{0,40}\b(?:if|unless|should|when|after|once|until|by|at\s+the\s+end)\b",
+_CONDITIONAL_AFTER = re.compile(r"^[^.;:!?]{0,40}\b(?:if|unless|should|when|after|once|until|at\s+the\s+end)\b",
                                 re.I)
 _SENTENCE = re.compile(r"[^.;!?\n]+")
 

@@ -275,6 +275,7 @@ def test_unsafe_advice_in_a_patient_instruction(text, why):
     (IBU, "Will start after the visit.", "'Will start' (intended)"),
     (STOPPED, "Continues lisinopril 10 mg daily.", "'Continues' (active)"),
     (IBU, "Stop ibuprofen.", "'Stop' (stopped)"),
+    (IBU, "Discontinued by cardiology.", "'Discontinued' (stopped)"),
 ])
 def test_a_status_another_free_text_states_fails_constraints(case_id, text, why):
     r = answer(case_id)
