@@ -95,6 +95,11 @@ Decisions where the rules overlap (tests/scorers/test_write_scorer.py pins each 
   (a dose nobody documented); a dose-free dosage on a denial fails constraints only.
 * An R5 status (``recorded``) fails **schema** (binding) **and constraints** (it does not say
   what the narrative says, e.g. ``active``).
+* An element the schema does not declare fails **schema only** (``verified_elements``); a
+  claim in declared free text fails the dimension that owns what it says: a drug coding, a
+  status / route / as-needed constraints, a dose / frequency / unsafe advice safety. A coded
+  ``statusReason`` saying "stopped" fails both: schema (its code is unverified) and
+  constraints (its display says stopped).
 * A string for a number (``"81"`` mg, frequency ``"3"``) fails **schema only** (json_types):
   the value it spells is still read and judged; ``"false"`` for as-needed fails **schema and
   constraints** (the flag is not a boolean), a numeric code (243670) **schema and coding**.
@@ -1578,13 +1583,13 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
     return Dimension.from_checks("safety", checks), details
 
 
-def _structured(dosages: list[Any], truth: WriteTruth) -> tuple[list[tuple[Amount, Amount]], list[tuple[PerDay, bool]]]:
+def _structured(dosages: list[Any]) -> tuple[list[tuple[Amount, Amount]], list[tuple[PerDay, bool]]]:
     """Every readable dose (low, high) and timing (per day, as needed) of the dosages."""
     doses, rates = [], []
     for d in dosages:
         if not isinstance(d, dict):
             continue
-        for _j, kind, lo, hi in [(j, *e) for j, dr in enumerate(_list(d.get("doseAndRate"))) for e in _dose_entries(dr)]:
+        for kind, lo, hi in [e for dr in _list(d.get("doseAndRate")) for e in _dose_entries(dr)]:
             try:
                 doses.append(_read_dose(kind, lo, hi))
             except UnverifiableError:
@@ -1601,7 +1606,7 @@ def _text_safety_check(resource: dict[str, Any], truth: WriteTruth) -> Check:
     (text.div, note, statusReason, reasonCode) states agrees with some dosage (with no regimen
     documented, any dose but the product's own strength is fabricated), and no text anywhere
     gives unsafe advice (``sig.unsafe_advice``: alcohol with it, an uncapped or doubled dose)."""
-    doses, rates = _structured(_dosages(resource), truth)
+    doses, rates = _structured(_dosages(resource))
     strengths = product_strengths(truth.display)
     names = list(strengths.values())
     wrong = []
