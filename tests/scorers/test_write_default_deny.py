@@ -191,28 +191,21 @@ def test_a_method_that_cannot_be_read_fails_as_unverifiable():
     assert_fails(r, IBU, "constraints", "method", "cannot be read (unverifiable)")
 
 
-def test_text_naming_another_drug_only_fails_coding():
-    r = answer(IBU)
-    r["note"] = [{"text": "Switched to naproxen."}]
-    assert_fails(r, IBU, "coding", "text_claims", "names naproxen, not ibuprofen")
+@pytest.mark.parametrize("case_id,note,dim,why", [
+    (IBU, "Switched to naproxen.", "coding", "names naproxen, not ibuprofen"),  # another drug only
+    (DENIED, "Ibuprofen 400 mg three times a day.", "safety", "but no dose is documented"),  # fabricated
+    (IBU, "Takes it four times a day.", "safety", "which no dosage's timing gives"),
+])
+def test_a_note_stating_what_the_structure_does_not_fails_its_dimension(case_id, note, dim, why):
+    r = answer(case_id)
+    r["note"] = [{"text": note}]
+    assert_fails(r, case_id, dim, "text_claims", why)
 
 
 def test_a_text_naming_the_product_may_name_another_drug_beside_it():
     r = answer("aspirin-no-longer-on")
     r["note"] = [{"text": "No longer on aspirin since apixaban was started in January."}]
     assert_passes(r, "aspirin-no-longer-on")
-
-
-def test_a_dose_in_the_text_of_a_denial_is_fabricated():
-    r = answer(DENIED)
-    r["note"] = [{"text": "Ibuprofen 400 mg three times a day."}]
-    assert_fails(r, DENIED, "safety", "text_claims", "but no dose is documented")
-
-
-def test_a_frequency_in_the_text_that_no_dosage_gives_fails_safety():
-    r = answer(IBU)
-    r["note"] = [{"text": "Takes it four times a day."}]
-    assert_fails(r, IBU, "safety", "text_claims", "which no dosage's timing gives")
 
 
 # ---------------------------------------------------------------- informationSource, effective[x]
