@@ -352,31 +352,3 @@ def test_a_brand_the_site_catalog_knows_is_read_as_its_ingredient(catalog_with_c
     r = _with_coding("clopidogrel-on-hold-surgery", {"system": SNOMED, "code": "1", "display": "Coumadin 5 mg tablet"})
     assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "names coumadin, not clopidogrel")
 
-
-def _make_terminology():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "make_terminology.py"
-    spec = importlib.util.spec_from_file_location("make_terminology", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_script_pairs_an_ndc_only_with_the_rxnorm_code_beside_it(tmp_path):
-    import json
-
-    def request(*codings):
-        return {"resource": {"resourceType": "MedicationRequest", "medicationCodeableConcept": {"coding": list(codings)}}}
-
-    rx = lambda code: {"system": RXNORM, "code": code, "display": f"drug {code}"}  # noqa: E731
-    ndc = lambda code: {"system": NDC, "code": code}  # noqa: E731
-    bundle = {"resourceType": "Bundle", "entry": [
-        request(rx("309362"), ndc("63629-1437-1")),           # paired: mapped
-        request(rx("310965"), ndc("11111-1111-11")),
-        request(rx("243670"), ndc("11111-1111-11")),           # the same NDC beside two products: left out
-        request(ndc("22222-2222-22")),                         # no RxNorm beside it: left out
-    ]}
-    (tmp_path / "b.json").write_text(json.dumps(bundle), encoding="utf-8")
-    assert _make_terminology().ndc_pairs([tmp_path]) == [{"ndc": "63629-1437-1", "rxnorm_code": "309362"}]
