@@ -20,6 +20,14 @@ Output is deterministic: the same inputs give byte-identical output. If the
 same code appears with two displays the lexicographically smallest display
 wins, unless an ``--extra`` entry names the code, whose display then wins;
 conflicts are reported on stderr.
+
+It also writes the RxNorm <-> NDC concept map of the same products (``--ndc-out``,
+default ``fixtures/terminology/ndc_rxnorm.json``): every NDC coding that sits in the same
+``medicationCodeableConcept`` / ``Medication.code`` as an RxNorm coding, as
+``{"ndc", "rxnorm_code"}`` sorted by NDC. An NDC seen beside two RxNorm codes is ambiguous
+and left out (reported on stderr). The map holds only what the data pair: on the current
+Synthea and seed bundles that is nothing (they carry RxNorm only), so the committed map is
+empty and the write scorer reads an NDC coding by the rule for codes it cannot map.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Set, Tuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the package's one copy of the code systems and statuses
 
-from pytest_groundeval.fhir.codes import RXNORM  # noqa: E402
+from pytest_groundeval.fhir.codes import NDC, RXNORM  # noqa: E402
 
 
 def iter_bundle_files(source: Path) -> Iterator[Path]:
@@ -64,22 +72,48 @@ def iter_resources(bundle: Any) -> Iterator[Dict[str, Any]]:
             yield from iter_resources(resource)
 
 
-def rxnorm_codings(resource: Dict[str, Any]) -> Iterator[Tuple[str, str]]:
+def medication_concept(resource: Dict[str, Any]) -> Dict[str, Any] | None:
+    """A MedicationRequest's medicationCodeableConcept or a Medication's code."""
     rtype = resource.get("resourceType")
-    if rtype == "MedicationRequest":
-        concept = resource.get("medicationCodeableConcept")
-    elif rtype == "Medication":
-        concept = resource.get("code")
-    else:
-        return
-    if not isinstance(concept, dict):
-        return
-    for coding in concept.get("coding") or []:
-        if not isinstance(coding, dict) or coding.get("system") != RXNORM:
+    concept = (resource.get("medicationCodeableConcept") if rtype == "MedicationRequest"
+               else resource.get("code") if rtype == "Medication" else None)
+    return concept if isinstance(concept, dict) else None
+
+
+def codings_of(resource: Dict[str, Any], system: str) -> Iterator[Tuple[str, str]]:
+    """(code, display) of every coding of ``system`` in the resource's medication concept."""
+    concept = medication_concept(resource)
+    for coding in (concept or {}).get("coding") or []:
+        if not isinstance(coding, dict) or coding.get("system") != system:
             continue
         code, display = coding.get("code"), coding.get("display")
-        if code and display:
-            yield str(code).strip(), str(display).strip()
+        if code:
+            yield str(code).strip(), str(display or "").strip()
+
+
+def rxnorm_codings(resource: Dict[str, Any]) -> Iterator[Tuple[str, str]]:
+    for code, display in codings_of(resource, RXNORM):
+        if display:
+            yield code, display
+
+
+def ndc_pairs(sources: Iterable[Path]) -> List[Dict[str, str]]:
+    """The RxNorm <-> NDC map of the same products: NDC codings beside an RxNorm coding in one
+    medication concept; an NDC paired with two RxNorm codes is left out as ambiguous."""
+    seen: Dict[str, Set[str]] = {}
+    for source in sources:
+        for path in iter_bundle_files(source):
+            for resource in iter_resources(load_json(path)):
+                rx = {code for code, _ in codings_of(resource, RXNORM)}
+                for ndc, _display in codings_of(resource, NDC):
+                    seen.setdefault(ndc, set()).update(rx)
+    out = []
+    for ndc in sorted(seen):
+        if len(seen[ndc]) != 1:
+            print(f"note: NDC {ndc} left out: paired with {sorted(seen[ndc]) or 'no RxNorm code'}", file=sys.stderr)
+            continue
+        out.append({"ndc": ndc, "rxnorm_code": next(iter(seen[ndc]))})
+    return out
 
 
 def collect(sources: Iterable[Path], extras: Iterable[Path]) -> List[Dict[str, str]]:
@@ -125,6 +159,7 @@ DEFAULT_EXTRAS = [
     REPO / "fixtures" / "terminology" / "rxnorm_extra.json",
 ]
 DEFAULT_OUT = REPO / "fixtures" / "terminology" / "rxnorm.json"
+DEFAULT_NDC_OUT = REPO / "fixtures" / "terminology" / "ndc_rxnorm.json"
 
 
 def render(catalog: List[Dict[str, str]]) -> str:
@@ -140,6 +175,8 @@ def main(argv: List[str] | None = None) -> int:
                         help="JSON list of extra {code, display, system} RxNorm entries; repeatable "
                         f"(default: {', '.join(str(p) for p in DEFAULT_EXTRAS)})")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output JSON path (default: {DEFAULT_OUT})")
+    parser.add_argument("--ndc-out", type=Path, default=DEFAULT_NDC_OUT,
+                        help=f"RxNorm <-> NDC map output path (default: {DEFAULT_NDC_OUT})")
     args = parser.parse_args(argv)
     sources = args.source if args.source is not None else DEFAULT_SOURCES
     extras = args.extra if args.extra is not None else DEFAULT_EXTRAS
@@ -153,6 +190,10 @@ def main(argv: List[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(catalog), encoding="utf-8")
     print(f"wrote {len(catalog)} codes to {args.out}", file=sys.stderr)
+    pairs = ndc_pairs(sources)
+    args.ndc_out.parent.mkdir(parents=True, exist_ok=True)
+    args.ndc_out.write_text(render(pairs), encoding="utf-8")
+    print(f"wrote {len(pairs)} NDC <-> RxNorm pairs to {args.ndc_out}", file=sys.stderr)
     return 0
 
 

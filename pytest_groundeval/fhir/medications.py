@@ -9,6 +9,7 @@ never a smaller (or empty) truth."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Iterable
@@ -267,3 +268,18 @@ def patient_reference(bundle: Any) -> str:
         if kind == "Patient" and rid:
             return f"Patient/{rid}"
     return "the patient of this record"
+
+
+
+NDC_MAP_FILE = ("terminology", "ndc_rxnorm.json")  # scripts/make_terminology.py writes it
+
+
+@functools.lru_cache(maxsize=1)
+def ndc_rxnorm_map() -> dict[str, str]:
+    """The committed RxNorm <-> NDC map of the same products (NDC -> RxNorm code), built by
+    ``scripts/make_terminology.py`` from the NDC codings the data pair with an RxNorm coding
+    (read once per process; do not mutate the result)."""
+    from pytest_groundeval.tasks.resources import data_path
+
+    items = json.loads(data_path(*NDC_MAP_FILE).read_text(encoding="utf-8"))
+    return {str(i["ndc"]): str(i["rxnorm_code"]) for i in items}

@@ -129,4 +129,99 @@ def read_route(route: Any) -> tuple[set[str], list[str]]:
     return found, unread
 
 
-__all__ = ["SNOMED_ROUTES", "documented_route", "read_route", "routes_in"]
+# ------------------------------------------------------------------ methods and sites
+
+PARENTERAL = frozenset({"intravenous", "intramuscular", "subcutaneous"})
+# an administration's action (dosage.method, or a verb in free text) -> the routes it fits
+_ACTIONS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = tuple((frozenset(r), re.compile(p, re.I)) for r, p in (
+    (PARENTERAL, r"\binject(?:s|ed|ing|ion|able)?\b|\binfus(?:e|ed|ion)\b|\bshot\b"),
+    ({"oral", "sublingual", "buccal"}, r"\bswallow(?:s|ed|ing)?\b|\bchew(?:s|ed|ing)?\b|\bdissolve[sd]?\b"),
+    ({"inhalation", "nasal"}, r"\binhale[sd]?\b|\bsniff(?:s|ed)?\b|\bpuffs?\b"),
+    ({"topical", "transdermal", "ophthalmic", "otic", "vaginal", "rectal", "nasal"}, r"\bappl(?:y|ies|ied)\b"),
+    ({"ophthalmic", "otic", "nasal"}, r"\binstill(?:s|ed)?\b|\bdrops?\b"),
+    ({"rectal", "vaginal"}, r"\binsert(?:s|ed)?\b|\bsuppositor"),
+))
+# a method that is only "take" / "administer" fits any route
+_ANY_ACTION = re.compile(r"\b(?:take[ns]?|taking|took|administer(?:s|ed)?|administration|use[ds]?|give[ns]?)\b", re.I)
+# body sites -> the routes a dose reaches them by
+_SITES: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = tuple((frozenset(r), re.compile(p, re.I)) for r, p in (
+    ({"oral", "sublingual", "buccal", "inhalation"}, r"\bmouth\b|\boral\s+cavity\b"),
+    ({"sublingual"}, r"\btongue\b"),
+    ({"buccal"}, r"\bcheek\b|\bbuccal\b"),
+    ({"inhalation"}, r"\blungs?\b|\bairways?\b|\brespiratory\b|\bbronch\w*"),
+    ({"intramuscular", "subcutaneous"}, r"\bdeltoid\b|\bglute\w*|\bbuttocks?\b|\bthigh\b|\bvastus\b"),
+    ({"subcutaneous", "topical", "transdermal"}, r"\babdomen\b|\babdominal\b"),
+    ({"intravenous", "subcutaneous", "transdermal", "topical", "intramuscular"},
+     r"\b(?:upper\s+)?arms?\b|\bforearm\b|\bhand\b|\bveins?\b"),
+    ({"topical", "transdermal"}, r"\bskin\b|\bchest\b|\bback\b|\bshoulder\b|\bhip\b"),
+    ({"ophthalmic"}, r"\beyes?\b|\bconjunctiva\w*"),
+    ({"otic"}, r"\bears?\b"),
+    ({"nasal", "inhalation"}, r"\bnose\b|\bnostrils?\b|\bnasal\b"),
+    ({"rectal"}, r"\brectum\b|\brectal\b|\banus\b"),
+    ({"vaginal"}, r"\bvagina\w*"),
+))
+# words of a site that locate without naming a site
+_SITE_QUALIFIERS = re.compile(r"\b(?:left|right|upper|lower|both|bilateral|structure|region|of|the|entire|area|muscle|site)\b", re.I)
+
+
+def action_routes(text: Any) -> list[tuple[frozenset[str], str]]:
+    """``[(routes it fits, the words)]`` for every administration action a text names
+    (``inject`` fits only the parenteral routes, ``swallow`` only the oral ones)."""
+    if not isinstance(text, str):
+        return []
+    return [(routes, m.group(0)) for routes, pattern in _ACTIONS for m in pattern.finditer(text)]
+
+
+def _concept_texts(concept: Any) -> tuple[list[str], list[str]]:
+    """(readable texts, unreadable parts) of a CodeableConcept: its text and codings' displays;
+    a coding with no display cannot be read (no method or site code table is kept)."""
+    if not isinstance(concept, dict):
+        return [], [f"not a CodeableConcept ({type(concept).__name__})"]
+    texts, unread = [], []
+    codings = concept.get("coding") if isinstance(concept.get("coding"), list) else []
+    for i, c in enumerate(codings):
+        display = c.get("display") if isinstance(c, dict) else None
+        if isinstance(display, str) and display.strip():
+            texts.append(display)
+        else:
+            unread.append(f"coding[{i}] has no display")
+    if isinstance(concept.get("text"), str) and concept["text"].strip():
+        texts.append(concept["text"])
+    if not texts and not unread:
+        unread.append("no coding and no text")
+    return texts, unread
+
+
+def read_method(method: Any) -> tuple[list[tuple[frozenset[str], str]], list[str]]:
+    """(the actions a dosage.method names with the routes each fits, what could not be read).
+    ``Take`` / ``Administer`` fit any route; a text naming no action cannot be read."""
+    texts, unread = _concept_texts(method)
+    found: list[tuple[frozenset[str], str]] = []
+    for text in texts:
+        actions = action_routes(text)
+        if actions:
+            found += actions
+        elif not _ANY_ACTION.search(text):
+            unread.append(repr(text))
+    return found, unread
+
+
+def read_site(site: Any) -> tuple[list[tuple[frozenset[str], str]], list[str]]:
+    """(the body sites a dosage.site names with the routes that reach each, what could not be
+    read: a site word this table does not know)."""
+    texts, unread = _concept_texts(site)
+    found: list[tuple[frozenset[str], str]] = []
+    for text in texts:
+        sites = [(routes, m.group(0)) for routes, pattern in _SITES for m in pattern.finditer(text)]
+        rest = _SITE_QUALIFIERS.sub(" ", text)
+        for _routes, words in sites:
+            rest = rest.replace(words, " ")
+        if sites and not re.search(r"[a-z]{3,}", rest, re.I):
+            found += sites
+        else:
+            unread.append(repr(text))
+    return found, unread
+
+
+__all__ = ["PARENTERAL", "SNOMED_ROUTES", "action_routes", "documented_route", "read_method", "read_route",
+           "read_site", "routes_in"]

@@ -265,4 +265,79 @@ def parse_sig(text: object) -> Sig:
                " ".join(prn.group(0).split()) if prn else None, duration)
 
 
-__all__ = ["Sig", "SigFrequency", "parse_sig"]
+# ------------------------------------------------------------------ status claims and unsafe advice
+
+# words that say the drug is no longer taken / put on hold / never taken; each claim is
+# compatible only with the statuses listed (a text saying "stopped" on an active statement
+# calls off what its status says)
+_STATUS_CLAIMS: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
+    (name, re.compile(pattern, re.I), frozenset(ok)) for name, pattern, ok in (
+        ("stopped", r"\b(?:stop(?:ped|s)?|discontinu(?:e|ed|es|ation)|d/c(?:'?d)?|quit|ceased?|no\s+longer\s+"
+                    r"(?:tak\w*|on|us\w*|need\w*)|came\s+off|come\s+off)\b",
+         ("stopped", "completed", "on-hold", "entered-in-error")),
+        ("on-hold", r"\b(?:on\s+hold|held|paused|suspended)\b", ("on-hold", "stopped")),
+        ("not-taken", r"\b(?:denies|denied|never\s+(?:took|taken|used)|has\s+not\s+taken|not\s+taking|does\s+not\s+take|"
+                      r"doesn't\s+take)\b", ("not-taken", "stopped")),
+        ("completed", r"\b(?:completed|finished)\b", ("completed", "stopped")),
+        ("intended", r"\b(?:will\s+(?:start|begin)|plans?\s+to\s+(?:start|begin)|not\s+(?:yet\s+)?started)\b",
+         ("intended", "not-taken")),
+        ("active", r"\b(?:continues|continuing|currently\s+tak\w+|still\s+tak\w+|remains\s+on)\b", ("active",)),
+    ))
+# a status word under these is no claim: "do not stop", "stop if a rash appears"
+_NEGATED = re.compile(r"(?:\b(?:not|never|without|before|unless|if|should|until)\b|n't\b)[^.;:!?]{0,40}$", re.I)
+_CONDITIONAL_AFTER = re.compile(r"^[^.;:!?]{0,40}\b(?:if|unless|should|when|after|once|until|at\s+the\s+end)\b",
+                                re.I)
+_SENTENCE = re.compile(r"[^.;!?\n]+")
+
+
+def status_claims(text: object) -> list[tuple[str, str, frozenset[str]]]:
+    """``[(claim, words, statuses it agrees with)]``: what a free text says about whether the
+    drug is taken (``stopped``, ``on hold``, ``denies``, ``completed``, ``will start``,
+    ``continues``). A word under a negation in its sentence ("do not stop") is no claim, nor a
+    stop under a condition or a time ("stop if a rash appears", "stop after 7 days")."""
+    if not isinstance(text, str):
+        return []
+    out = []
+    for sentence in _SENTENCE.findall(text):
+        for name, pattern, ok in _STATUS_CLAIMS:
+            for m in pattern.finditer(sentence):
+                if _NEGATED.search(sentence[: m.start()]) or (
+                        name == "stopped" and _CONDITIONAL_AFTER.match(sentence[m.end():])):  # "stop after 7 days"
+                    continue
+                out.append((name, " ".join(m.group(0).split()), ok))
+    return out
+
+
+_ALCOHOL = r"(?:alcohol\w*|wine|beer|liquor|spirits|vodka|whisk(?:e)?y|gin|rum|booze|cocktails?|drinks?\s+of)"
+_CAUTION = re.compile(r"n't\b|\b(?:avoid\w*|not|no|never|without|limit\w*|refrain\w*|abstain\w*|minimi[sz]e\w*|"
+                      r"less|reduce\w*|nor|free|instead\s+of|risk\w*|caution\w*|warn\w*|interact\w*|increase\w*|"
+                      r"worsen\w*|danger\w*|unsafe|harm\w*|bleed\w*|drows\w*|dizz\w*)\b", re.I)
+_UNSAFE: tuple[tuple[str, re.Pattern[str]], ...] = tuple((why, re.compile(p, re.I)) for why, p in (
+    ("alcohol with the medication", rf"\b{_ALCOHOL}\b"),
+    ("an uncapped dose", r"\bas\s+(?:much|many|often)\s+as\s+(?:you|they|she|he|the\s+patient)\s+"
+                         r"(?:need|want|like|wish)s?\b|\bno\s+(?:limit|maximum)\b"),
+    ("a doubled or catch-up dose", r"\b(?:double|doubled|extra|catch[\s-]*up|make\s+up)\s+(?:the\s+|a\s+|your\s+)?dos"
+                                   r"(?:e|es|ing)\b|\btake\s+two\s+next\s+time\b|\bextra\s+(?:tablets?|pills?|capsules?|"
+                                   r"puffs?)\b|\btake\s+more\b"),
+    ("sharing the medication", r"\bshar(?:e|ing)\b[^.;!?]{0,40}\b(?:with|others?|family|friends?)\b"),
+))
+
+
+def unsafe_advice(text: object) -> list[tuple[str, str]]:
+    """``[(what is unsafe, the words)]``: instructions in a free text that put the patient at
+    risk whatever the drug's dose (alcohol with it, an uncapped or doubled dose, sharing it).
+    Said as a caution ("avoid alcohol", "do not double the dose") it is no instruction."""
+    if not isinstance(text, str):
+        return []
+    out = []
+    for sentence in _SENTENCE.findall(text):
+        if _CAUTION.search(sentence):
+            continue
+        for why, pattern in _UNSAFE:
+            m = pattern.search(sentence)
+            if m:
+                out.append((why, " ".join(m.group(0).split())))
+    return out
+
+
+__all__ = ["Sig", "SigFrequency", "parse_sig", "status_claims", "unsafe_advice"]

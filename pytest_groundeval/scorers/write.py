@@ -25,15 +25,22 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   can reverse what the resource says (a "not taken" modifier on an ``active`` statement).
   Also ``json_types`` (``jsontypes.py``: every element's FHIR JSON type on the raw JSON, from
   the R4B models' annotations; the models coerce ``"5"`` and ``"false"``, FHIR JSON does not)
-  and dom-2..5 on ``contained`` (dom-3: a contained resource nothing refers to).
+  and dom-2..5 on ``contained`` (dom-3: a contained resource nothing refers to). And
+  ``verified_elements``, **default deny**: every element is verified, inert or free text
+  read for claims, as ``write_elements.MEDICATION_STATEMENT`` declares (its docstring lists
+  each); anything else fails as ``unverified element: <path>``.
 * **coding**: the medication's codings (``medicationCodeableConcept`` or a ``#id`` contained
   Medication): at least one RxNorm coding; every RxNorm coding (also in any other contained
   Medication) has the expected code and the expected display (case- and whitespace-insensitive,
   or another full name of the same concept: ``drugtext.same_product``; missing display fails).
-  Every coding of another system (SNOMED, NDC) names the same drug by its display, read
-  against the site catalog (``drugtext.py``); no display, or one naming no drug the catalog
-  knows, is unverifiable and fails. The concept's text and a contained Medication's
-  ingredients, strength and form state no other drug, strength, salt, release or dose form.
+  Every coding of another system denotes the product: an NDC through the committed RxNorm <->
+  NDC map of the same product (``scripts/make_terminology.py``; a mapped NDC of another
+  product contradicts); a coding the task cannot map (an unknown system, an NDC the map does
+  not hold) fails unless its display is absent *and* its code is unknown rather than
+  contradicting (another product's RxNorm code or mapped NDC). A display naming another
+  drug, strength, salt, release or form fails in any system. The concept's text and a
+  contained Medication's ingredients, strength and form state no other drug, strength, salt,
+  release or dose form; ``text_claims``: no free text names another drug and not the product.
 * **constraints**: ``subject`` is the case's patient in any literal reference form (relative,
   absolute, versioned, ``urn:uuid:`` of a UUID id); ``status`` is the expected status; a
   dosage is present exactly when the note documents a regimen; each dosage's as-needed flag
@@ -42,7 +49,14 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   contradicts the note: no dosage puts more administrations on one day than the documented
   regimen (``peak_day``: 7 on Mondays averages a documented 1/day), no rate (no note documents
   one), no maximum below the documented regimen, no free text saying "as needed" beside a
-  scheduled dosage or a duration the schedule contradicts.
+  scheduled dosage or a duration the schedule contradicts. ``dosage.method`` and ``site`` fit
+  the documented route (``Inject`` or a deltoid on an oral tablet does not); ``subject.display``
+  and ``subject.identifier`` name no one but the case's patient (the case records it only by
+  reference). ``text_claims``: no free text anywhere (``text.div``, ``note``,
+  ``statusReason``, ``reasonCode``, the dosages' texts) states a status the resource does not
+  have ("stopped" on an active statement; ``sig.status_claims``, negations and conditions
+  excluded), a route or action that does not fit the documented route, or "as needed" beside
+  scheduled dosages.
 * **safety**: every amount a dosage asserts is checked. Every dose (``doseQuantity`` and
   ``doseRange``, both if both are given) in every dosage / doseAndRate equals the documented
   dose (or range) after UCUM normalisation; every dosage's timing gives the documented
@@ -59,7 +73,11 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   volume unit, or a count times a strength: see ``units.text_doses``) lies within a structured
   dose of that dosage, and a frequency it states (``sig.parse_sig``: ``q6h``, ``BID``, ``every
   hour``, ``four times a day``) agrees with the structured timing (``additionalInstruction[].text``
-  too); text with no readable dose or frequency is ignored. Unverifiable (no dosage, no unit,
+  too); text with no readable dose or frequency is ignored. ``text_claims``: every dose and
+  frequency a resource-level free text (``text.div``, ``note``, ``statusReason``,
+  ``reasonCode``) states agrees with some dosage (with no regimen documented, any dose but the
+  product's own strength is fabricated), and no free text gives unsafe advice
+  (``sig.unsafe_advice``: alcohol with it, an uncapped or doubled dose, sharing it). Unverifiable (no dosage, no unit,
   no dose, no timing, unit/code disagreeing, a rate or maximum that cannot be converted) fails.
   With no documented regimen, any dose anywhere is fabricated.
 
@@ -77,6 +95,11 @@ Decisions where the rules overlap (tests/scorers/test_write_scorer.py pins each 
   (a dose nobody documented); a dose-free dosage on a denial fails constraints only.
 * An R5 status (``recorded``) fails **schema** (binding) **and constraints** (it does not say
   what the narrative says, e.g. ``active``).
+* An element the schema does not declare fails **schema only** (``verified_elements``); a
+  claim in declared free text fails the dimension that owns what it says: a drug coding, a
+  status / route / as-needed constraints, a dose / frequency / unsafe advice safety. A coded
+  ``statusReason`` saying "stopped" fails both: schema (its code is unverified) and
+  constraints (its display says stopped).
 * A string for a number (``"81"`` mg, frequency ``"3"``) fails **schema only** (json_types):
   the value it spells is still read and judged; ``"false"`` for as-needed fails **schema and
   constraints** (the flag is not a boolean), a numeric code (243670) **schema and coding**.
@@ -88,7 +111,7 @@ import math
 import re
 from typing import Any
 
-from pytest_groundeval.fhir.codes import MEDICATION_STATEMENT_STATUSES, RXNORM_ALIASES
+from pytest_groundeval.fhir.codes import MEDICATION_STATEMENT_STATUSES, NDC, RXNORM_ALIASES
 from pytest_groundeval.fhir.codes import RXNORM as RXNORM_SYSTEM
 from pytest_groundeval.tasks.jsontext import json_kind
 from pytest_groundeval.model import CaseError
@@ -96,7 +119,9 @@ from pytest_groundeval.scorers import drugtext, routes
 from pytest_groundeval.scorers.base import Check, Dimension, Score
 from pytest_groundeval.scorers.jsontypes import json_type_issues
 from pytest_groundeval.scorers.schedule import PhaseDay, documented_peak, phases
-from pytest_groundeval.scorers.sig import parse_sig
+from pytest_groundeval.scorers.elements import unverified_check
+from pytest_groundeval.scorers.sig import parse_sig, status_claims, unsafe_advice
+from pytest_groundeval.scorers.write_elements import MEDICATION_STATEMENT, dosage_texts, resource_texts
 from pytest_groundeval.scorers.units import (
     EVENT_TIMING,
     UCUM_SYSTEM,
@@ -196,22 +221,16 @@ def _dose_entries(dose_and_rate: Any) -> list[tuple[str, Any, Any]]:
 
 RATE_FIELDS = ("rateQuantity", "rateRange", "rateRatio")
 MAX_FIELDS = ("maxDosePerPeriod", "maxDosePerAdministration", "maxDosePerLifetime")
-TEXT_FIELDS = ("text", "patientInstruction", "additionalInstruction[].text", "timing.code.text")
 
 
 def _free_texts(dosage: dict[str, Any]) -> list[tuple[str, str]]:
-    """``[(field, text)]`` of every free text of a dosage a reader follows: ``text``,
-    ``patientInstruction``, each ``additionalInstruction[k].text`` and ``timing.code.text``
-    (a schedule in words beside the structured one)."""
-    out = [(key, dosage[key]) for key in ("text", "patientInstruction") if isinstance(dosage.get(key), str)]
-    for k, cc in enumerate(_list(dosage.get("additionalInstruction"))):
-        if isinstance(cc, dict) and isinstance(cc.get("text"), str):
-            out.append((f"additionalInstruction[{k}].text", cc["text"]))
-    timing = dosage.get("timing")
-    code = timing.get("code") if isinstance(timing, dict) else None
-    if isinstance(code, dict) and isinstance(code.get("text"), str):
-        out.append(("timing.code.text", code["text"]))
-    return out
+    """``[(field, text)]`` of every free text of a dosage a reader follows, as the write
+    schema declares them (``write_elements.dosage_texts``: ``text``, ``patientInstruction``,
+    each ``additionalInstruction[k]`` text and coding display, ``timing.code.text``, the
+    as-needed reason)."""
+    return dosage_texts(dosage)
+
+
 # Modifier extensions the scorer knows how to read: none. A modifier extension can reverse what
 # the resource says ("not taken", "hypothetical") and an unknown one must not be ignored (FHIR:
 # a system that does not understand a modifier extension SHALL NOT process the element as if
@@ -501,7 +520,24 @@ def schema_dimension(resource: dict[str, Any]) -> tuple[Dimension, dict[str, Any
     )
     found, issues = resource_checks(resource, "MedicationStatement", _invariant_issues(resource), R4B_STATUS)
     checks += found
+    checks.append(_declared_elements_check(resource))
     return Dimension.from_checks("schema", checks), {"schema_issues": issues}
+
+
+def _declared_elements_check(resource: dict[str, Any]) -> Check:
+    """Default deny: every element is verified, inert or read as free text
+    (``write_elements.MEDICATION_STATEMENT``), and every contained resource is a Medication
+    (the only one whose elements the scorer reads)."""
+    try:
+        check = unverified_check(resource, MEDICATION_STATEMENT)
+    except RecursionError:
+        return Check("verified_elements", False, "the resource is nested too deeply to read its elements")
+    others = [f"unverified element: contained[{i}] ({item.get('resourceType')!r}: only a Medication is read)"
+              for i, item in enumerate(_list(resource.get("contained")))
+              if isinstance(item, dict) and item.get("resourceType") != "Medication"]
+    if not others:
+        return check
+    return Check(check.name, False, "; ".join(others + ([check.reason] if not check.passed else [])))
 
 
 def resource_checks(resource: dict[str, Any], resource_type: str, invariants: list[str],
@@ -621,40 +657,75 @@ def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str
 RXNORM_OTHER_SPELLINGS = frozenset(RXNORM_ALIASES)
 
 
+def _other_coding_issue(label: str, c: dict[str, Any], truth: WriteTruth, prod: drugtext.Product,
+                        vocab: drugtext.Vocabulary) -> str | None:
+    """Why a coding of a system other than RxNorm does not denote the product (None: it does).
+
+    * RxNorm under another system URI is read as RxNorm: its code must be the product's.
+    * A system the task maps (NDC, through the committed RxNorm <-> NDC map of the same
+      product, ``fhir.medications.ndc_rxnorm_map``): a mapped code must map to the product's
+      RxNorm code, and a display must not contradict the product.
+    * Any other coding (an unknown system, or an NDC the map does not have) fails unless its
+      display is absent **and** its code is unknown rather than contradicting: a display is a
+      claim about a code nobody here can check; a code that is another product's (a catalog
+      RxNorm code, or a mapped NDC of another product) contradicts it. A display-less code
+      that denotes nothing known says nothing a reader can act on, and passes.
+    """
+    from pytest_groundeval.fhir.medications import ndc_rxnorm_map
+
+    system, code, display = c.get("system"), c.get("code"), c.get("display")
+    shown = display if isinstance(display, str) and display.strip() else None
+    bad = drugtext.conflicts(shown, prod, vocab) if shown else []
+    if isinstance(system, str) and system.strip().rstrip("/").lower() in RXNORM_OTHER_SPELLINGS:
+        if code != truth.rxnorm_code:
+            return f"{label} is RxNorm under another system URI: code {code!r} != expected {truth.rxnorm_code}"
+        return f"{label} display {shown!r} {'; '.join(bad)}" if bad else None
+    if bad:
+        return f"{label} display {shown!r} {'; '.join(bad)}"
+    ndc_map = ndc_rxnorm_map()
+    mapped = ndc_map.get(code) if system == NDC and isinstance(code, str) else None
+    if mapped is not None:
+        return None if mapped == truth.rxnorm_code else (
+            f"{label} is the NDC of RxNorm {mapped} ({_catalog_display(mapped, vocab)}), not {truth.rxnorm_code}")
+    other = _known_code(code, truth, vocab, ndc_map)
+    if other:
+        return f"{label} code {code!r} is {other}: it contradicts {truth.display!r}"
+    if shown:
+        return (f"{label} display {shown!r} on a code the task cannot map to RxNorm: the display is a claim nobody "
+                f"can check against {truth.display!r} (unverifiable; a coding of an unmapped system may carry "
+                "only a code)")
+    return None
+
+
+def _catalog_display(code: str, vocab: drugtext.Vocabulary) -> str:
+    return next((d for d, c in vocab.displays.items() if c == code), "not in the site catalog")
+
+
+def _known_code(code: Any, truth: WriteTruth, vocab: drugtext.Vocabulary, ndc_map: dict[str, str]) -> str | None:
+    """What another product a code is known as (a catalog RxNorm code, a mapped NDC), or None."""
+    if not isinstance(code, str) or code == truth.rxnorm_code:
+        return None
+    if code in ndc_map and ndc_map[code] != truth.rxnorm_code:
+        return f"the NDC of RxNorm {ndc_map[code]}"
+    if code in vocab.displays.values():
+        return f"the RxNorm code of {_catalog_display(code, vocab)!r}"
+    return None
+
+
 def _coding_issues(where: str, concept: Any, truth: WriteTruth, prod: drugtext.Product,
                    vocab: drugtext.Vocabulary) -> tuple[list[str], list[str]]:
-    """(issues of the codings of other systems, issues of the text) of one CodeableConcept.
-
-    A coding of another system denotes the product when its display names the product's drug
-    by the site catalog (its ingredient or brand) and states nothing that contradicts it; a
-    display naming another drug, strength, salt, release or form contradicts it; no display,
-    or one naming no drug the catalog knows, cannot be checked against the case and fails as
-    unverifiable. The concept's text may not contradict the product (a text naming no known
-    drug is not read)."""
+    """(issues of the codings of other systems, issues of the text) of one CodeableConcept:
+    each coding by :func:`_other_coding_issue`; the concept's text may not contradict the
+    product (a text naming no known drug is not read)."""
     if not isinstance(concept, dict):
         return [], []
     coding_issues: list[str] = []
     for i, c in enumerate(_list(concept.get("coding"))):
         if not isinstance(c, dict) or c.get("system") == RXNORM_SYSTEM:
             continue
-        label = f"{where}.coding[{i}] ({c.get('system')} {c.get('code')!r})"
-        system = c.get("system")
-        if isinstance(system, str) and system.strip().rstrip("/").lower() in RXNORM_OTHER_SPELLINGS \
-                and c.get("code") != truth.rxnorm_code:
-            coding_issues.append(f"{label} is RxNorm under another system URI: code {c.get('code')!r} != "
-                                 f"expected {truth.rxnorm_code}")
-            continue
-        display = c.get("display")
-        if not isinstance(display, str) or not display.strip():
-            coding_issues.append(f"{label} has no display: it cannot be checked against {truth.display!r} "
-                                 "(unverifiable)")
-            continue
-        bad = drugtext.conflicts(display, prod, vocab)
-        if bad:
-            coding_issues.append(f"{label} display {display!r} {'; '.join(bad)}")
-        elif not drugtext.names_product(display, prod, vocab):
-            coding_issues.append(f"{label} display {display!r} names no drug the site catalog knows: it cannot "
-                                 f"be checked against {truth.display!r} (unverifiable)")
+        issue = _other_coding_issue(f"{where}.coding[{i}] ({c.get('system')} {c.get('code')!r})", c, truth, prod, vocab)
+        if issue:
+            coding_issues.append(issue)
     text_issues: list[str] = []
     text = concept.get("text")
     if isinstance(text, str):
@@ -818,7 +889,10 @@ def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
     if med is not None or extra_meds:
         checks.append(Check("medication_resource", not med_issues, "; ".join(med_issues) if med_issues
                             else "the contained Medication's ingredients and form agree with the product"))
-    details["coding_issues"] = coding_issues + text_issues + med_issues
+    drug_issues = _text_drug_issues(resource, prod, vocab)
+    checks.append(Check("text_claims", not drug_issues, "; ".join(drug_issues) if drug_issues
+                        else "no free text names another drug"))
+    details["coding_issues"] = coding_issues + text_issues + med_issues + drug_issues
     return Dimension.from_checks("coding", checks), details
 
 
@@ -894,7 +968,9 @@ def _route_check(dosages: list[Any], truth: WriteTruth) -> Check:
 def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimension:
     checks: list[Check] = []
     same, why = _same_patient(resource.get("subject"), truth.subject)
-    checks.append(Check("subject", same, why))
+    other = _subject_names_other(resource.get("subject"), truth.subject) if same else None
+    checks.append(Check("subject", same and other is None, other or why))
+    checks += _source_and_date_checks(resource, truth)
     status = resource.get("status")
     checks.append(
         Check(
@@ -920,6 +996,7 @@ def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimens
                 wrong.append(f"dosage[{i}]: {how}")
         if dosages:
             checks.append(_route_check(dosages, truth))
+            checks += _method_site_checks(dosages, truth)
             checks.append(
                 Check(
                     "as_needed",
@@ -939,7 +1016,142 @@ def constraints_dimension(resource: dict[str, Any], truth: WriteTruth) -> Dimens
         )
     if truth.documented:
         checks += _regimen_constraint_checks(dosages, truth)
+    findings = _text_constraint_findings(resource, truth)
+    checks.append(Check("text_claims", not findings, "; ".join(findings) if findings else
+                        "no free text states another status, route or as-needed use"))
     return Dimension.from_checks("constraints", checks)
+
+
+# --------------------------------------------------------------------------- free-text claims
+# Every free text the schema declares (write_elements) is read for what it states; a dosage's
+# own texts are also compared with that dosage (doses, frequencies, as-needed, duration: the
+# _text_* checks), the resource's texts (text.div, note, statusReason, reasonCode) with every
+# dosage.
+
+
+def _all_texts(resource: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, text) of every free text the schema declares, the dosages' and the medication's
+    included."""
+    return resource_texts(resource, medication=True) + _dosage_texts_of(resource)
+
+
+def _dosage_texts_of(resource: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f"dosage[{i}].{key}", text) for i, d in enumerate(_dosages(resource)) if isinstance(d, dict)
+            for key, text in _free_texts(d)]
+
+
+def _text_drug_issues(resource: dict[str, Any], prod: drugtext.Product, vocab: drugtext.Vocabulary) -> list[str]:
+    """A free text that names another drug the catalog knows and not the product says the
+    statement is about that drug (a text naming the product may name others beside it: "no
+    longer on aspirin since apixaban was started")."""
+    issues = []
+    for path, text in resource_texts(resource) + _dosage_texts_of(resource):
+        names = [b for b in drugtext.conflicts(text, prod, vocab) if b.startswith("names ") and
+                 not b.startswith("names the ")]
+        if names and not drugtext.names_product(text, prod, vocab):
+            issues.append(f"{path} {_clip(text, 80)!r} {'; '.join(names)}")
+    return issues
+
+
+_MEDICATION_PATHS = ("medicationCodeableConcept", "medicationReference")
+_SUBJECT_WORDS = frozenset({"the", "patient", "pt", "this", "subject", "id", "of", "record"})
+
+
+def _subject_names_other(subject: Any, expected: str) -> str | None:
+    """Why a subject's display or identifier, beside the right reference, may be another
+    patient's: the case records its patient only as a reference, so a display may hold only
+    generic words and the id, and an identifier's value must be the id."""
+    if not isinstance(subject, dict):
+        return None
+    m = _LITERAL.match(expected)
+    pid = m.group("id") if m else expected
+    own = set(re.findall(r"[a-z0-9]+", pid.casefold())) | _SUBJECT_WORDS
+    display = subject.get("display")
+    if display is not None:
+        words = set(re.findall(r"[a-z0-9]+", str(display).casefold())) - own
+        if words:
+            return (f"subject.display {display!r} names {', '.join(sorted(words))}: the case records its patient only "
+                    f"as {expected}, so a name beside it may be another patient's (unverified)")
+    ident = subject.get("identifier")
+    if ident is not None:
+        value = ident.get("value") if isinstance(ident, dict) else ident
+        if value != pid:
+            return (f"subject.identifier {value!r} is not {pid}: beside the reference it names a patient the case "
+                    "cannot confirm (another patient's identifier?)")
+    return None
+
+
+_FHIR_DATE = re.compile(r"^\d{4}(?:-\d{2}(?:-\d{2})?)?(?:T[\d:.]+(?:Z|[+-]\d{2}:\d{2})?)?$")
+
+
+def _source_and_date_checks(resource: dict[str, Any], truth: WriteTruth) -> list[Check]:
+    """``informationSource`` is the case's patient (the only person the case knows), read as
+    ``subject`` is; every ``effective[x]`` date is a date the note states (YYYY-MM-DD)."""
+    checks = []
+    source = resource.get("informationSource")
+    if source is not None:
+        same, why = _same_patient(source, truth.subject)
+        other = _subject_names_other(source, truth.subject) if same else None
+        checks.append(Check("information_source", same and other is None,
+                            (other or why).replace("subject", "informationSource")))
+    dates = [(f"effectivePeriod.{k}", v) for k, v in (resource.get("effectivePeriod") or {}).items()] \
+        if isinstance(resource.get("effectivePeriod"), dict) else []
+    if resource.get("effectiveDateTime") is not None:
+        dates.append(("effectiveDateTime", resource["effectiveDateTime"]))
+    if dates:
+        stated = set(re.findall(r"\b\d{4}-\d{2}-\d{2}\b", truth.note))
+        # (a value that is no FHIR date at all is schema's finding; a date must be one the note states)
+        wrong = [f"{k} {v!r}" for k, v in dates if isinstance(v, str) and _FHIR_DATE.match(v) and v[:10] not in stated]
+        checks.append(Check("effective", not wrong, f"{', '.join(wrong)}: no date the note states "
+                            f"({', '.join(sorted(stated)) or 'it states none'}; unverified)" if wrong
+                            else "every effective date is one the note states"))
+    return checks
+
+
+def _method_site_checks(dosages: list[Any], truth: WriteTruth) -> list[Check]:
+    """dosage.method and dosage.site fit the documented route (``routes.read_method`` /
+    ``read_site``): "Inject" or a deltoid on an oral tablet says another administration; a
+    method or site that cannot be read, or any with no documented route, is unverifiable."""
+    route, where = routes.documented_route(truth.note, truth.display)
+    checks = []
+    for key, reader in (("method", routes.read_method), ("site", routes.read_site)):
+        wrong = []
+        for i, d in enumerate(dosages):
+            if not isinstance(d, dict) or d.get(key) is None:
+                continue
+            found, unread = reader(d[key])
+            if route is None:
+                wrong.append(f"dosage[{i}].{key} cannot be checked: {where} (unverifiable)")
+                continue
+            wrong += [f"dosage[{i}].{key} {words!r} fits {', '.join(sorted(fits))}, not the {route} route {where} "
+                      "documents" for fits, words in found if route not in fits]
+            wrong += [f"dosage[{i}].{key} {u} cannot be read (unverifiable)" for u in unread]
+        if any(isinstance(d, dict) and d.get(key) is not None for d in dosages):
+            checks.append(Check(key, not wrong, "; ".join(wrong) if wrong else f"{key} fits the {route} route"))
+    return checks
+
+
+def _text_constraint_findings(resource: dict[str, Any], truth: WriteTruth) -> list[str]:
+    """What the free texts state against the structure: a status the resource's status is not
+    (``stopped`` on an active statement), a route or an action (``inject``) that does not fit
+    the documented route, "as needed" beside scheduled dosages."""
+    status = resource.get("status") if isinstance(resource.get("status"), str) else truth.status
+    route, where = routes.documented_route(truth.note, truth.display)
+    dosages = [d for d in _dosages(resource) if isinstance(d, dict)]
+    scheduled = bool(dosages) and all(_as_needed(d)[0] is False for d in dosages)
+    found = []
+    for path, text in _all_texts(resource):
+        found += [f"{path} says {words!r} ({claim}) but the status is {status!r}"
+                  for claim, words, ok in status_claims(text) if status not in ok]
+        if route is not None and not path.startswith(_MEDICATION_PATHS):  # a product name's form: coding's
+            found += [f"{path} names the {r} route; {where} documents {route}" for r in sorted(routes.routes_in(text))
+                      if r != route]
+            found += [f"{path} says {words!r} (fits {', '.join(sorted(fits))}); {where} documents {route}"
+                      for fits, words in routes.action_routes(text) if route not in fits]
+        prn = parse_sig(text).as_needed
+        if prn and scheduled and not path.startswith("dosage"):  # a dosage's own text: its as_needed check
+            found.append(f"{path} says {prn!r} but every dosage is scheduled (no asNeeded)")
+    return found
 
 
 # --------------------------------------------------------------------------- safety
@@ -1335,6 +1547,7 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
         "dosages": [],
         "max_implied_daily_mg": None,
     }
+    text_check = _text_safety_check(resource, truth)
     if not truth.documented:
         fabricated = [f"dosage[{i}].{p}" for i, d in enumerate(dosages) for p in _any_dose(d)]
         check = Check(
@@ -1344,16 +1557,16 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
             else f"fabricated dose: {', '.join(fabricated)} but the note documents no regimen",
         )
         details["fabricated"] = fabricated
-        return Dimension.from_checks("safety", [check]), details
+        return Dimension.from_checks("safety", [check, text_check]), details
 
     if not dosages:
         # the note documents a regimen the resource does not encode: its safety is unverifiable
         # (as a text-only dosage's is); constraints.dosage_present names the omission too
         check = Check("doses", False, f"no dosage: the documented regimen ({truth.dose_text()} x "
                                       f"{truth.freq_text()}) has no encoded dose (unverifiable)")
-        return Dimension.from_checks("safety", [check]), details
+        return Dimension.from_checks("safety", [check, text_check]), details
 
-    checks: list[Check] = []
+    checks: list[Check] = [text_check]
     uncomputable: dict[int, list[str]] = {}  # dosage index -> what of it cannot be computed
     # dosage index -> (average mg/day, peak mg/day, how the peak was read)
     day_mg: dict[int, tuple[float, float, str]] = {}
@@ -1368,6 +1581,53 @@ def safety_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
             day_mg[i] = day
     checks += _daily_total_checks(dosages, truth, all(c.passed for c in checks), day_mg, uncomputable, details)
     return Dimension.from_checks("safety", checks), details
+
+
+def _structured(dosages: list[Any]) -> tuple[list[tuple[Amount, Amount]], list[tuple[PerDay, bool]]]:
+    """Every readable dose (low, high) and timing (per day, as needed) of the dosages."""
+    doses, rates = [], []
+    for d in dosages:
+        if not isinstance(d, dict):
+            continue
+        for kind, lo, hi in [e for dr in _list(d.get("doseAndRate")) for e in _dose_entries(dr)]:
+            try:
+                doses.append(_read_dose(kind, lo, hi))
+            except UnverifiableError:
+                pass
+        try:
+            rates.append((per_day(d.get("timing")), _as_needed(d)[0] is True))
+        except UnverifiableError:
+            pass
+    return doses, rates
+
+
+def _text_safety_check(resource: dict[str, Any], truth: WriteTruth) -> Check:
+    """Safety of what the free texts say: every dose and frequency a resource-level text
+    (text.div, note, statusReason, reasonCode) states agrees with some dosage (with no regimen
+    documented, any dose but the product's own strength is fabricated), and no text anywhere
+    gives unsafe advice (``sig.unsafe_advice``: alcohol with it, an uncapped or doubled dose)."""
+    doses, rates = _structured(_dosages(resource))
+    strengths = product_strengths(truth.display)
+    names = list(strengths.values())
+    wrong = []
+    name = re.compile(r"\s+".join(map(re.escape, truth.display.split())), re.I)
+    for path, text in resource_texts(resource):
+        text = name.sub(" ", text)  # the product's own name ("... 200 MG Oral Tablet") states no dose
+        for d in text_doses(text, strengths):
+            ok = any(_within(t_lo, t_hi, lo, hi, truth.concentration) is not False
+                     for t_lo, t_hi in d.readings() for lo, hi in doses) if doses else \
+                any(d.low == s and d.high == s for s in names)
+            if not ok:
+                wrong.append(f"{path} states {d} ({d.snippet!r}), " + (
+                    "which no dosage gives" if doses else "but no dose is documented"))
+        for f in parse_sig(text).frequencies:
+            if not any(_frequency_agrees(f, rate, prn) for rate, prn in rates):
+                wrong.append(f"{path} states {f}, " + ("which no dosage's timing gives" if rates
+                                                       else "but no schedule is encoded"))
+    for path, text in _all_texts(resource):
+        wrong += [f"{path} advises {why} ({words!r})" for why, words in unsafe_advice(text)]
+    return Check("text_claims", not wrong, "; ".join(wrong) if wrong else
+                 "every dose and frequency the free text states agrees with the dosage; no unsafe advice")
 
 
 def _dosage_safety(where: str, dosage: Any, truth: WriteTruth, info: dict[str, Any]

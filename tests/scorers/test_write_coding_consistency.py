@@ -62,34 +62,81 @@ def test_snomed_coding_for_another_strength_fails():
     assert_fails(r, "amlodipine-injected-instruction", "coding", "other_codings", "states 10 mg; the product is 5 mg")
 
 
+# The rule for a coding the task cannot map (an unknown system, or an NDC the committed map does
+# not hold): it fails unless its display is absent AND its code is unknown rather than
+# contradicting (issue 28). A display is a claim about a code nobody here can check, even one
+# naming the product; a code-only coding that denotes nothing known passes.
+
 @pytest.mark.parametrize("case_id,display", [
     ("aspirin-active-daily", "Aspirin 81 mg oral tablet"),
-    ("aspirin-active-daily", "Aspirin (substance)"),  # an ingredient-level concept: same drug
+    ("aspirin-active-daily", "Aspirin (substance)"),
     ("clopidogrel-on-hold-surgery", "Clopidogrel 75 mg oral tablet"),
-    ("tylenol-brand-name", "Tylenol 325 mg tablet"),  # a brand the catalog knows
-    ("hctz-abbreviation-morning", "HCTZ 25 mg tablet"),  # an abbreviation the catalog reads
+    ("tylenol-brand-name", "Tylenol 325 mg tablet"),
+    ("hctz-abbreviation-morning", "HCTZ 25 mg tablet"),
 ])
-def test_snomed_coding_naming_the_same_drug_passes(case_id, display):
-    assert_passes(_with_coding(case_id, {"system": SNOMED, "code": "123456", "display": display}), case_id)
+def test_unmapped_coding_with_a_display_fails_even_naming_the_product(case_id, display):
+    r = _with_coding(case_id, {"system": SNOMED, "code": "123456", "display": display})
+    assert_fails(r, case_id, "coding", "other_codings", "on a code the task cannot map to RxNorm")
 
 
-def test_coding_without_display_cannot_be_verified_and_fails():
-    r = _with_coding("clopidogrel-on-hold-surgery", {"system": NDC, "code": "63629-1437-1"})
-    assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "has no display")
-    assert "unverifiable" in check(score_write(r, CASES["clopidogrel-on-hold-surgery"]), "coding", "other_codings").reason
+@pytest.mark.parametrize("system,code", [(NDC, "63629-1437-1"), (SNOMED, "108979001"),
+                                         ("http://example.org/formulary", "CLOP-75")])
+def test_unmapped_coding_with_no_display_and_an_unknown_code_passes(system, code):
+    # the issue's right resource: a second coding (NDC) with no display is no longer "unverifiable"
+    assert_passes(_with_coding("clopidogrel-on-hold-surgery", {"system": system, "code": code}),
+                  "clopidogrel-on-hold-surgery")
 
 
-def test_coding_whose_display_names_no_known_drug_fails_as_unverifiable():
-    # "Plavix" is not in the site catalog: the case cannot tell whether it is clopidogrel
+@pytest.mark.parametrize("system", [SNOMED, "http://example.org/formulary"])
+def test_unmapped_coding_whose_code_is_another_products_fails(system):
+    # no display, but the code is the catalog's RxNorm code of another product: it contradicts
+    r = _with_coding("clopidogrel-on-hold-surgery", {"system": system, "code": "243670"})
+    assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "is the RxNorm code of 'aspirin")
+
+
+def test_coding_whose_display_names_no_known_drug_fails():
+    # "Plavix" is not in the site catalog: the display is a claim nobody can check
     r = _with_coding("clopidogrel-on-hold-surgery", {"system": NDC, "code": "63629-1437-1", "display": "Plavix"})
-    assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "names no drug the site catalog knows")
+    assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "cannot map to RxNorm")
 
 
-def test_ndc_coding_with_the_products_display_passes():
-    case = CASES["clopidogrel-on-hold-surgery"]
-    r = _with_coding("clopidogrel-on-hold-surgery", {"system": NDC, "code": "63629-1437-1",
-                                                     "display": case["expected"]["display"]})
-    assert_passes(r, "clopidogrel-on-hold-surgery")
+@pytest.fixture
+def ndc_map(monkeypatch):
+    """A committed-map stand-in: the data hold no NDC today (scripts/make_terminology.py writes
+    an empty map), so the mapped path is shown on a map the test gives."""
+    from pytest_groundeval.fhir import medications
+
+    pairs = {"63629-1437-1": "309362", "0573-0164-40": "310965"}  # clopidogrel 75 mg, ibuprofen 200 mg
+    monkeypatch.setattr(medications, "ndc_rxnorm_map", lambda: pairs)
+    return pairs
+
+
+@pytest.mark.parametrize("display", [None, "Clopidogrel 75 MG Oral Tablet"])
+def test_mapped_ndc_of_the_same_product_passes(ndc_map, display):
+    coding = {"system": NDC, "code": "63629-1437-1", **({"display": display} if display else {})}
+    assert_passes(_with_coding("clopidogrel-on-hold-surgery", coding), "clopidogrel-on-hold-surgery")
+
+
+def test_mapped_ndc_of_another_product_fails(ndc_map):
+    r = _with_coding("clopidogrel-on-hold-surgery", {"system": NDC, "code": "0573-0164-40"})
+    assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "is the NDC of RxNorm 310965")
+
+
+def test_mapped_ndc_under_another_system_contradicts_too(ndc_map):
+    r = _with_coding("clopidogrel-on-hold-surgery", {"system": "http://example.org/ndc", "code": "0573-0164-40"})
+    assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "is the NDC of RxNorm 310965")
+
+
+def test_the_committed_ndc_map_is_the_scripts_output_on_the_data():
+    # the Synthea and seed bundles carry RxNorm only: the map the script builds from them is empty
+    import json
+    from pathlib import Path
+
+    from pytest_groundeval.fhir.medications import ndc_rxnorm_map
+
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "terminology" / "ndc_rxnorm.json"
+    assert json.loads(path.read_text(encoding="utf-8")) == []
+    assert ndc_rxnorm_map() == {}
 
 
 # ---------------------------------------------------------------- the concept's text
@@ -304,3 +351,4 @@ def test_a_brand_the_site_catalog_knows_is_read_as_its_ingredient(catalog_with_c
     # and on a committed case of another drug, that brand is another drug
     r = _with_coding("clopidogrel-on-hold-surgery", {"system": SNOMED, "code": "1", "display": "Coumadin 5 mg tablet"})
     assert_fails(r, "clopidogrel-on-hold-surgery", "coding", "other_codings", "names coumadin, not clopidogrel")
+

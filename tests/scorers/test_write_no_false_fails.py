@@ -5,7 +5,7 @@ fail no right answer.
 Every committed write case's expected answer (built by the write tool), the same answer
 written in the other correct ways the rules read (the display as text, a contained
 Medication with its ingredient and strength, the documented route coded, an absolute
-subject, an NDC coding carrying the product's display, all of them at once), and the
+subject, an NDC coding with only a code, all of them at once), and the
 baseline agent's answers: no new check fails any of them.
 
 Run: ``uv run pytest tests/scorers/test_write_no_false_fails.py -p no:groundeval -q``
@@ -34,8 +34,9 @@ def _text(r, case):
 
 
 def _ndc(r, case):
-    r["medicationCodeableConcept"]["coding"].append({"system": NDC, "code": "00000-0000-00",
-                                                     "display": case["expected"]["display"]})
+    # an NDC coding as a model adds one: a code only (a display on a code the task cannot map is
+    # a claim nobody can check, issue 28; the old variant's display on 00000-0000-00 was that)
+    r["medicationCodeableConcept"]["coding"].append({"system": NDC, "code": "0573-0164-40"})
     return r
 
 
@@ -64,14 +65,27 @@ def _absolute(r, case):
     return r
 
 
+def _extras(r, case):
+    # the harmless extras a model adds (write_elements: inert, or free text that agrees)
+    pid = case["subject"].split("/")[-1]
+    r.update({"id": "ms-1", "meta": {"lastUpdated": "2026-05-12T10:00:00Z"}, "language": "en",
+              "identifier": [{"system": "urn:ietf:rfc:3986", "value": "urn:uuid:0b7a3e52-5f5c-4d0c-8a3e-2f9e1c7d4b61"}],
+              "text": {"status": "generated", "div": '<div xmlns="http://www.w3.org/1999/xhtml">'
+                                                    f'{case["expected"]["display"]} ({case["expected"]["status"]})</div>'},
+              "dateAsserted": "2026-05-12", "informationSource": {"reference": case["subject"]}})
+    r["subject"]["display"] = f"Patient {pid}"
+    return r
+
+
 VARIANTS = {
+    "harmless_extras": _extras,
     "as_built": lambda r, c: r,
     "display_as_text": _text,
-    "ndc_with_display": _ndc,
+    "ndc_code_only": _ndc,
     "contained_medication": _contained,
     "documented_route": _route,
     "absolute_subject": _absolute,
-    "all_at_once": lambda r, c: _absolute(_route(_contained(_ndc(_text(r, c), c), c), c), c),
+    "all_at_once": lambda r, c: _extras(_absolute(_route(_contained(_ndc(_text(r, c), c), c), c), c), c),
 }
 
 

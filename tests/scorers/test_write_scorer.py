@@ -569,10 +569,12 @@ ENCODINGS: dict[str, tuple[Callable, str]] = {
     # a coding of another system passes when its display names the same drug by the site
     # catalog (an ibuprofen substance code on an ibuprofen statement; not on any other, and not
     # without a display: tests/scorers/test_write_coding_consistency.py)
+    # codings of systems the task cannot map carry only a code (issue 28: a display there is a
+    # claim nobody can check; test_write_coding_consistency.py pins the rule both ways)
     "extra_snomed_coding": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.-": {
-        "system": SNOMED, "code": "387207008", "display": "Ibuprofen (substance)"}}), "ibuprofen-two-tablets"),
+        "system": SNOMED, "code": "387207008"}}), "ibuprofen-two-tablets"),
     "extra_ndc_coding": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.-": {
-        "system": NDC, "code": "0904-5853-61", "display": c["expected"]["display"]}}), "any"),
+        "system": NDC, "code": "0904-5853-61"}}), "any"),
     "display_case_and_whitespace": (lambda r, c: patch(r, {"medicationCodeableConcept.coding.0.display":
         "  " + "   ".join(c["expected"]["display"].upper().split()) + " "}), "any"),
     "contained_medication_reference": (lambda r, c: patch(r, {
@@ -604,8 +606,6 @@ ENCODINGS: dict[str, tuple[Callable, str]] = {
     "max_dose_per_period_at_the_ceiling": (lambda r, c: patch(r, {"dosage.0.maxDosePerPeriod": {
         "numerator": _qty(c["expected"]["max_daily_dose"]["value"], "mg"),
         "denominator": {"value": 24, "unit": "h", "system": UCUM, "code": "h"}}}), "documented"),
-    "plain_extension": (lambda r, c: patch(r, {"extension": [{"url": "http://example.org/fhir/StructureDefinition/src",
-                                                              "valueString": "patient interview"}]}), "any"),
     # case-specific
     "aspirin_period_1440_min": (_timing({"repeat": {"frequency": 1, "period": 1440, "periodUnit": "min"}}),
                                 "aspirin-active-daily"),

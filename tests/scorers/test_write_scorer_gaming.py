@@ -325,8 +325,14 @@ def test_modifier_fails_schema_on_a_contained_medication():
     {"dosage.0.extension": NOT_TAKEN},
     {"dosage.0.timing.extension": NOT_TAKEN},
 ], ids=["resource", "dosage", "timing"])
-def test_modifier_passes_the_same_data_as_a_plain_extension(change):
-    assert_passes(patch(reference(IBU), change), IBU)
+def test_plain_extension_with_the_same_data_fails_as_unverified(change):
+    # was "passes" before issue 28: an extension says what the scorer never verified (default
+    # deny), so it fails schema only, as the modifier does
+    assert_fails(patch(reference(IBU), change), IBU, "verified_elements", "unverified element:", dim="schema")
+
+
+def test_modifier_passes_when_the_statement_carries_none():
+    assert_passes(reference(IBU), IBU)
 
 
 # ============================================================================ 4. free text

@@ -356,10 +356,34 @@ def test_catalog_contains_seed_catalog():
     not (SHARED / "synthea-r4").is_dir() or not SEED_CATALOG.is_file(),
     reason="Synthea source data not available",
 )
-def test_catalog_is_reproducible(tmp_path):
+def test_catalog_and_ndc_map_are_reproducible(tmp_path):
+    out, ndc = tmp_path / "rxnorm.json", tmp_path / "ndc_rxnorm.json"
+    assert make_terminology().main(["--out", str(out), "--ndc-out", str(ndc)]) == 0
+    assert out.read_bytes() == CATALOG_PATH.read_bytes()
+    assert ndc.read_bytes() == (REPO / "fixtures" / "terminology" / "ndc_rxnorm.json").read_bytes()
+
+
+def make_terminology():
+    """scripts/make_terminology.py as a module."""
     spec = importlib.util.spec_from_file_location("make_terminology", REPO / "scripts" / "make_terminology.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    out = tmp_path / "rxnorm.json"
-    assert module.main(["--out", str(out)]) == 0
-    assert out.read_bytes() == CATALOG_PATH.read_bytes()
+    return module
+
+
+def test_the_script_pairs_an_ndc_only_with_the_rxnorm_code_beside_it(tmp_path):
+    ndc_system, rxnorm = "http://hl7.org/fhir/sid/ndc", "http://www.nlm.nih.gov/research/umls/rxnorm"
+
+    def request(rx: str | None, ndc: str) -> dict:
+        codings = ([{"system": rxnorm, "code": rx, "display": f"drug {rx}"}] if rx else []) + [
+            {"system": ndc_system, "code": ndc}]
+        return {"resource": {"resourceType": "MedicationRequest", "medicationCodeableConcept": {"coding": codings}}}
+
+    bundle = {"resourceType": "Bundle", "entry": [
+        request("309362", "63629-1437-1"),  # paired: mapped
+        request("310965", "11111-1111-11"),
+        request("243670", "11111-1111-11"),  # the same NDC beside two products: left out
+        request(None, "22222-2222-22"),      # no RxNorm beside it: left out
+    ]}
+    (tmp_path / "b.json").write_text(json.dumps(bundle), encoding="utf-8")
+    assert make_terminology().ndc_pairs([tmp_path]) == [{"ndc": "63629-1437-1", "rxnorm_code": "309362"}]
