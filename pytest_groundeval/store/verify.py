@@ -160,11 +160,16 @@ def _rederive_one(task: Any, ref: CaseRef, old: CaseResult, run_id: str | None, 
     return reuse(task, ref, old, run_id, rescore=True, source=source, require_grounded=require_grounded)
 
 
-def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | None, source: str) -> Rederived:
+def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | None, source: str, *,
+             tasks: dict[str, Any] | None = None) -> Rederived:
     """Every stored case scored again from its stored answer and its data's truth (module
     docstring). A case that was not answered (an error before the answer, not run, skipped)
-    re-derives to itself: there is nothing to score, and its outcome says why."""
-    tasks, missing = tasks_of((c.task for c in cases), options)
+    re-derives to itself: there is nothing to score, and its outcome says why. ``tasks``: the
+    task objects to use (a session's, for ``--resume``); else those the record's options name."""
+    if tasks is None:
+        tasks, missing = tasks_of((c.task for c in cases), options)
+    else:
+        missing = {c.task: f"task {c.task!r} is not in this session" for c in cases if c.task not in tasks}
     out = Rederived(cases=[], tasks=tasks)
     refs: dict[str, dict[str, CaseRef]] = {}
     fallback: dict[str, Any] = {}
@@ -299,3 +304,20 @@ def to_stderr(line: str) -> None:
 
 TRUST_HELP = ("use the stored cases, summary and gate as they are, unverified (by default each stored case is "
               "re-scored from its stored answer and its data, and a run whose stored results disagree is refused)")
+
+
+def check_resumable(stored: Any, tasks: dict[str, Any], *, require_grounded: bool, trust_stored: bool,
+                    warn: Any = None) -> None:
+    """``--resume``: the stored results that would stand (no call) must re-derive to what the
+    journal or record says (an edited line is refused, naming its case; ``--trust-stored`` uses
+    it as stored, saying so). A case whose data changed or is gone is simply run again."""
+    cases = [c for c in stored.cases.values() if c.finished]
+    result = rederive(cases, {"require_grounded": require_grounded}, stored.run_id, str(stored.path), tasks=tasks)
+    if not result.disagree:
+        return
+    text = Rederived(cases=[], disagree=result.disagree).problems(str(stored.path))
+    if not trust_stored:
+        raise Untrusted(f"{text}\nrefused: a stored result is resumed only when it re-derives from its answer and "
+                        "data (re-run those cases without --resume, or pass --trust-stored to keep them as stored)")
+    if warn is not None:
+        warn(f"{text}\n--trust-stored: the stored results are kept as they are, unverified")
