@@ -85,6 +85,22 @@ def pytest_configure(config: pytest.Config) -> None:
         _ensure(config)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_warning_recorded(warning_message: Any, when: str, nodeid: str, location: Any) -> None:
+    """A warning, as pytest's warnings summary (and any other reporter) will show it: through
+    the redaction step, in place (an agent or library that passes a key to ``warnings.warn``)."""
+    from pytest_groundeval.store.redact import redact_text
+
+    message = warning_message.message
+    text = str(message)
+    red = redact_text(text)
+    if red != text:
+        try:
+            warning_message.message = type(message)(red) if isinstance(message, Warning) else red
+        except Exception:  # noqa: BLE001 - a warning class with another constructor: its text alone
+            warning_message.message = UserWarning(red)
+
+
 def _redacted(error: pytest.UsageError) -> pytest.UsageError:
     """A usage error as the terminal may show it: through the redaction step (``redact.py``)."""
     from pytest_groundeval.store.redact import redact_text
