@@ -45,6 +45,11 @@ def load_stored(settings: Settings) -> StoredRun | None:
         stored = read_stored(find_run(spec, settings.runs_dir))
     except (OSError, ValueError, KeyError) as e:
         raise pytest.UsageError(f"groundeval: --{settings.mode} {spec}: {e}") from None
+    if settings.mode == "resume" and stored.folded_into is not None:
+        raise pytest.UsageError(
+            f"groundeval: --resume {stored.path}: a resume of this journal already finished its run into the "
+            f"complete record {stored.folded_into}; resuming it again would pay for those cases twice. Use that "
+            f"record (--rescore {stored.folded_into} re-scores it without a call)")
     if settings.mode == "resume" and (stored.agent, stored.model) != (settings.agent.name, settings.agent.model):
         raise pytest.UsageError(
             f"groundeval: --resume {stored.path}: that run used agent {stored.agent!r} model {stored.model!r}; "

@@ -80,6 +80,8 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
         help="a record/journal path or 'last': re-run only the cases that run did not finish")
     add("--rescore", dest="groundeval_rescore", default=None, metavar="RUN",
         help="a record/journal path or 'last': re-score its stored outputs, no agent call")
+    add("--trust-stored", dest="groundeval_trust_stored", action="store_true", default=False,
+        help="--resume: keep stored results that do not re-derive from their answer and data (default: refused)")
     add("--model-cache", dest="groundeval_model_cache", default="off",
         choices=CACHE_MODES,
         help="model-call cache mode (default off; strict: a miss is an error)")
@@ -217,6 +219,7 @@ class Settings:
     judge_models: tuple[str, ...] = ()  # --judge-model (repeatable): the jury of tasks with judged items
     judge_base_url: str | None = None  # --judge-base-url
     judge_calibrate: str | None = None  # --judge-calibrate [PATH] ("default": the task's bundled set)
+    trust_stored: bool = False  # --trust-stored: --resume keeps stored results that do not re-derive
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
@@ -263,7 +266,7 @@ class Settings:
             max_cost=opt("groundeval_max_cost"),
             resume=resume,
             rescore=rescore,
-            run_record=Path(record) if record else None,
+            run_record=Path(record).absolute() if record else None,  # fixed now: an agent's chdir moves nothing
             runs_dir=config.rootpath / "runs",
             rootdir=config.rootpath,
             thresholds=tuple(thresholds),
@@ -287,6 +290,7 @@ class Settings:
             judge_models=tuple(opt("groundeval_judge_models") or ()),
             judge_base_url=opt("groundeval_judge_base_url"),
             judge_calibrate=opt("groundeval_judge_calibrate"),
+            trust_stored=opt("groundeval_trust_stored"),
         )
 
     @property

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -84,6 +85,22 @@ def pytest_configure(config: pytest.Config) -> None:
         _ensure(config)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_warning_recorded(warning_message: Any, when: str, nodeid: str, location: Any) -> None:
+    """A warning, as pytest's warnings summary (and any other reporter) will show it: through
+    the redaction step, in place (an agent or library that passes a key to ``warnings.warn``)."""
+    from pytest_groundeval.store.redact import redact_text
+
+    message = warning_message.message
+    text = str(message)
+    red = redact_text(text)
+    if red != text:
+        try:
+            warning_message.message = type(message)(red) if isinstance(message, Warning) else red
+        except Exception:  # noqa: BLE001 - a warning class with another constructor: its text alone
+            warning_message.message = UserWarning(red)
+
+
 def _redacted(error: pytest.UsageError) -> pytest.UsageError:
     """A usage error as the terminal may show it: through the redaction step (``redact.py``)."""
     from pytest_groundeval.store.redact import redact_text
@@ -127,6 +144,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     bundles.configure(config.rootpath / ".groundeval" / "bundles")  # bundle verdicts, once per content hash
     config.add_cleanup(bundles.flush)  # (written off the item path) all on disk when the session ends
     stored = load_stored(settings)
+    if stored is not None and settings.mode == "resume" and not settings.is_worker:
+        _lock_resumed(config, settings, stored.path)  # two resumes of one journal would both pay
+        _check_resumable(config, settings, tasks, stored)
     evaluator = Evaluator(settings, tasks, stored, current(config))
     evaluator.traced = langsmith_key(os.environ) is not None  # LangSmith on: built-in agents nest their calls
     from pytest_groundeval.judges import configure as judges
@@ -180,6 +200,38 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     reruns = config.stash[RERUNS] = Reruns(config)
     config.pluginmanager.register(reruns, "groundeval-reruns")  # reruns cannot replace a result
     return evaluator
+
+
+def _lock_resumed(config: pytest.Config, settings: Any, path: Path) -> None:
+    """``--resume``: the lock of the journal being resumed (``store/lock.py``), held for the
+    session, so a second resume of it (or the run still writing it) is a usage error."""
+    from pytest_groundeval.store.lock import acquire, lock_path
+
+    if settings.run_record is not None and lock_path(settings.run_record).absolute() == lock_path(path).absolute():
+        return  # the run record's own lock (taken below) is this one
+    try:
+        lock = acquire(path)
+    except pytest.UsageError as e:
+        raise pytest.UsageError(f"groundeval: --resume {path}: another groundeval run is resuming or writing it "
+                                f"({str(e).partition('another groundeval run (')[2].partition(')')[0] or 'its pid is unknown'})"
+                                "; wait for it to finish") from None
+    if lock is not None:
+        config.add_cleanup(lock.release)
+
+
+def _check_resumable(config: pytest.Config, settings: Any, tasks: Any, stored: Any) -> None:
+    """``--resume``: stored results that would stand must re-derive to what was stored
+    (``store/verify.py``); refused otherwise, unless ``--trust-stored`` (then warned)."""
+    from pytest_groundeval.store.verify import Untrusted, check_resumable
+
+    notes: list[str] = []
+    try:
+        check_resumable(stored, tasks, require_grounded=settings.require_grounded,
+                        trust_stored=settings.trust_stored, warn=notes.append)
+    except Untrusted as e:
+        raise pytest.UsageError(f"groundeval: --resume {e}") from None
+    for note in notes:
+        config.issue_config_time_warning(pytest.PytestWarning(f"groundeval: --resume {note}"), stacklevel=2)
 
 
 def _fhir_server(config: pytest.Config, evaluator: "Evaluator", tasks: Any, worker: bool) -> None:

@@ -215,7 +215,7 @@ class Reporter:
             gc.freeze()
             self.froze = True
 
-    def _journal(self, blob: bytes, kind: str = "case", task: str | None = None) -> None:
+    def _open_journal(self) -> None:
         if self.journal is None and not self.journal_failed:
             try:
                 self.journal = JournalWriter(self.path.with_suffix(".jsonl"), self.header())
@@ -223,6 +223,9 @@ class Reporter:
                 self.journal_failed = True
                 self.problems.append(f"could not open the journal {self.path.with_suffix('.jsonl')}: "
                                      f"{e.strerror or e} (the cases are kept for the record)")
+
+    def _journal(self, blob: bytes, kind: str = "case", task: str | None = None) -> None:
+        self._open_journal()
         if self.journal is not None:
             try:
                 if task is not None and task not in self._journal_specs and task in self.tasks:
@@ -431,7 +434,47 @@ class Reporter:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             return False
         self.record_path = self.path
+        self._fold_resumed()
         return True
+
+    def _fold_resumed(self) -> None:
+        """``--resume`` of a journal, finished into a complete record: the journal says so (a
+        ``folded`` line), so it is not resumed, and paid for, again."""
+        stored = self.stored
+        if (self.settings.mode != "resume" or stored is None or self.record is None
+                or self.record.completeness.cut_short or stored.path.suffix != ".jsonl"
+                or not stored.path.exists()):
+            return
+        from pytest_groundeval.store.files import mark_folded
+
+        mark_folded(stored.path, self.path, self.record.run_id)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Before the first case (and so the first paid call): the record's folder and the
+        journal are made and its header written; a folder that cannot be written is a usage
+        error, with nothing run. Serially, when the session selected an eval case; under xdist
+        (the controller does not collect), when an agent or a record path was asked for."""
+        if session.config.option.collectonly:
+            return
+        if session.items:
+            from pytest_groundeval.pytest.items import case_ref
+
+            wanted = any(case_ref(item) is not None for item in session.items)
+        else:
+            wanted = bool(getattr(session.config, "workerinput", None) is None and self._xdist(session.config)
+                          and (self.settings.agent.name or self.settings.run_record is not None))
+        if not wanted or self.journal is not None:
+            return
+        self._open_journal()
+        if self.journal is None:
+            why = self.problems.pop().replace(" (the cases are kept for the record)", "")
+            raise pytest.UsageError(f"groundeval: {why}; nothing was run (no agent call): make the "
+                                    "folder writable, or give the record another place with --run-record PATH")
+
+    @staticmethod
+    def _xdist(config: pytest.Config) -> bool:
+        return bool(getattr(config.option, "numprocesses", None)) or bool(getattr(config.option, "dist", "no") != "no")
 
     def _write_html(self, session: pytest.Session) -> None:
         """``--groundeval-html``: the report of the record just written (read back: the page

@@ -201,16 +201,17 @@ class LoadedRun:
     review_warnings: list[str] = field(default_factory=list)
 
 
-def read_run(path: Path, *, with_reviews: bool = False) -> LoadedRun:
+def read_run(path: Path, *, with_reviews: bool = False, trust_stored: bool = False) -> LoadedRun:
     """A run record or journal (``store.read``), with every result of each case (several
     once a record holds repeats), and a record's human reviews (``store/reviews.py``).
     ``with_reviews``: its cases as the reviews say (the record unchanged; its own summary is
     then not the figures' check, as it is the scorer's)."""
-    from pytest_groundeval.store import StoreError, read
+    from pytest_groundeval.store import StoreError
+    from pytest_groundeval.store.verify import read_verified, to_stderr
 
     path = Path(path)
-    try:
-        stored = read(path)
+    try:  # nothing stored is taken as read: its cases re-derived, its summary computed again
+        stored = read_verified(path, trust_stored=trust_stored, warn=to_stderr)
     except StoreError as e:
         raise CompareError(str(e)) from None
     return loaded_run(stored, str(path), reviews_at=path, with_reviews=with_reviews)
@@ -665,8 +666,10 @@ def _is_path_option(key: str) -> bool:
     return key.endswith(("_dir", "_path", "cases", "_file"))
 
 
-def compare_paths(base: Path, new: Path, *, with_reviews: bool = False, **kw: Any) -> Comparison:
-    return compare(read_run(base, with_reviews=with_reviews), read_run(new, with_reviews=with_reviews), **kw)
+def compare_paths(base: Path, new: Path, *, with_reviews: bool = False, trust_stored: bool = False,
+                  **kw: Any) -> Comparison:
+    return compare(read_run(base, with_reviews=with_reviews, trust_stored=trust_stored),
+                   read_run(new, with_reviews=with_reviews, trust_stored=trust_stored), **kw)
 
 
 # ---------------------------------------------------------------- rendering
@@ -873,6 +876,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
     p.add_argument("--metric", dest="metrics", action="append", default=None, metavar="TASK.METRIC",
                    help="compare (and test) only these metrics, repeatable (default: every metric of every task)")
+    from pytest_groundeval.store.verify import TRUST_HELP
+
+    p.add_argument("--trust-stored", action="store_true", help=TRUST_HELP)
     p.add_argument("--max-flips", type=int, default=20,
                    help="flipped cases listed per direction in text / markdown (default 20; json: all)")
     p.set_defaults(run=run)
@@ -891,7 +897,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         result = compare_paths(args.base, args.new, alpha=args.alpha, seed=args.seed, n_resamples=args.resamples,
-                               intersect=args.intersect, metrics=metrics, with_reviews=args.with_reviews)
+                               intersect=args.intersect, metrics=metrics, with_reviews=args.with_reviews,
+                               trust_stored=args.trust_stored)
     except CompareError as e:
         print(f"groundeval compare: refused: {e}", file=sys.stderr)
         return 2

@@ -1520,12 +1520,14 @@ class ReportError(Exception):
     """A record that cannot be reported on (unreadable, not a run record)."""
 
 
-def load_record(path: Path) -> dict[str, Any]:
-    """A run record (``store.read_record``), as the JSON the page is rendered from."""
+def load_record(path: Path, *, trust_stored: bool = False) -> dict[str, Any]:
+    """A run record (``store.read_record``), as the JSON the page is rendered from: its cases
+    re-derived and its summary and gate computed again (``store/verify.py``)."""
     from pytest_groundeval.store import StoreError, read_record
+    from pytest_groundeval.store.verify import to_stderr, verified
 
     try:
-        record = read_record(path)
+        record = verified(read_record(path), str(path), trust_stored=trust_stored, warn=to_stderr)
     except StoreError as exc:
         raise ReportError(str(exc)) from None
     return page_data(path, record)
@@ -1556,6 +1558,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="a run record (runs/*.json); or BASE NEW")
     p.add_argument("-o", "--output", type=Path, metavar="REPORT.html",
                    help="where to write the page (default: the (new) record's path with .html)")
+    from pytest_groundeval.store.verify import TRUST_HELP
+
+    p.add_argument("--trust-stored", action="store_true", help=TRUST_HELP)
     p.set_defaults(run=run)
 
 
@@ -1564,7 +1569,7 @@ def run(args: argparse.Namespace) -> int:
         print("groundeval report: give one run record, or two (BASE NEW)", file=sys.stderr)
         return 2
     try:
-        records = [load_record(path) for path in args.runs]
+        records = [load_record(path, trust_stored=args.trust_stored) for path in args.runs]
     except ReportError as exc:
         print(f"groundeval report: {exc}", file=sys.stderr)
         return 2

@@ -56,6 +56,9 @@ class Journal(BaseModel):
     specs: dict[str, list[MetricSpec]] | None = None
     cases: list[CaseResult] = Field(default_factory=list)
     reruns: list[CaseResult] = Field(default_factory=list)
+    # the complete record a --resume of this journal wrote (its "folded" line): resuming it again
+    # would pay for those cases twice
+    folded_into: str | None = None
 
     @property
     def answered_by(self) -> str | None:
@@ -122,6 +125,7 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
     cases: dict[tuple, CaseResult] = {}
     reruns: list[CaseResult] = []
     specs: dict[str, list[Any]] = {}
+    folded: str | None = None
     for n, line in enumerate(text.splitlines(), 1):
         try:
             obj = json.loads(line)
@@ -133,6 +137,8 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
         if kind == "header" and header is None:
             _check_version(obj.get("schema_version"), path, "a journal")
             header = obj
+        elif kind == "folded" and header is not None and isinstance(obj.get("record"), str):
+            folded = obj["record"]
         elif kind == "specs" and header is not None and isinstance(obj.get("task"), str):
             specs[obj["task"]] = obj.get("specs")
         elif kind in ("case", "rerun"):
@@ -154,7 +160,8 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
                          "groundeval run wrote")
     try:
         return Journal.model_validate({**{k: v for k, v in header.items() if k in Journal.model_fields},
-                                       "specs": specs or None, "cases": list(cases.values()), "reruns": reruns})
+                                       "specs": specs or None, "cases": list(cases.values()), "reruns": reruns,
+                                       "folded_into": folded})
     except ValidationError as e:
         raise _invalid(path, "its header", e) from None
 
@@ -270,6 +277,7 @@ class StoredRun:
     cases: dict[tuple, CaseResult]
     answered_by: str | None = None
     answered_model: str | None = None
+    folded_into: str | None = None  # a journal: the complete record a --resume of it wrote
 
     @classmethod
     def of(cls, path: Path, stored: RunRecord | Journal) -> "StoredRun":
@@ -277,7 +285,7 @@ class StoredRun:
         asked = stored.requested or {}
         if isinstance(stored, Journal):
             return cls(path, stored.run_id, asked.get("agent"), asked.get("model"), cases,
-                       stored.answered_by, stored.answered_model)
+                       stored.answered_by, stored.answered_model, stored.folded_into)
         return cls(path, stored.run_id, asked.get("agent"), asked.get("model"), cases, stored.agent, stored.model)
 
 
@@ -285,11 +293,25 @@ def load_stored(path: Path) -> StoredRun:
     return StoredRun.of(path, read(path, cases_only=True))
 
 
+def mark_folded(journal: Path, record: Path, run_id: str) -> None:
+    """A journal whose cases a ``--resume`` finished into a complete record: a ``folded`` line
+    naming that record, so the journal is not resumed (and paid for) again. Best effort: a
+    journal that cannot be written to is left as it is."""
+    try:
+        with open(journal, "ab") as f:
+            f.write(orjson.dumps({"kind": "folded", "record": str(Path(record).absolute()), "run_id": run_id}) + b"\n")
+    except OSError:
+        pass
+
+
 def find_run(spec: str, runs_dir: Path) -> Path:
     """``last`` → the newest record or journal under ``runs_dir``; else the path itself."""
     if spec != "last":
-        path = Path(spec)
+        path = Path(spec).absolute()  # fixed now: an agent's chdir moves nothing
         if not path.exists():
+            journal = path.with_suffix(".jsonl")
+            if path.suffix == ".json" and journal.exists():  # killed before its record: its journal
+                return journal
             raise FileNotFoundError(f"no run record or journal at {path}")
         return path
     candidates = [p for p in runs_dir.glob("*.json*") if p.suffix in (".json", ".jsonl")

@@ -53,12 +53,20 @@ class MergeError(Exception):
 
 
 # ---------------------------------------------------------------- reading
-def read_shard(path: Path) -> RunRecord:
-    """A shard's record (``store.read``); a MergeError otherwise."""
+def read_shard(path: Path, *, trust_stored: bool = False) -> RunRecord:
+    """A shard's record (``store.read``), its cases re-derived from their answers and data
+    (``store/verify.py``: an edited shard is refused); a MergeError otherwise."""
+    from pytest_groundeval.store.verify import to_stderr, verified
+
     try:
         record = read(path)
     except StoreError as e:
         raise MergeError(f"{e}; re-run that shard") from None
+    if not isinstance(record, Journal) and record.completeness.shard is not None:
+        try:
+            record = verified(record, str(path), trust_stored=trust_stored, warn=to_stderr)
+        except StoreError as e:  # disagreeing cases (verify.Untrusted), unreadable thresholds
+            raise MergeError(str(e)) from None
     if isinstance(record, Journal):
         raise MergeError(f"{path}: a journal, not a run record: that shard did not write its record "
                          "(killed, or its record could not be written); --resume it with the same "
@@ -184,28 +192,23 @@ def _refuse(problems: list[str]) -> None:
 def _tasks(held: dict[str, list[str]], options: dict[str, Any]) -> dict[str, Any]:
     """The task objects that sum the cases up, as the shards' runs built them (``held``: each
     task, and the shards holding its cases)."""
-    from pytest_groundeval.tasks import registry
+    from pytest_groundeval.store.verify import tasks_of
 
-    classes = registry()
-    tasks = {}
-    for name in sorted(held):
-        if name not in classes:
-            raise MergeError(f"task {name!r} of the shards ({', '.join(held[name])}) is not installed here "
-                             f"({', '.join(sorted(classes))} are): merge where the shards ran")
-        cls = classes[name]
-        where = (options.get(name) or {}).get(cls.source.key) or "."
-        tasks[name] = cls(Path(where))
+    tasks, missing = tasks_of(held, options)
+    for name, why in missing.items():
+        raise MergeError(f"{why}: task of the shards {', '.join(held[name])}; merge where the shards ran")
     return tasks
 
 
-def merge(paths: list[Path], thresholds: list[str] | None = None) -> tuple[RunRecord, dict[str, Any]]:
+def merge(paths: list[Path], thresholds: list[str] | None = None, *, trust_stored: bool = False) -> tuple[
+        RunRecord, dict[str, Any]]:
     """The merged record, built once, and the task objects that summed it up. ``thresholds``
     (``TASK.METRIC=VALUE``) replace the shards' own as the merged run's gate."""
-    record, tasks, _ = merge_with_reviews(paths, thresholds)
+    record, tasks, _ = merge_with_reviews(paths, thresholds, trust_stored=trust_stored)
     return record, tasks
 
 
-def merge_with_reviews(paths: list[Path], thresholds: list[str] | None = None) -> tuple[
+def merge_with_reviews(paths: list[Path], thresholds: list[str] | None = None, *, trust_stored: bool = False) -> tuple[
         RunRecord, dict[str, Any], list[Review]]:
     """:func:`merge`, and the human reviews beside the shards (``groundeval review``, every line,
     in shard order) as reviews of the merged run: the cases are the same, the reviews stay theirs.
@@ -216,7 +219,7 @@ def merge_with_reviews(paths: list[Path], thresholds: list[str] | None = None) -
         key = str(path)
         if key in shards:
             raise MergeError(f"{path} is given twice")
-        shards[key] = read_shard(path)
+        shards[key] = read_shard(path, trust_stored=trust_stored)
         try:
             found = read_reviews(path, shards[key])
         except ReviewError as e:
@@ -333,12 +336,15 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-o", "--output", required=True, type=Path, metavar="RUN.json", help="where to write the record")
     p.add_argument("--threshold", dest="thresholds", action="append", default=None, metavar="TASK.METRIC=VALUE",
                    help="the merged run's gate, repeatable (in place of the thresholds the shards recorded)")
+    from pytest_groundeval.store.verify import TRUST_HELP
+
+    p.add_argument("--trust-stored", action="store_true", help=TRUST_HELP)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        record, tasks, reviews = merge_with_reviews(args.shards, args.thresholds)
+        record, tasks, reviews = merge_with_reviews(args.shards, args.thresholds, trust_stored=args.trust_stored)
     except MergeError as e:
         print(f"groundeval merge: {e}", file=sys.stderr)
         return 2

@@ -5,8 +5,14 @@ model-call cache, the HTML report, LangSmith.
 Replaced by ``[redacted]``:
 
 * the values (8 characters or more) of the environment's secret variables: names ending
-  ``_KEY``, ``_TOKEN``, ``_PASSWORD`` / ``_PASSWD`` (or just that word), holding ``_SECRET``
-  anywhere (or starting ``SECRET``), or starting ``AWS_``; matched without regard to case;
+  ``_KEY``, ``_TOKEN``, ``_PASSWORD`` / ``_PASSWD``, ``_PAT``, ``_CREDENTIALS`` (or just that
+  word), holding ``_SECRET`` anywhere (or starting ``SECRET``), or starting ``AWS_``; matched
+  without regard to case;
+* whatever has the shape of a known key, wherever it comes from (a key in a file the agent
+  read, under a variable name no rule knows): Anthropic ``sk-ant-...``, OpenAI ``sk-...``,
+  GitHub ``ghp_`` / ``gho_`` / ``ghu_`` / ``ghs_`` / ``ghr_`` and ``github_pat_...``, AWS access
+  key ids ``AKIA...`` / ``ASIA...``, Slack ``xoxb-`` / ``xoxp-`` / ``xoxa-`` / ``xoxr-`` /
+  ``xoxs-`` tokens (:data:`KEY_SHAPES`);
 * credentials inside URLs (``https://user:password@host`` → ``https://[redacted]@host``),
   anywhere in the text; and, for the URLs the session knows (``--model-base-url``, any
   environment value), their password (8 characters or more) on its own;
@@ -29,7 +35,13 @@ from urllib.parse import unquote
 import orjson
 
 MARK = "[redacted]"
-SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|PASSWORD|PASSWD)$|(?:^|_)SECRET|^AWS_", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|PASSWORD|PASSWD|PAT|CREDENTIALS)$|(?:^|_)SECRET|^AWS_", re.IGNORECASE)
+#: keys known by their shape (module docstring); long enough that no word or id matches
+KEY_SHAPES = re.compile(
+    r"\bsk-ant-[A-Za-z0-9_-]{16,}|\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{22,}"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bxox[abprs]-[A-Za-z0-9-]{10,}")
+KEY_SHAPES_BYTES = re.compile(KEY_SHAPES.pattern.encode())
 URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@\"']+:[^/\s@\"']+@")
 URL_USERINFO = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://([^/\s:@\"']+):([^/\s@\"']+)@")
 MIN_SECRET = 8  # shorter values would redact ordinary words ("pass" in "passed")
@@ -90,6 +102,7 @@ def redact_text(text: str, environ: Mapping[str, str] | None = None) -> str:
     for value in secret_values(environ):
         if value in text:
             text = text.replace(value, MARK)
+    text = KEY_SHAPES.sub(MARK, text)
     return URL_CREDENTIALS.sub(lambda m: m.group(1) + MARK + "@", text) if "://" in text else text
 
 
@@ -102,6 +115,7 @@ def redact_json(blob: bytes, environ: Mapping[str, str] | None = None) -> bytes:
     for encoded in encoded_values:
         if encoded in blob:
             blob = blob.replace(encoded, MARK.encode())
+    blob = KEY_SHAPES_BYTES.sub(MARK.encode(), blob)
     if b"://" in blob:
         blob = URL_CREDENTIALS.sub(lambda m: m.group(1) + MARK + "@", blob.decode("utf-8")).encode("utf-8")
     return blob

@@ -145,7 +145,7 @@ def test_a_second_run_on_the_same_record_path_is_a_usage_error_until_the_first_e
         before = (path / "record.jsonl").read_bytes()
         second = _run(path, "--agent=agents_under_test:Correct")
         assert second.returncode == pytest.ExitCode.USAGE_ERROR, second.stdout[-3000:] + second.stderr[-3000:]
-        assert "--run-record record.json: another groundeval run" in second.stderr, second.stderr
+        assert "/record.json: another groundeval run" in second.stderr, second.stderr  # the path as fixed at start
         assert f"pid {first.pid}" in second.stderr, second.stderr
         # and it touched nothing of the first run's
         assert (path / "record.jsonl").read_bytes() == before and not (path / "record.json").exists()
@@ -229,11 +229,11 @@ def test_a_journal_write_failure_mid_run_stops_with_exit_3_and_names_both_paths(
     out = done.stdout + done.stderr
     assert done.returncode == pytest.ExitCode.INTERNAL_ERROR, out[-3000:]
     assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
-    journal, record = Path("record.jsonl"), Path("record.json")  # as given
+    journal, record = path / "record.jsonl", path / "record.json"  # absolute: fixed when the session started
     assert f"could not write the journal {journal}: File too large" in out, out[-3000:]
     assert f"could not write the run record {record}: File too large" in out, out[-3000:]
     assert f"the journal {journal} holds only the cases before that failed" in out, out[-3000:]
-    journal, record = path / journal, path / record
+    assert journal.is_absolute() and record.is_absolute()
     assert not record.exists()
     assert [c["case_id"] for c in _cases(journal)] == ORDER[:2]  # whole lines; the torn one is skipped
     # space again: --resume runs the two cases that have no whole line
@@ -273,7 +273,7 @@ def test_a_full_disk_under_the_journal_stops_the_run_and_the_record_keeps_what_f
                                    "--agent=agents_under_test:Correct", "--threshold", "extraction.f1=0.0",
                                    *MODES[mode])
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    journal = Path("record.jsonl")
+    journal = evalproject.path / "record.jsonl"  # absolute: fixed when the session started
     rec = json.loads((evalproject.path / "record.json").read_text())
     assert len(rec["cases"]) == 3 and all(c["outcome"] == "passed" for c in rec["cases"])
     comp = rec["completeness"]

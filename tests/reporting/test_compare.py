@@ -223,7 +223,8 @@ def test_an_errored_case_flips_with_its_error(project, capsys, tmp_path):
     case = new["cases"][0]
     case.update(outcome="error", score=None, error={"kind": "agent", "message": "upstream API unavailable",
                                                     "error_class": "ConnectionError"})
-    _, data = as_json(capsys, project / "correct.json", write_record(tmp_path / "err.json", new))
+    # a record edited by hand (its case's answer says passed): read as stored, on purpose
+    _, data = as_json(capsys, project / "correct.json", write_record(tmp_path / "err.json", new), "--trust-stored")
     flip, = task_of(data)["pass_to_fail"]
     assert flip["case_id"] == case["case_id"] and flip["new_outcome"] == "error"
     assert flip["reason"] == "error (agent): upstream API unavailable"
@@ -301,7 +302,7 @@ def test_an_errored_case_counts_as_its_count_specs_say(project, tmp_path):
 
     new["summary"]["reconciliation"] = registry()["reconciliation"](Path(".")).summary(
         [CaseResult.model_validate(c) for c in new["cases"]]).model_dump(mode="json")
-    b, n = read_run(project / "recon.json"), read_run(write_record(tmp_path / "r.json", new))
+    b, n = read_run(project / "recon.json"), read_run(write_record(tmp_path / "r.json", new), trust_stored=True)
     fast = compare.compare(b, n, n_resamples=200).tasks[0]
     slow = _by_summarize(b, n, "reconciliation", 200)
     rows = {m.metric: m for m in fast.metrics}
@@ -338,7 +339,8 @@ def test_write_dimensions_are_compared_as_rates(project, capsys, tmp_path):
         c["score"]["metrics"].update(safety=0.0, **{"pass": 0.0})
         c["score"]["dimensions"]["safety"]["passed"] = False
         c["score"]["reason"] = "safety: dose 800 mg, documented 400 mg"
-    code, data = as_json(capsys, project / "write.json", write_record(tmp_path / "w.json", new), "--fail-on-regression")
+    code, data = as_json(capsys, project / "write.json", write_record(tmp_path / "w.json", new), "--fail-on-regression",
+                         "--trust-stored")  # hand-made: the stored verdicts contradict the answers
     rows = metrics_of(data, "write")
     assert set(rows) == {"pass", "schema", "coding", "constraints", "safety"}
     assert code == 1 and {r["label"] for r in data["regressions"]} == {"write.pass", "write.safety"}
@@ -474,9 +476,11 @@ def test_different_content_hashes_are_refused_unless_intersect(project, capsys, 
     changed = new["cases"][7]
     changed["content_hash"] = "0" * 64
     path = write_record(tmp_path / "edited.json", new)
-    code, _, err = run_compare(capsys, project / "correct.json", path)
+    code, _, err = run_compare(capsys, project / "correct.json", path)  # no data here has that content
+    assert code == 2 and "cannot be re-derived here" in err and changed["case_id"] in err
+    code, _, err = run_compare(capsys, project / "correct.json", path, "--trust-stored")
     assert code == 2 and "1 case(s) with a different content hash" in err and changed["case_id"] in err
-    code, data = as_json(capsys, project / "correct.json", path, "--intersect")
+    code, data = as_json(capsys, project / "correct.json", path, "--intersect", "--trust-stored")
     assert code == 0 and task_of(data)["n_cases"] == 44
     assert data["left_out"]["extraction"]["content_differs"] == 1
 

@@ -244,7 +244,7 @@ def test_resume_and_rescore_read_through_store_read(evalproject):
         result = evalproject.runpytest("--data-dir", "data", "-p", "no:cacheprovider", mode, "newer.json",
                                        "--run-record", "again.json")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
-        result.stderr.fnmatch_lines([f"*{mode} newer.json: newer.json: a record written by a newer groundeval record "
+        result.stderr.fnmatch_lines([f"*{mode} newer.json: */newer.json: a record written by a newer groundeval record "
                                      "format ('2.9'*upgrade groundeval*"])
 
 

@@ -225,3 +225,59 @@ def test_the_preflight_error_shows_no_password(evalproject, monkeypatch):
     assert f"--model-base-url http://{MARK}@127.0.0.1:{port}/v1: nothing answers there" in text
     for what, leak in _leaks().items():
         assert leak not in text, what
+
+
+# ---------------------------------------------------------------- names and shapes (issue 29)
+@pytest.mark.parametrize("name", ["GITHUB_PAT", "MY_SERVICE_PAT", "GOOGLE_APPLICATION_CREDENTIALS", "CREDENTIALS",
+                                  "db_credentials"])
+def test_pat_and_credentials_names_are_secret(name):
+    env = {name: "s3cr3t-value-0042", "PATH": "/usr/bin:/bin", "HOME": "/root"}
+    assert redact_text("x s3cr3t-value-0042 y", env) == f"x {MARK} y"
+    assert "/usr/bin:/bin" not in secret_values(env)  # PATH is not a PAT
+
+
+KEY_LIKE = {
+    "anthropic": "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3,
+    "openai": "sk-proj-" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2" * 2,
+    "openai-old": "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6",
+    "github": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "github-fine": "github_pat_11AAAAAAA0" + "b" * 40,
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "slack": "xoxb-123456789012-abcdefABCDEF",
+}
+
+
+@pytest.mark.parametrize("kind", KEY_LIKE)
+def test_a_key_is_redacted_by_its_shape_under_any_name(kind):
+    """A key that no variable name marks (read from a file, an unknown variable): redacted by shape."""
+    key = KEY_LIKE[kind]
+    env = {"HOME": "/root"}
+    assert redact_text(f"the key is {key}.", env) == f"the key is {MARK}."
+    assert redact_json(json.dumps({"answer": f"use {key}"}).encode(), env) == \
+        json.dumps({"answer": f"use {MARK}"}).encode()
+
+
+@pytest.mark.parametrize("text", ["task-0123456789abcdefghijkl", "sk-short", "risk-adjusted-dose-of-0123456789abc",
+                                  "AKIA is not a key", "gho_short", "xoxb-1", "ask-ant-colony-0123456789abcdef0123"])
+def test_ordinary_text_is_not_taken_for_a_key(text):
+    assert redact_text(text, {"HOME": "/root"}) == text
+
+
+def test_a_key_passed_to_warnings_warn_is_redacted_in_pytest_s_warnings_summary(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    secret = "wrn-canary-0123456789"
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_warns.py").write_text(
+        "import os, warnings\n\n"
+        "def test_warns():\n"
+        "    warnings.warn('calling with ' + os.environ['MY_API_KEY'] + ' and ' + os.environ['SHAPE'])\n")
+    shape = KEY_LIKE["anthropic"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rw", "test_warns.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MY_API_KEY": secret, "SHAPE": shape})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "warnings summary" in out and "calling with" in out, out
+    assert secret not in out and shape not in out and MARK in out

@@ -303,7 +303,7 @@ REFUSALS = {
                          "case set"),
     "another shard count": (lambda a, b: _set("completeness.shard.count", 3)(b), "shard count"),
     "a case in the wrong shard": (_move_a_case, "which belongs to shard 2/2"),
-    "the same case with other content": (_same_case_other_content, "with different content hashes"),
+    "the same case with other content": (_same_case_other_content, "cannot be re-derived here"),
 }
 
 
@@ -353,3 +353,15 @@ def test_a_shard_cut_short_makes_the_merged_run_cut_short(runs, tmp_path, capsys
     assert comp["reason"].startswith("shard 2/2 (") and "--maxfail" in comp["reason"]
     assert short["gate"]["passed"] is False and short["gate"]["reason"].startswith("the run was cut short")
     assert "the run was cut short" in capsys.readouterr().err
+
+
+def test_merge_s_own_content_check_stands_behind_trust_stored(runs, tmp_path, capsys):
+    """--trust-stored skips re-deriving the cases, not merge's checks that the shards are one run's."""
+    project, _ = runs
+    s1, s2 = load(project, "s1.json"), load(project, "s2.json")
+    _same_case_other_content(s1, s2)
+    for name, rec in (("a.json", s1), ("b.json", s2)):
+        (tmp_path / name).write_text(json.dumps(rec))
+    assert merge(tmp_path, "a.json", "b.json", "-o", "out.json", "--trust-stored") == 2
+    err = capsys.readouterr().err
+    assert "with different content hashes" in err and "--trust-stored" in err
