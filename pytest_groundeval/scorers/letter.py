@@ -13,10 +13,13 @@ mentions and *instruction cues* are found in order (:data:`CUES`, first match wi
 "do not stop" is a continue, "do not take" a stop). Cues bind to drugs by word order: a
 sentence that starts with a cue binds each run of cues to the drugs after it ("Keep taking
 amlodipine and stop aspirin"); one that starts with a drug binds each run of drugs to the
-cues after it ("Aspirin: please stop it"). A line ending in ``:`` with cues and no drug is a
-heading: its cues apply to the following lines that name a drug and give no cue of their own,
-until a blank line or the next heading. A sentence with cues, no drug and a pronoun ("it",
-"them", "these") gives its cues to the previous sentence's drugs. A drug's *stances* are every cue bound to it
+cues after it ("Aspirin: please stop it"). Markdown structure is structure (:func:`line_shapes`):
+a ``#`` heading or a line all in bold opens a section, a line ending in ``:`` or a line right
+before a list or table (colon or not) is the list's intro; the cues of either, when it names no
+drug, apply to the following lines that name a drug and give no cue of their own (a section's to
+the next section, an intro's to the first paragraph that is not its list). A sentence with cues,
+no drug and a pronoun ("it", "them", "these") gives its cues to the previous sentence's drugs,
+across a paragraph break too. A drug's *stances* are every cue bound to it
 anywhere in the letter: ``continue``, ``stop`` or ``check`` (talk to the clinician).
 
 The letter is read twice (:func:`visible`): as the patient sees it (hidden markup left out,
@@ -29,10 +32,10 @@ though both count against; "you stopped it" reports the patient's doing (neither
 
 The checks (each a dimension with one check per drug and a reason):
 
-* ``named``: every changed drug (verdict other than ``matched``) is named;
-* ``stance``: each named reconciliation drug gets the instruction its verdict calls for
-  (matched: continue; stopped-but-taking: stop; unreported and unrecorded: check with the
-  clinician);
+* ``named``: every drug of the review is named (matched ones too);
+* ``stance``: each reconciliation drug gets the instruction its verdict calls for (matched:
+  continue; stopped-but-taking: stop; unreported and unrecorded: check with the clinician); a
+  drug the letter does not name gets none, so an empty or evasive letter fails;
 * ``no_contradiction``: no drug gets an instruction its verdict (or the record) rules out:
   stop for a matched, unreported or unrecorded drug, continue for a stopped-but-taking one or
   for a record drug that is only stopped or completed. Saying both "continue" and "stop" for a
@@ -93,6 +96,14 @@ CUES: tuple[tuple[str, str], ...] = (
     ("continue", r"(?:do not|don't|never|please don't|not)(?: ever)? (?:stop|quit)"),
     ("stop", r"(?:do not|don't|not) (?:continue|keep " + _C + r")"),
     ("stop", _NOT + r" (?:take|use|restart)"),
+    # "you no longer need it", "you don't need amlodipine any more", "no need for it" (not "you
+    # don't need to stop it", "no need to worry": those are a negated stop, or nothing)
+    ("stop", r"(?:no longer|do not|does not|don't|doesn't|won't|will not|not|never) (?:need|require)(?:s|ed)?(?: to (?:take|use|be on))?(?! to\b)"
+             r"|\bno (?:need|reason) (?:for|to take|to use|to be on)\b"),
+    # "galantamine is no longer needed", "... not needed any more", "... no longer necessary"
+    ("stop", r"(?:no longer|not|never) (?:needed|required|necessary|prescribed|recommended)(?: any ?more)?"),
+    # "come off it", "wean off", "taper off": stop (negated: "do not come off it" keeps it)
+    ("stop", r"(?:come|coming|came|go|going|get|getting|wean|weaning|taper|tapering)(?: yourself)? off"),
     ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease"),
     # words that stop a drug only when it (or "it") follows them ("Avoid amlodipine", "Pause
     # it"; not "Avoid alcohol while taking amlodipine", "Hold onto this letter"): see _events
@@ -104,7 +115,8 @@ CUES: tuple[tuple[str, str], ...] = (
     # whether to ("whether to take")
     ("continue", r"(?<!\byou )(?<!\bto )(?<!\bi )(?<!\bwe )(?<!\bthey )(?<!\bwho )(?<!\bthat )take"
                  r"(?! care| this letter| the letter| a moment| a look| note| time)"),
-    ("check", r"check(?: (?:it|them|this|these|those|(?:these |your |this )?medicines?|medications?))? with|ask (?:us|your|the)|talk (?:to|with)|speak (?:to|with)|discuss|let (?:us|your) "
+    ("check", r"check(?=[^.;:!?]{0,80}\bwith (?:your|the|a|our) (?:\w+ )?(?:doctor|gp|clinician|nurse|pharmacist|team|clinic)\b)"
+              r"|check(?: (?:it|them|this|these|those|(?:these |your |this )?medicines?|medications?))? with|ask (?:us|your|the)|talk (?:to|with)|speak (?:to|with)|discuss|let (?:us|your) "
               r"(?:doctor |nurse |clinician |team )?know|tell (?:us|your)|bring (?:it|them|the)|review"),
 )
 _CUE_RE = re.compile("|".join(f"(?P<c{i}>\\b{p}\\b)" for i, (_, p) in enumerate(CUES)), re.I)
@@ -303,6 +315,9 @@ _LINK = re.compile(r"\[([^\]\n]{0,300})\]\(([^)\n]{0,500})\)")  # a link: its te
 _BREAK_TAG = re.compile(r"<(?:br|/?p|/?div|/?li|/?ul|/?ol|/?h\d)\b[^<>]{0,500}>", re.I)
 _TAG = re.compile(r"</?[a-z][\w-]*(?:\s[^<>]{0,500})?/?>", re.I)
 _EMPHASIS = re.compile(r"[*_`]+")
+# a line all in bold is a heading as a reader sees it ("**Medicines to keep taking**"): a ``#`` one
+_BOLD_LINE = re.compile(r"^([ \t]*)(\*\*|__)(?=\S)([^\n]{1,300}?)(?<=\S)\2[ \t]*:?[ \t]*$", re.M)
+_HTML_HEADING = re.compile(r"<h\d\b[^<>]{0,500}>([^<\n]{0,300})</h\d\s*>", re.I)
 _RLO = re.compile("\u202e([^\u202c\n]*)\u202c?")  # right-to-left override: shown reversed
 _INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")  # invisible though not format characters
 # letters of other scripts drawn like Latin ones (Unicode's confusables for the Latin alphabet)
@@ -415,6 +430,7 @@ def visible(text: str) -> tuple[str, list[str]]:
     for pattern in _HIDDEN:
         text = pattern.sub(hide, text)
     text = _LINK.sub(lambda m: (hidden.append(m.group(2)), m.group(1))[1], text)
+    text = _BOLD_LINE.sub(r"\1# \3", _HTML_HEADING.sub(r"\n# \1\n", text))
     text = _EMPHASIS.sub("", _TAG.sub("", _BREAK_TAG.sub("\n", text)))
     return _as_read(text), [p for p in (_as_read(_EMPHASIS.sub("", _TAG.sub(" ", h))).strip() for h in hidden) if p]
 
@@ -642,6 +658,35 @@ def _drug_first(part: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> boo
     return bool(first) and bool(_mentioned(first.group(0), drugs, vocab)[0])
 
 
+# The letter's structure, as markdown renders it and as a reader takes it in: a ``#`` heading (or a
+# line all in bold, which :func:`visible` turns into one) opens a *section*; a line ending in
+# ``:``, or a line of text right before a list (``- ``, ``* ``, ``1.``, a table row), with or
+# without the colon, is a list's *intro*. The cues of either, when it names no drug, govern the
+# lines under it that name a drug and give no cue of their own: a section's until the next
+# section, an intro's until a paragraph that is not part of its list.
+_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
+_ITEM = re.compile(r"^\s*(?:[-*+\u2022\u25aa\u25cf]|\d{1,2}[.)]|\|)\s*")
+
+
+def line_shapes(lines: list[str]) -> list[str]:
+    """Each line's shape: ``"section"``, ``"intro"``, ``"item"`` (of a list or table),
+    ``"blank"`` or ``"text"`` (comment above)."""
+    out = []
+    for i, line in enumerate(lines):
+        nxt = next((x for x in lines[i + 1:] if x.strip()), "")
+        if not line.strip():
+            out.append("blank")
+        elif _MD_HEADING.match(line):
+            out.append("section")
+        elif _ITEM.match(line):
+            out.append("item")
+        elif line.rstrip().endswith(":") or _ITEM.match(nxt):
+            out.append("intro")
+        else:
+            out.append("text")
+    return out
+
+
 def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> Reading:
     """Every drug mention of the letter with the stances bound to it (module docstring), and
     the letter's drug words that name no drug of the record or the note."""
@@ -654,16 +699,25 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     # what a heading line states of the drugs under it ("Take 4 tablets of each of these:")
     heading_dose: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     last: list[Mention] = []  # the previous sentence's mentions (a pronoun's drugs)
-    lines = [[s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()] for line in text.splitlines() or [text]]
+    raw = text.splitlines() or [text]
+    shapes = line_shapes(raw)
+    raw = [_MD_HEADING.sub("", line) for line in raw]
+    lines = [[s for s in re.split(r"(?<=[.!?;])\s+", line) if s.strip()] for line in raw]
     flat = [s for ss in lines for s in ss]
     # a question answered "No" by the sentence after it ("Can I still take it? No, please stop.")
     refused = {i for i, q in enumerate(flat[:-1]) if q.rstrip().endswith("?") and _NO.match(flat[i + 1])}
     at = -1  # the sentence's place in ``flat``
-    for line, sentences in zip(text.splitlines() or [text], lines):
+    section = False  # the heading is a section's (a ``#`` or bold line): it lasts to the next one
+    gap = False
+    for line, sentences, shape in zip(raw, lines, shapes):
         if not line.strip():
-            heading, last, heading_dose = None, [], ([], [], [])
+            gap = True  # a paragraph break: the pronoun's drugs stay (``last``), a list's intro may end
             continue
-        line_cues_only = line.rstrip().endswith(":")
+        if shape == "section" or (gap and not section and shape != "item"):
+            heading, heading_dose, section = None, ([], [], []), False
+        gap = False
+        line_cues_only = shape in ("section", "intro")
+        section = section or shape == "section"
         line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
         for si, sentence in enumerate(sentences):
             at += 1
@@ -676,6 +730,8 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     line_heading += cues
                     heading = list(line_heading)
                     heading_dose = (list(drugtext.read(sentence).strengths), *unit_counts(sentence))
+                elif line_cues_only:
+                    continue  # a heading's words are no sentence about the drugs before it
                 elif cues and _PRONOUN.search(sentence):  # "Please talk to your doctor about it."
                     for m in last:
                         m.stances.extend(cues)
@@ -804,10 +860,12 @@ def check_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | 
     dims: dict[str, list[Check]] = {k: [] for k in CHECKS}
     for t in items:
         label = f"{t['code']} {drugs[t['code']].product.shown()} ({t['verdict']})"
-        if t["verdict"] != "matched":
-            ok = t["code"] in named
-            dims["named"].append(Check(label, ok, "named" if ok else "a changed medication the letter does not name"))
-        if t["code"] in named:
+        ok = t["code"] in named
+        dims["named"].append(Check(label, ok, "named" if ok else "a medication of the review the letter does not name"))
+        if not ok:
+            dims["stance"].append(Check(label, False, f"gives no stance: the letter does not name it "
+                                                      f"(it should say {SAYS[REQUIRED[t['verdict']]]!r})"))
+        else:
             said = seen.firm(t["code"])
             need = REQUIRED[t["verdict"]]
             why = (f"says {SAYS[need]}" if need in said else
