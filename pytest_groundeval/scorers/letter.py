@@ -5,8 +5,13 @@ The letter is read against the case's truth (``tasks/letter.py``): the reconcili
 items ``{code, display, verdict}``, every medication the record has (any status), and the
 drug-name words of the intake note. Drug names are read the way the write scorer reads them
 (``scorers/drugtext.py``: the site catalog's tokenizer and vocabulary; ``HCTZ`` is
-hydrochlorothiazide, a brand is its product's ingredients). A drug word the catalog does not
-know is not read at all: it neither names a drug nor is an invented one.
+hydrochlorothiazide, a brand is its product's ingredients), with the committed lexicon's
+brands and lay / class names (``drug_lexicon.json``, ``scripts/make_drug_lexicon.py``:
+"Coumadin", "your water pill", "statin"; a class word names every drug of its class the case
+has, unless its sentence names one of the class) and spellings folded to the case's drug names
+(``drugtext.fold_spelling``: digits for letters, spaced letters, a hyphenated line break, two
+edits in a name of six letters or more). A drug word neither knows is not read at all: it
+neither names a drug nor is an invented one.
 
 The letter is cut into *sentences* (``.``, ``!``, ``?``, ``;``, line breaks); in each, drug
 mentions and *instruction cues* are found in order (:data:`CUES`, first match wins, so
@@ -551,10 +556,23 @@ def name_key(display: str) -> str | None:
     return key if len(key) >= 4 else None
 
 
-def _mentioned(segment: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> tuple[list[Drug], frozenset[str]]:
+def spellings(drugs: list[Drug], vocab: drugtext.Vocabulary) -> frozenset[str]:
+    """The drug words a letter may spell its drugs by (their ingredient and brand words, the
+    lexicon's brands of exactly their ingredients): what :func:`drugtext.fold_spelling` folds to."""
+    out: set[str] = set()
+    for d in drugs:
+        out |= d.product.ingredients | d.product.reading.names | d.product.brands
+        out |= {b for b, ings in vocab.brand_ingredients.items() if ings and ings == d.product.ingredients}
+    return frozenset(out)
+
+
+def _mentioned(segment: str, drugs: list[Drug], vocab: drugtext.Vocabulary, *, classes: bool = True,
+               beside: Iterable[Drug] = ()) -> tuple[list[Drug], frozenset[str]]:
     """The drugs a piece of text names, and its drug words that name none of them. A word
     shared by several drugs goes to those it covers best (all their ingredients said; a
-    stated strength theirs); a reconciliation drug before a record-only one."""
+    stated strength theirs); a reconciliation drug before a record-only one. A lay or class
+    name names every drug of its class, unless the piece or its sentence (``beside``: the
+    drugs the sentence names by name) names one of the class ("your water pill, furosemide")."""
     reading = drugtext.read(segment)
     words = frozenset(w for w in reading.names if w in vocab.names)
     found: list[tuple[Drug, frozenset[str], float]] = []
@@ -585,6 +603,11 @@ def _mentioned(segment: str, drugs: list[Drug], vocab: drugtext.Vocabulary) -> t
         if not better:
             kept.append(d)
     named = frozenset(w for _, hit, _ in found for w in hit)
+    # a lay or class name ("your water pill") names every drug of its class the case has,
+    # unless the piece names one of the class itself ("your water pill, furosemide")
+    for _phrase, members in drugtext.class_names(segment) if classes else ():
+        if not any(d.product.ingredients & members for d in [*kept, *beside]):
+            kept += [d for d in drugs if d.product.ingredients & members and d not in kept]
     return kept, words - named
 
 
@@ -628,6 +651,7 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary,
     cuts.append(len(sentence))
     cue_spans = [(m.start(), m.end()) for m in _CUE_RE.finditer(sentence)]
     # drugs: the text between cues, cut at commas and "and"/"or" so each piece is one mention
+    by_name = _mentioned(sentence, drugs, vocab, classes=False)[0] if drugtext.class_names(sentence) else []
     pos = 0
     for start, end in cue_spans + [(len(sentence), len(sentence))]:
         chunk = sentence[pos:start]
@@ -636,7 +660,7 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary,
             for part in _PARTS.split(piece.group(0)):
                 if not part.strip():
                     continue
-                found, _ = _mentioned(part, drugs, vocab)
+                found, _ = _mentioned(part, drugs, vocab, beside=by_name)
                 if found:
                     events.append((offset + piece.start() + piece.group(0).find(part), "drug", (found, part.strip())))
         pos = end
@@ -690,8 +714,9 @@ def line_shapes(lines: list[str]) -> list[str]:
 def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | None = None) -> Reading:
     """Every drug mention of the letter with the stances bound to it (module docstring), and
     the letter's drug words that name no drug of the record or the note."""
-    vocab = vocab or drugtext.vocabulary()
+    vocab = drugtext.lexicon_vocabulary(vocab)
     drugs = drugs_of(truth)
+    text = drugtext.fold_spelling(text, spellings(drugs, vocab), vocab.names)
     note_words = drugtext.read(truth.get("note", "")).names
     mentions: list[Mention] = []
     invented: set[str] = set()
