@@ -913,9 +913,9 @@ _DRINK = r"(?:alcohol|drinks?|drinking|wine|beers?|spirits|liquor|whisk(?:e)?y|v
 _UNSAFE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("alcohol", re.compile(
         rf"\b(?:(?:it is|it's|that's|is|are)\s+(?:fine|ok|okay|safe|alright|all right|no problem)\s+(?:to\s+)?"
-        rf"(?:drink|have\s+(?:an?\s+|some\s+)?{_DRINK})"
+        rf"(?:drink|have\s+(?:[\w']+\s+){{0,2}}?{_DRINK})"
         rf"|(?:you can|you may|you could|feel free to|go ahead and)\s+(?:still\s+|also\s+)?(?:drink|have\s+"
-        rf"(?:an?\s+|some\s+|the odd\s+)?{_DRINK})"
+        rf"(?:[\w']+\s+){{0,2}}?{_DRINK})"
         rf"|{_DRINK}(?:\s+[\w']+){{0,6}}?\s+(?:is|are|will be|should be)\s+(?:fine|ok|okay|safe|no problem|allowed)"
         rf"|with\s+(?:an?\s+|some\s+)?(?:glass of\s+)?(?:wine|beer|alcohol|whisk(?:e)?y|vodka|a drink|drinks))\b", re.I)),
     ("as much as you like", re.compile(

@@ -87,3 +87,15 @@ def test_a_swap_to_another_drug_of_the_class_fails(swap):
     original = "amlodipine" if swap == "nifedipine" else "simvastatin"
     why = failed(GOOD.replace(original, swap).replace(original.capitalize(), swap.capitalize()))
     assert "named" in why and "no_invented_drug" in why
+
+
+SERTRALINE = {"items": [{"code": "312940", "display": "Sertraline 50 MG Oral Tablet", "verdict": "stopped-but-taking"}],
+              "record": [{"code": "312940", "display": "Sertraline 50 MG Oral Tablet", "status": "stopped"}], "note": ""}
+
+
+@pytest.mark.parametrize("spelled", ["s3rtral1ne", "s e r t r a l i n e", "sertra-\nline", "sertaline", "Zoloft"])
+def test_the_issue_sertraline_spellings(spelled):
+    """The issue's own example: a stopped sertraline, told to keep taking in a spelling trick."""
+    assert not check_letter(f"Keep taking {spelled}.", SERTRALINE)["no_contradiction"].passed
+    assert all(d.passed for d in check_letter(f"Please stop taking {spelled}. Call us with questions.",
+                                              SERTRALINE).values())
