@@ -9,7 +9,7 @@ Usage::
     uv run python scripts/make_drug_lexicon.py \\
         --catalog fixtures/terminology/rxnorm.json \\
         --catalog ../shared/data/groundeval-seed/terminology/rxnorm_medications.json \\
-        --bundles fixtures/reconciliation --bundles ../shared/data/groundeval-seed/synthea \\
+        --bundles fixtures/synthea --bundles ../shared/data/groundeval-seed/synthea \\
         --out pytest_groundeval/scorers/drug_lexicon.json
 
 (those are the defaults, resolved against the repository root; a missing source is skipped
@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_groundeval.scorers import drugtext  # noqa: E402
+from pytest_groundeval.tasks.letter import record_medications  # noqa: E402
 
 # brand -> ingredient words (as the catalog's tokenizer reads the ingredient's name)
 BRANDS: dict[str, tuple[str, ...]] = {
@@ -165,20 +166,8 @@ def data_ingredients(catalogs: Iterable[Path], bundles: Iterable[Path]) -> set[s
             print(f"note: no bundle folder {folder}, skipped", file=sys.stderr)
             continue
         for f in sorted(folder.glob("*.json")):
-            displays += list(_displays(json.loads(f.read_text(encoding="utf-8"))))
+            displays += [m["display"] for m in record_medications(json.loads(f.read_text(encoding="utf-8")), str(f))]
     return {w for d in displays for w in drugtext.product(d).ingredients}
-
-
-def _displays(node: Any) -> Iterable[str]:
-    """Every RxNorm coding display anywhere in a JSON tree (a bundle, or a case holding one)."""
-    if isinstance(node, dict):
-        if "rxnorm" in str(node.get("system", "")) and isinstance(node.get("display"), str):
-            yield node["display"]
-        for v in node.values():
-            yield from _displays(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _displays(v)
 
 
 def build(known: set[str]) -> dict[str, Any]:
@@ -200,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     catalogs = args.catalog or [ROOT / "fixtures/terminology/rxnorm.json",
                                 ROOT / "../shared/data/groundeval-seed/terminology/rxnorm_medications.json"]
-    bundles = args.bundles or [ROOT / "fixtures/reconciliation", ROOT / "../shared/data/groundeval-seed/synthea"]
+    bundles = args.bundles or [ROOT / "fixtures/synthea", ROOT / "../shared/data/groundeval-seed/synthea"]
     lexicon = build(data_ingredients(catalogs, bundles))
     args.out.write_text(json.dumps(lexicon, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"{args.out}: {len(lexicon['brands'])} brands, {len(lexicon['classes'])} classes, "

@@ -8,7 +8,7 @@ letter written the same way passes."""
 from __future__ import annotations
 
 import pytest
-from test_letter_scorer import GOOD, TRUTH, failed
+from test_letter_scorer import GOOD, failed
 
 TAIL = "\n\nIf you have questions, call the clinic. If you feel very unwell, call 911."
 
