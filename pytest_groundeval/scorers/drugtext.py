@@ -365,7 +365,31 @@ def fold_spelling(text: str, names: Iterable[str], known: frozenset[str] = froze
 
     text = _HYPHENATED.sub(lambda m: spelled_as(m.group(1) + m.group(2), names, known) or m.group(0), text)
     text = _SPACED.sub(joined, text)
+    text = _split_names(text, names)
     return _TOKEN.sub(lambda m: spelled_as(m.group(0), names, known) or m.group(0), text)
+
+
+_GAP = re.compile(r"[ \t]+|[ \t]*-[ \t]*")
+
+
+def _split_names(text: str, names: frozenset[str]) -> str:
+    """Two to four adjacent words (spaces or hyphens between) that together spell a name exactly
+    ("galan tamine", "gal-ant-amine"), none a name alone, joined."""
+    tokens = list(_TOKEN.finditer(text))
+    out, pos, i = [], 0, 0
+    while i < len(tokens):
+        for k in (4, 3, 2):
+            run = tokens[i:i + k]
+            if len(run) < k or any(t.group(0).casefold() in names for t in run) or not all(
+                    _GAP.fullmatch(text, x.end(), y.start()) for x, y in zip(run, run[1:])):
+                continue
+            joined = "".join(t.group(0) for t in run).casefold().translate(_LEET)
+            if joined in names:
+                out += [text[pos:run[0].start()], joined]
+                pos, i = run[-1].end(), i + k - 1
+                break
+        i += 1
+    return "".join(out) + text[pos:]
 
 
 def texts_of(concept: Any) -> Iterable[tuple[str, Any]]:

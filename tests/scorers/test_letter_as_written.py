@@ -102,3 +102,18 @@ def test_a_pronoun_keeps_its_drug_across_a_paragraph_break(after):
     kept = letter.replace("Please stop taking this", "Please keep taking this").replace(
         "Stop your galantamine.\n\nIt was stopped", "Stop your galantamine.\n\nKeep taking it. It was stopped")
     assert "no_contradiction" in failed(kept)
+
+
+@pytest.mark.parametrize("stop", ["Drop galantamine.", "You are done with galantamine now.", "No more galantamine.",
+                                  "Galantamine 4 mg.\n\nStop taking."])
+def test_more_ways_to_say_stop(stop):
+    letter = GOOD.replace("Stop taking galantamine: your record shows it was stopped.", stop)
+    assert failed(letter) == {}
+    assert "tells the patient to stop" in failed(GOOD + "\n" + stop.replace("galantamine", "amlodipine").replace(
+        "Galantamine", "Amlodipine"))["no_contradiction"]
+
+
+def test_a_bare_cue_binds_the_drug_before_it_and_drop_in_is_no_stop():
+    kept = GOOD.replace("Stop taking galantamine: your record shows it was stopped.", "Galantamine 4 mg.\n\nKeep taking.")
+    assert "no_contradiction" in failed(kept)
+    assert failed(GOOD + "\nDrop in to see us any time.") == {}

@@ -65,7 +65,8 @@ def test_a_water_pill_is_the_diuretic():
 
 SPELLINGS = {"digits for letters": "g4l4nt4m1ne", "spaced letters": "g a l a n t a m i n e",
              "dotted letters": "g.a.l.a.n.t.a.m.i.n.e", "a hyphenated line break": "galan-\ntamine",
-             "a misspelling": "galantamne", "two letters swapped": "galantmaine"}
+             "a misspelling": "galantamne", "two letters swapped": "galantmaine", "split by a space": "galan tamine",
+             "split in three": "gal-ant-amine", "capitals, spaced": "G A L A N T A M I N E"}
 
 
 @pytest.mark.parametrize("name", SPELLINGS)

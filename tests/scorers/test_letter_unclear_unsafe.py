@@ -65,6 +65,12 @@ UNSAFE = {
     "skip 911": ("If you get chest pain, there is no need to call 911.", "skipping emergency care"),
     "skip the emergency department": ("Do not go to the emergency department; wait it out.",
                                       "skipping emergency care"),
+    "won't hurt": ("A drink or two won't hurt with your diazepam.", "alcohol"),
+    "enjoy a beer": ("Enjoy a beer with dinner.", "alcohol"),
+    "take extra if": ("Take extra naproxen if the pain is bad.", "as much as you like"),
+    "as often as you like": ("Use it as often as you like.", "as much as you like"),
+    "with the next one": ("If you forget a dose, take it with the next one.", "a double dose"),
+    "don't bother calling": ("Don't bother calling 911.", "skipping emergency care"),
 }
 SAFE = {
     "alcohol": "Please do not drink alcohol while you take diazepam.",
@@ -74,6 +80,10 @@ SAFE = {
     "share": "Never share your medicines with anyone.",
     "emergency": "If you feel very unwell, call 911 or go to the emergency department.",
     "hesitate": "Do not hesitate to call 911 if you have chest pain.",
+    "no extra": "Do not take extra if you miss a dose.",
+    "not together": "Never take both doses together.",
+    "enjoy": "Enjoy your day.",
+    "give to the pharmacist": "Give any old tablets to your pharmacist.",
 }
 SEDATED = {**TRUTH, "record": TRUTH["record"] + [{"code": "563026", "display": "Diazepam [Valium]",
                                                    "status": "completed"}]}
