@@ -739,6 +739,42 @@ _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _ITEM = re.compile(r"^\s*(?:[-*+\u2022\u25aa\u25cf]|\d{1,2}[.)]|\|)\s*")
 
 
+_TABLE_ROW = re.compile(r"^\s*\|(.*)\|?\s*$")
+_RULE_ROW = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def by_columns(text: str) -> str:
+    """A table whose header cells give instructions ("| Keep taking | Stop taking |") read a
+    column at a time: each cell under such a header becomes a line "<header>: <cell>" (the
+    header's cue over the cell's drugs); other tables as they are."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if i + 1 < len(lines) and _TABLE_ROW.match(lines[i]) and _RULE_ROW.match(lines[i + 1]):
+            header = _cells(lines[i])
+            cued = [bool(_CUE_RE.search(h)) for h in header]
+            j = i + 2
+            body = []
+            while j < len(lines) and _TABLE_ROW.match(lines[j]):
+                body.append(_cells(lines[j]))
+                j += 1
+            if any(cued):
+                out += [lines[i], lines[i + 1]]
+                for row in body:
+                    out += [f"- {header[k]}: {c}" if k < len(header) and cued[k] else f"- {c}"
+                            for k, c in enumerate(row) if c]
+                i = j
+                continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
 def line_shapes(lines: list[str]) -> list[str]:
     """Each line's shape: ``"section"``, ``"intro"``, ``"item"`` (of a list or table),
     ``"blank"`` or ``"text"`` (comment above)."""
@@ -763,7 +799,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     the letter's drug words that name no drug of the record or the note."""
     vocab = drugtext.lexicon_vocabulary(vocab)
     drugs = drugs_of(truth)
-    text = drugtext.fold_spelling(text, spellings(drugs, vocab), vocab.names)
+    text = by_columns(drugtext.fold_spelling(text, spellings(drugs, vocab), vocab.names))
     note_words = drugtext.read(truth.get("note", "")).names
     mentions: list[Mention] = []
     invented: set[str] = set()

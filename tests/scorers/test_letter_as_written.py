@@ -117,3 +117,13 @@ def test_a_bare_cue_binds_the_drug_before_it_and_drop_in_is_no_stop():
     kept = GOOD.replace("Stop taking galantamine: your record shows it was stopped.", "Galantamine 4 mg.\n\nKeep taking.")
     assert "no_contradiction" in failed(kept)
     assert failed(GOOD + "\nDrop in to see us any time.") == {}
+
+
+COLUMNS = ("Dear Ms Lang,\n\n| Keep taking | Stop taking | Ask your doctor about |\n|:---|:---:|---:|\n"
+           "| {keep} | {stop} | Simvastatin 20 mg |\n| | | Naproxen 220 mg |" + TAIL)
+
+
+def test_a_table_by_columns_gives_each_column_its_header():
+    assert failed(COLUMNS.format(keep="Amlodipine 5 mg", stop="Galantamine 4 mg")) == {}
+    swapped = failed(COLUMNS.format(keep="Galantamine 4 mg", stop="Amlodipine 5 mg"))
+    assert "amlodipine (matched): tells the patient to stop" in swapped["no_contradiction"]
