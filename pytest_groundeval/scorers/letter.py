@@ -121,12 +121,18 @@ CUES: tuple[tuple[str, str], ...] = (
     ("stop", r"stop(?:ped|s)?(?: " + _C + r")?|discontinu(?:e|ed|ing)|quit|cease"),
     # words that stop a drug only when it (or "it") follows them ("Avoid amlodipine", "Pause
     # it"; not "Avoid alcohol while taking amlodipine", "Hold onto this letter"): see _events
+    # "we are taking you off it", "it has been taken off your list", "removed from your list"
+    ("stop", r"(?:take|taking|took|taken|come|came) (?:you|yourself) off|(?:been )?taken off|(?:been )?removed from"
+             r"|(?:been )?crossed off|remove (?:it|them|this|that)? ?from"),
     ("stop-near", r"avoid(?: taking| using)?|throw (?:away|out)|get rid of|give up|cut out|pause|hold(?: off(?: on)?)?"
                   r"|drop|ditch|bin|leave (?:out|off)|lay off|put aside|set aside|no more|(?:be )?(?:done|finished) with"),
     # "no change to amlodipine", "amlodipine: unchanged", "the same as before"
     ("continue", r"no changes?(?: (?:to|in|for|with))?|unchanged|(?:stays?|remains?|is) the same|same as before"),
     ("continue", r"keep(?: on)? " + _C + r"|continu(?:e|es|ing)(?: " + _C + r")?|carry on(?: " + _C + r")?"
                  r"|still take|go on taking|stay on|remain on|(?:need|have|remember|be sure|make sure|want you) to take"),
+    # "Keep your amlodipine", "stick with it", "stay with amlodipine": a continue when the drug
+    # (or "it") follows; "keep this letter", "stick with the plan" are none
+    ("continue-near", r"keep|stick (?:with|to)|stay with|hang on to"),
     # "take" as an instruction ("Take amlodipine every day"; "you should take"), not as a
     # report of what the patient does ("you take", "medicines you take") or a question of
     # whether to ("whether to take")
@@ -676,10 +682,10 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary,
     for m in _CUE_RE.finditer(sentence):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
         stance: str | None = CUES[i][0]
-        if stance == "stop-near":
+        if stance in ("stop-near", "continue-near"):
             near = _NEAR.match(sentence, m.end())
             if near.group(1):  # "Pause it": a pronoun's stop
-                stance = "stop"
+                stance = stance[:-len("-near")]
             else:  # a drug must come first after the filler words: checked below, once drugs are found
                 near_at[m.start()] = near.end()
         if stance == "stop":
@@ -687,7 +693,8 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary,
         elif stance == "report-you":
             stance = "stop" if _ENSURE.search(sentence, max(0, m.start() - 60), m.start()) else "report"
         if negated(sentence[prev:m.start()]) != (asked and answered_no):  # "Can I still take it? No."
-            stance = FLIPPED.get(stance, stance) if stance != "stop-near" else "continue-near"
+            stance = FLIPPED.get(stance, stance) if not stance.endswith("-near") else \
+                {"stop-near": "continue-near", "continue-near": "stop-near"}[stance]
         if stance is not None and stance != "report" and (
                 asked or conditional(sentence, m.start(), m.end(), spans)):
             stance += "?"  # a question asks, a condition restricts: neither tells

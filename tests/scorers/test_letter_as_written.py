@@ -127,3 +127,18 @@ def test_a_table_by_columns_gives_each_column_its_header():
     assert failed(COLUMNS.format(keep="Amlodipine 5 mg", stop="Galantamine 4 mg")) == {}
     swapped = failed(COLUMNS.format(keep="Galantamine 4 mg", stop="Amlodipine 5 mg"))
     assert "amlodipine (matched): tells the patient to stop" in swapped["no_contradiction"]
+
+
+@pytest.mark.parametrize("stop", ["We are taking you off galantamine.", "Galantamine has been taken off your list.",
+                                  "Galantamine has been removed from your list."])
+def test_taken_off_is_a_stop(stop):
+    assert failed(GOOD.replace("Stop taking galantamine: your record shows it was stopped.", stop)) == {}
+    assert "no_contradiction" in failed(GOOD + "\n" + stop.replace("galantamine", "amlodipine").replace(
+        "Galantamine", "Amlodipine"))
+
+
+@pytest.mark.parametrize("keep", ["Keep your amlodipine 5 mg as it is.", "Stick with amlodipine 5 mg.",
+                                  "Keep on taking amlodipine 5 mg."])
+def test_keep_it_and_stick_with_it_are_a_continue(keep):
+    assert failed(GOOD.replace("Please keep taking amlodipine 5 mg every day.", keep)) == {}
+    assert "no_contradiction" in failed(GOOD + "\n" + keep.replace("amlodipine 5 mg", "galantamine"))
