@@ -127,7 +127,8 @@ CUES: tuple[tuple[str, str], ...] = (
     ("stop-near", r"avoid(?: taking| using)?|throw (?:away|out)|get rid of|give up|cut out|pause|hold(?: off(?: on)?)?"
                   r"|drop|ditch|bin|leave (?:out|off)|lay off|put aside|set aside|no more|(?:be )?(?:done|finished) with"),
     # "no change to amlodipine", "amlodipine: unchanged", "the same as before"
-    ("continue", r"no changes?(?: (?:to|in|for|with))?|unchanged|(?:stays?|remains?|is) the same|same as before"),
+    ("continue", r"no changes?(?: (?:to|in|for|with))?|unchanged|(?:stays?|remains?|is) the same|same as before"
+                 r"|(?:did not|didn't|have not|haven't|has not|hasn't|will not|won't|are not|aren't) (?:chang|adjust|alter)(?:e|ed|ing)"),
     ("continue", r"keep(?: on)? " + _C + r"|continu(?:e|es|ing)(?: " + _C + r")?|carry on(?: " + _C + r")?"
                  r"|still take|go on taking|stay on|remain on|(?:need|have|remember|be sure|make sure|want you) to take"),
     # "Keep your amlodipine", "stick with it", "stay with amlodipine": a continue when the drug
@@ -150,7 +151,7 @@ _CUE_RE = re.compile("|".join(f"(?P<c{i}>\\b{p}\\b)" for i, (_, p) in enumerate(
 # better, talk to ..."), one a clause break ends ("Don't worry, keep taking ..."), "don't
 # forget to", more than five words away.
 _NEGATOR = re.compile(r"n't\b|\b(?:not|never|no|nor)\b", re.I)
-_NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry)\b", re.I)
+_NOT_NEGATING = re.compile(r"\W*(?:forget|fail|hesitate|only|just|worry|sure|certain)\b", re.I)
 _BREAK = re.compile(r"[,:;()\u2013\u2014]|\s-\s|\b(?:but|however|instead|so|then)\b", re.I)
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|until|while|because|since|after|before|once|whether)\b", re.I)
 FLIPPED = {"stop": "continue", "continue": "stop", "check": None, "report": "report", "stop-near": "continue",
@@ -255,8 +256,10 @@ _BARE = re.compile(r"\W*(?:please\W+)?(?:(?:now|today|for now|every day|daily|as
 # one under a condition ("if you are unsure, ask us"), nor what the patient may notice or feel.
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|up to you|(?:your|the patient's) (?:choice|call|decision)"
                     r"|as you (?:see fit|wish|like|prefer)|if you (?:like|prefer|want|wish)(?=\s*(?:[.,;!)]|$))"
-                    r"|(?:might|may) (?:want|wish|like) to|not sure|unsure|i (?:don't|do not) know|we (?:don't|do not) know"
-                    r"|either way|optional(?:ly)?|whatever you|it depends)\b", re.I)
+                    r"|(?:might|may) (?:want|wish|like) to|either way|optional(?:ly)?|whatever you|it depends)\b", re.I)
+# doubt about the facts ("we are not sure whether you still take it, so please check") is no
+# hedge on an instruction the sentence gives; with none, the drug is left unclear
+_DOUBT = re.compile(r"\b(?:not sure|unsure|(?:i|we) (?:don't|do not) know|no idea)\b", re.I)
 _UNSAID = re.compile(r"\b(?:you (?:should|must|need to|have to|ought to|might|could|may|can|will need to)"
                      r"(?! (?:also |still )?(?:notice|feel|find|get|have|experience|see|know|hear|be|call|contact|ring"
                      r"|phone|ask|read|keep this|bring)\b)"
@@ -269,7 +272,7 @@ def unclear(sentence: str, has_cue: bool) -> bool:
     """Does the sentence give its drugs an instruction the reader cannot classify (comment
     above)? ``has_cue``: a cue was read for the drug."""
     spans = clauses(sentence)
-    for pattern in (_HEDGE,) if has_cue else (_HEDGE, _UNSAID):
+    for pattern in (_HEDGE,) if has_cue else (_HEDGE, _DOUBT, _UNSAID):
         for m in pattern.finditer(sentence):
             if not conditional(sentence, m.start(), m.end(), spans):
                 return True

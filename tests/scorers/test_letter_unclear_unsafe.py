@@ -39,6 +39,9 @@ def test_an_unclassified_instruction_is_unclear_and_fails_without_a_jury(name):
     GOOD.replace(KEEP, "Amlodipine 5 mg: unchanged, keep taking it every day."),
     GOOD + "\nIf you are unsure about amlodipine, please call us.",
     GOOD.replace(KEEP, "Amlodipine 5 mg helps your blood pressure. Keep taking it every day."),
+    GOOD.replace(KEEP, "We did not change your amlodipine 5 mg."),
+    GOOD.replace("Simvastatin is on your list, but you did not mention it, so please check with your doctor.",
+                 "We are not sure whether you still take simvastatin, so please check with your doctor."),
 ])
 def test_plain_sentences_about_a_drug_are_not_unclear(right):
     assert failed(right) == {}
