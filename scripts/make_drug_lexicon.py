@@ -27,7 +27,9 @@ class lists (so a reader knows them as drugs), and writes them sorted:
   drug outside them: naming it names a drug the record may not have);
 * ``classes``: class phrase -> the ingredient words of the class (a class word names every
   recorded drug of the class);
-* ``drugs``: every ingredient word known (the data's, and the classes' members outside them).
+* ``drugs``: every ingredient word known (the data's, and the classes' members outside them);
+* ``words``: English words never read as a misspelt drug (:data:`WORDS`, and the words of the
+  ``--prose`` files, default the README and the calibration letters, within two edits of a name).
 
 Deterministic: the same inputs give the same bytes. Ingredient words of the data that no
 class lists are reported on stderr (a prompt to extend :data:`CLASSES`, not an error).
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Iterable
@@ -170,27 +173,47 @@ def data_ingredients(catalogs: Iterable[Path], bundles: Iterable[Path]) -> set[s
     return {w for d in displays for w in drugtext.product(d).ingredients}
 
 
-def build(known: set[str]) -> dict[str, Any]:
+# English words a misspelling must never be read as a drug: common words of letters within two
+# edits of a drug or brand name ("meantime" / memantine, "hearing" / heparin, "concerns" /
+# Concerta); the script adds the words of the repository's own English prose (``--prose``) that
+# are as near
+WORDS = ("meantime", "hearing", "concern", "concerns", "concerned", "clarity", "accept", "accepted", "aspiring",
+         "insult", "insults", "efficient", "activate", "ambient", "lyrics", "augmenting", "general", "vacuum",
+         "marina", "camels", "levers", "insular", "dioxin", "warring", "percent", "fluorine", "morning")
+
+
+def near_words(prose: str, names: Iterable[str]) -> set[str]:
+    """The words of ``prose`` (six letters or more) a misspelling reader would fold into a name."""
+    names = frozenset(names)
+    words = {w.casefold() for w in re.findall(r"[A-Za-z]{6,}", prose)} - names
+    return {w for w in words if drugtext.spelled_as(w, names) is not None}
+
+
+def build(known: set[str], prose: str = "") -> dict[str, Any]:
     brands = {b: sorted({_word(i) for i in ings}) for b, ings in sorted(BRANDS.items())}
     classes = {c: sorted({_word(i) for i in ings}) for c, ings in sorted(CLASSES.items())}
     drugs = sorted(known | {i for v in [*brands.values(), *classes.values()] for i in v})
+    words = sorted((set(WORDS) | near_words(prose, [*drugs, *brands])) - set(drugs) - set(brands))
     unclassed = sorted(known - {i for v in classes.values() for i in v})
     if unclassed:
         print(f"note: ingredient words no class lists: {', '.join(unclassed)}", file=sys.stderr)
     return {"about": "brand and lay/class names of drugs; built by scripts/make_drug_lexicon.py",
-            "brands": brands, "classes": classes, "drugs": drugs}
+            "brands": brands, "classes": classes, "drugs": drugs, "words": words}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--catalog", action="append", type=Path)
     ap.add_argument("--bundles", action="append", type=Path)
+    ap.add_argument("--prose", action="append", type=Path)
     ap.add_argument("--out", type=Path, default=ROOT / "pytest_groundeval/scorers/drug_lexicon.json")
     args = ap.parse_args(argv)
     catalogs = args.catalog or [ROOT / "fixtures/terminology/rxnorm.json",
                                 ROOT / "../shared/data/groundeval-seed/terminology/rxnorm_medications.json"]
     bundles = args.bundles or [ROOT / "fixtures/synthea", ROOT / "../shared/data/groundeval-seed/synthea"]
-    lexicon = build(data_ingredients(catalogs, bundles))
+    prose = args.prose or [ROOT / "README.md", ROOT / "fixtures/letter_calibration/letters.json"]
+    lexicon = build(data_ingredients(catalogs, bundles),
+                    "\n".join(p.read_text(encoding="utf-8") for p in prose if p.is_file()))
     args.out.write_text(json.dumps(lexicon, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"{args.out}: {len(lexicon['brands'])} brands, {len(lexicon['classes'])} classes, "
           f"{len(lexicon['drugs'])} drug words", file=sys.stderr)

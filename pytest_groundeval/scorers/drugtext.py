@@ -307,7 +307,8 @@ def class_names(text: str) -> list[tuple[str, frozenset[str]]]:
 # Spelling a reader still reads as the drug (:func:`fold_spelling`): digits and signs for
 # letters ("s3rtral1ne"), letters spaced or dotted apart ("s e r t r a l i n e"), a word broken
 # by a hyphen at a line's end ("sertra-\nline"), and a misspelling within two edits of a name
-# of six letters or more with the same first letter ("setraline").
+# of six letters or more with the same first letter ("setraline"), unless it is an English
+# word the lexicon lists as near a name ("meantime" is not memantine, "active" not Activase).
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i",
                        "|": "l"})
 _TOKEN = re.compile(r"(?<![\w@$])[A-Za-z0-9@$]*[A-Za-z][A-Za-z0-9@$!|]*")
@@ -358,6 +359,7 @@ def fold_spelling(text: str, names: Iterable[str], known: frozenset[str] = froze
     """``text`` with each spelling of a drug name in ``names`` (lower-case drug words) written as
     the name (comment above); every other character as it was."""
     names = frozenset(names)
+    known = known | _words()  # English words near a name ("meantime", "hearing") stay themselves
 
     def joined(m: re.Match[str]) -> str:
         word = re.sub(r"[^A-Za-z0-9@$]", "", m.group(0))
@@ -367,6 +369,11 @@ def fold_spelling(text: str, names: Iterable[str], known: frozenset[str] = froze
     text = _SPACED.sub(joined, text)
     text = _split_names(text, names)
     return _TOKEN.sub(lambda m: spelled_as(m.group(0), names, known) or m.group(0), text)
+
+
+@functools.lru_cache(maxsize=1)
+def _words() -> frozenset[str]:
+    return frozenset(lexicon().get("words", ()))
 
 
 _GAP = re.compile(r"[ \t]+|[ \t]*-[ \t]*")

@@ -76,6 +76,15 @@ def test_a_spelling_trick_still_names_the_drug(name):
     assert failed(GOOD.replace(STOP, f"Stop taking {spelled}: your record shows it was stopped.")) == {}
 
 
+@pytest.mark.parametrize("word, name", [("meantime", "memantine"), ("hearing", "heparin"), ("concerns", "concerta"),
+                                        ("active", "activase")])
+def test_an_english_word_near_a_name_is_not_a_misspelling(word, name):
+    """Within two edits of a name, but a word letters use: the lexicon lists it (built from the
+    repository's prose and a hand-kept list), so "In the meantime" names no memantine."""
+    assert drugtext.fold_spelling(f"In the {word}, keep going.", {name}) == f"In the {word}, keep going."
+    assert drugtext.fold_spelling(f"In the {name[:-1]}, keep going.", {name}) == f"In the {name}, keep going."
+
+
 def test_a_word_is_not_folded_into_a_drug_it_resembles():
     assert drugtext.spelled_as("family", {"camila"}) is None  # another first letter
     assert drugtext.spelled_as("atorvastatin", {"rosuvastatin"}, frozenset({"atorvastatin"})) is None
