@@ -785,6 +785,10 @@ def by_columns(text: str) -> str:
     return "\n".join(out)
 
 
+# a short line with no sentence's end ("Galantamine 4 mg"): one of a list, bullet or not
+_LISTED = re.compile(r"^\s*(?:[^\s.!?]+\s+){0,5}[^\s.!?]*[^.!?\s]\s*$")
+
+
 def line_shapes(lines: list[str]) -> list[str]:
     """Each line's shape: ``"section"``, ``"intro"``, ``"item"`` (of a list or table),
     ``"blank"`` or ``"text"`` (comment above)."""
@@ -827,15 +831,25 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     at = -1  # the sentence's place in ``flat``
     section = False  # the heading is a section's (a ``#`` or bold line): it lasts to the next one
     gap = False
+    paragraphs, content = 0, False  # paragraphs of prose begun since the heading after its first
     for line, sentences, shape in zip(raw, lines, shapes):
         if not line.strip():
             gap = True  # a paragraph break: the pronoun's drugs stay (``last``), a list's intro may end
             continue
-        if shape == "section" or (gap and not section and shape != "item"):
+        listed = shape == "item" or (shape == "text" and _LISTED.match(line) is not None)
+        if shape == "section" or (gap and not section and not listed):
             heading, heading_dose, section = None, ([], [], []), False
+            paragraphs, content = 0, False
+        elif gap and content and not listed:
+            paragraphs += 1
+        content = content or shape != "section"
         gap = False
         line_cues_only = shape in ("section", "intro")
         section = section or shape == "section"
+        # a section's cues reach its lists anywhere in it, and its prose in the paragraph under
+        # the heading only ("If you have questions about galantamine ..." further down is not
+        # "keep taking" because the section is)
+        governs = listed or paragraphs == 0
         line_heading: list[str] = []  # every cue of a heading line ("Keep taking these. They were stopped:")
         for si, sentence in enumerate(sentences):
             at += 1
@@ -895,7 +909,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             kept_last: list[Mention] = []
             for found, cues in pairs:
                 stances = [c for c in cues if c != "report"]
-                if not has_cue and heading:
+                if not has_cue and heading and governs:
                     stances = list(heading)
                 if unclear(sentence, bool(stances)):
                     stances.append("unclear")
@@ -905,7 +919,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                     part_counts = unit_counts(part)
                     per_dose, per_day = part_counts if any(part_counts) else sentence_counts
                     said = part_strengths or list(strengths)
-                    if heading is not None and not has_cue and not said and not per_dose and not per_day:
+                    if heading is not None and governs and not has_cue and not said and not per_dose and not per_day:
                         said, per_dose, per_day = heading_dose  # the heading's, where the line states none
                     in_part = tuple(d.code for d in ds)
                     for d in ds:

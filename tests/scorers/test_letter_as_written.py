@@ -142,3 +142,18 @@ def test_taken_off_is_a_stop(stop):
 def test_keep_it_and_stick_with_it_are_a_continue(keep):
     assert failed(GOOD.replace("Please keep taking amlodipine 5 mg every day.", keep)) == {}
     assert "no_contradiction" in failed(GOOD + "\n" + keep.replace("amlodipine 5 mg", "galantamine"))
+
+
+def test_a_section_governs_its_lists_and_its_first_paragraph_only():
+    """Prose further down a section ("If you have questions about galantamine ...") is not told
+    the section's instruction; a drug alone on its line, bullet or not, is one of its list."""
+    later = ("## Stop taking\n- Galantamine 4 mg\n\n## Keep taking\n- Amlodipine 5 mg\n\n"
+             "If you have questions about galantamine, call us.\n\n## Check with your doctor\n- Simvastatin\n"
+             "- Naproxen" + TAIL)
+    assert failed(later) == {}
+    unbulleted = ("## Stop taking\n\nGalantamine 4 mg\n\n## Keep taking\n\nAmlodipine 5 mg\n\n"
+                  "## Check with your doctor\n\nSimvastatin\n\nNaproxen" + TAIL)
+    assert failed(unbulleted) == {}
+    swapped = unbulleted.replace("Galantamine 4 mg", "X").replace("Amlodipine 5 mg", "Galantamine 4 mg").replace(
+        "X", "Amlodipine 5 mg")
+    assert "tells the patient to keep taking" in failed(swapped)["no_contradiction"]
