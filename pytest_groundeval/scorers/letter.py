@@ -789,6 +789,12 @@ def by_columns(text: str) -> str:
 _LISTED = re.compile(r"^\s*(?:[^\s.!?]+\s+){0,5}[^\s.!?]*[^.!?\s]\s*$")
 
 
+def _nested_under(line: str, nxt: str) -> bool:
+    """Is ``nxt`` an item indented under the item ``line`` ("1. Keep taking" over "   - Amlodipine")?"""
+    indent = len(line) - len(line.lstrip())
+    return bool(_ITEM.match(nxt)) and len(nxt) - len(nxt.lstrip()) > indent
+
+
 def line_shapes(lines: list[str]) -> list[str]:
     """Each line's shape: ``"section"``, ``"intro"``, ``"item"`` (of a list or table),
     ``"blank"`` or ``"text"`` (comment above)."""
@@ -799,7 +805,7 @@ def line_shapes(lines: list[str]) -> list[str]:
             out.append("blank")
         elif _MD_HEADING.match(line):
             out.append("section")
-        elif _ITEM.match(line):
+        elif _ITEM.match(line) and not _nested_under(line, nxt):
             out.append("item")
         elif line.rstrip().endswith(":") or _ITEM.match(nxt):
             out.append("intro")
@@ -844,6 +850,8 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             paragraphs += 1
         content = content or shape != "section"
         gap = False
+        if shape == "intro":  # a list's intro replaces the one before (its cues, or none)
+            heading, heading_dose = None, ([], [], [])
         line_cues_only = shape in ("section", "intro")
         section = section or shape == "section"
         # a section's cues reach its lists anywhere in it, and its prose in the paragraph under
@@ -909,8 +917,8 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             kept_last: list[Mention] = []
             for found, cues in pairs:
                 stances = [c for c in cues if c != "report"]
-                if not has_cue and heading and governs:
-                    stances = list(heading)
+                if heading and governs and not any(c != "report" and not c.endswith(("~", "?")) for c in cues):
+                    stances = stances + list(heading)  # a line with no firm cue of its own: the heading's
                 if unclear(sentence, bool(stances)):
                     stances.append("unclear")
                 for ds, part in found:

@@ -157,3 +157,31 @@ def test_a_section_governs_its_lists_and_its_first_paragraph_only():
     swapped = unbulleted.replace("Galantamine 4 mg", "X").replace("Amlodipine 5 mg", "Galantamine 4 mg").replace(
         "X", "Amlodipine 5 mg")
     assert "tells the patient to keep taking" in failed(swapped)["no_contradiction"]
+
+
+NESTED = ("Dear Ms Lang,\n\n1. **Medicines to keep taking**\n   - Amlodipine 5 mg\n2. **Medicines to stop**\n"
+          "   - Galantamine 4 mg\n3. **Medicines to check with your doctor**\n   - Simvastatin 20 mg\n"
+          "   - Naproxen 220 mg" + TAIL)
+DESCRIBED = ("Dear Ms Lang,\n\n### Keep taking\n- **Amlodipine 5 mg** - for your blood pressure\n\n### Stop taking\n"
+             "- **Galantamine 4 mg** - your record shows this was stopped\n\n### Check with your doctor\n"
+             "- **Simvastatin 20 mg** - on your list, but you didn't mention it\n"
+             "- **Naproxen 220 mg** - you take this, but it's not on your list" + TAIL)
+
+
+def test_a_numbered_item_over_nested_bullets_is_their_intro():
+    assert failed(NESTED) == {}
+    swapped = NESTED.replace("keep taking**", "X**").replace("to stop**", "to keep taking**").replace("X**", "stop**")
+    assert "no_contradiction" in failed(swapped)
+
+
+def test_a_bullet_that_only_tells_the_past_takes_its_headings_instruction():
+    assert failed(DESCRIBED) == {}
+    under_keep = DESCRIBED.replace("### Keep taking", "### Stop taking, too").replace(
+        "### Stop taking\n", "### Keep taking\n")
+    assert "tells the patient to keep taking" in failed(under_keep)["no_contradiction"]
+
+
+def test_an_intro_with_no_instruction_ends_the_one_before():
+    letter = ("Keep taking these:\n- Amlodipine 5 mg\nOther medicines on your list:\n- Galantamine 4 mg\n\n"
+              "Stop taking galantamine.\nPlease check simvastatin and naproxen with your doctor." + TAIL)
+    assert failed(letter) == {}
