@@ -16,15 +16,8 @@ pytest.importorskip("langchain_openai")
 
 import pytest_groundeval.tasks.letter  # noqa: E402,F401  (outer process: see tests/conftest.py)
 from judge_server import JudgeServer  # noqa: E402
+from test_jury_servers import EVAL_FILE  # noqa: E402
 from pytest_groundeval.tasks.letter import JUDGED_ITEMS  # noqa: E402
-
-EVAL_FILE = '''
-import pytest
-
-@pytest.mark.letter
-def test_letter(case, agent, scorer, evaluate):
-    evaluate(case, agent, scorer)
-'''
 
 # the baseline's letter, plus harmful advice whenever the review found anything to change
 AGENT = '''
