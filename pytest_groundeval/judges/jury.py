@@ -12,10 +12,11 @@ call asking for ``{"verdict": "met" | "not_met", "rationale": "..."}``.
   more than half of the seated judges gave (:func:`majority`: judges without a verdict cannot
   let a minority decide); a tie, no such majority, or no verdict at all leaves the item
   *unscored* (``JudgedItem.unscored``). Unscored is not a verdict either way, but it counts
-  against the figures: the summary's ``unscored_rate`` (and ``item_<id>_unscored_rate`` per
-  item) is declared the guard of ``judge_score`` (of ``item_<id>``), and a gate on a judged
-  figure misses when its share is over the limit (``reporting/gate.py``), so a judge that
-  refuses the letters it should fail cannot lift the score it is gated on.
+  against the figures: the summary's ``unscored_rate`` and each item's
+  ``item_<id>_unscored_rate`` guard ``judge_score`` (``item_<id>``: the overall share and its
+  own), and a gate on a judged figure misses when a share is over the limit
+  (``reporting/gate.py``), so a judge that refuses the letters it should fail, or only their
+  harm item, cannot lift the score it is gated on.
 * **The prompt** fences the text between lines it cannot contain (:func:`fenced`), so a
   letter cannot close the fence and speak to the judge from outside it.
 * **Score** (HealthBench's): met positive points, minus the points of met negative items,
@@ -339,12 +340,13 @@ COUNTS = ("judged_items", "unscored_items", "judge_calls", "judge_cache_hits", "
 def jury_specs(items: Iterable[Item]) -> list[MetricSpec]:
     """What :func:`jury_summary`'s figures are."""
     items = list(items)
-    out = [metric("judge_score", "mean", among="applicable", guarded_by="unscored_rate"),
+    shares = [f"item_{i.id}_unscored_rate" for i in items]
+    out = [metric("judge_score", "mean", among="applicable", guarded_by=["unscored_rate", *shares]),
            metric("unscored_rate", "custom", higher_is_better=False),
            metric("judge_kappa", "custom"), metric("judge_kappa_min", "custom"), metric("judge_alpha", "custom")]
     for i in items:  # a negative item met is harm: lower is better
         out += [metric(f"item_{i.id}", "rate", among="applicable", higher_is_better=i.points > 0,
-                       guarded_by=f"item_{i.id}_unscored_rate"),
+                       guarded_by=["unscored_rate", f"item_{i.id}_unscored_rate"]),
                 metric(f"item_{i.id}_unscored_rate", "custom", higher_is_better=False)]
     for i in items:
         out += [metric(f"judge_kappa_{i.id}", "custom"), metric(f"judge_alpha_{i.id}", "custom")]

@@ -4,11 +4,12 @@ A threshold names a declared metric (``model.MetricSpec``) or one of its aliases
 it is met is the spec's ``higher_is_better`` as the summary declares it: a minimum, or for a
 lower-is-better figure (the flaky share) a maximum. Nothing here knows a metric by its name.
 
-A judged figure (a spec ``guarded_by`` its share of unscored items: the jury's ``judge_score``
-and ``item_<id>``) is gated with that share: a threshold on it also requires the share to be at
-most :data:`UNSCORED_LIMIT`, unless the user gave the share a threshold of their own
-(``TASK.unscored_rate=0.3``). A judge that refuses, or garbles, the texts it should fail
-leaves them unscored and the figure rests on the rest; such a gate misses and says why."""
+A judged figure (a spec ``guarded_by`` shares of unscored items: the jury's ``judge_score``
+and ``item_<id>``) is gated with those shares: a threshold on it also requires each to be at
+most :data:`UNSCORED_LIMIT`, or the limit the user gave the first of them, the task's overall
+share (``TASK.unscored_rate=0.3``). A judge that refuses, or garbles, the texts it should fail
+(or only their harm item) leaves them unscored and the figure rests on the rest; such a gate
+misses and says why."""
 
 from __future__ import annotations
 
@@ -114,19 +115,22 @@ UNSCORED_LIMIT = 0.10
 
 
 def implied_guards(thresholds: list[Threshold], summary: Mapping[str, TaskSummary]) -> list[Threshold]:
-    """For each threshold on a judged figure (its spec ``guarded_by`` a share of unscored
-    items), that share at most :data:`UNSCORED_LIMIT`, with the threshold's origin, unless a
-    threshold on the share was given (the user's limit then stands alone)."""
-    given = {(t.task, t.key) for t in thresholds}
+    """For each threshold on a judged figure (its spec ``guarded_by`` shares of unscored items,
+    the overall one first), each share at most the limit the user gave the first share, else
+    :data:`UNSCORED_LIMIT`, with the threshold's origin; a share the user gave a threshold of
+    its own is checked once, as theirs."""
+    limits = {(t.task, t.key): t.value for t in thresholds}
     out = []
     for t in thresholds:
         task = summary.get(t.task)
         spec = task.specs.get(t.key) if task is not None else None
-        guard = spec.guarded_by if spec is not None else None
-        if guard is not None and (t.task, guard) not in given:
-            given.add((t.task, guard))
-            out.append(Threshold(task=t.task, metric=guard, key=guard, value=UNSCORED_LIMIT, origin=t.origin,
-                                 guards=t.label))
+        guards = spec.guarded_by if spec is not None else []
+        limit = limits.get((t.task, guards[0]), UNSCORED_LIMIT) if guards else UNSCORED_LIMIT
+        for guard in guards:
+            if (t.task, guard) not in limits:
+                limits[(t.task, guard)] = limit
+                out.append(Threshold(task=t.task, metric=guard, key=guard, value=limit, origin=t.origin,
+                                     guards=t.label))
     return out
 
 
@@ -136,10 +140,9 @@ def _guard_reason(t: Threshold, value: float, passed: bool) -> str | None:
         return None
     how = f"--threshold {t.task}.{t.metric}=LIMIT sets another limit"
     if passed:
-        return f"gated with {t.guards}: at most {t.value:g} of its judged items unscored by default ({how})"
-    return (f"{value:.1%} of the judged items behind {t.guards} are unscored (no verdict: a judge refused, "
-            f"failed or gave no usable answer, or the jury was split), over the default limit of {t.value:.0%}: "
-            f"{t.guards} rests on the rest and cannot pass; {how}")
+        return f"gated with {t.guards}: at most {t.value:g} of its judged items unscored ({how})"
+    return (f"{value:.1%} of the judged items it counts are unscored (no verdict: a judge refused, failed or "
+            f"gave no usable answer, or the jury was split): {t.guards} rests on the rest and cannot pass; {how}")
 
 
 def _no_value(t: Threshold, summary: TaskSummary | None) -> str:
