@@ -377,7 +377,7 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     writes = set(writers)
     writers = {t for t in (must_validate, answer_tool) if t} | writes  # type: ignore[assignment]
     readers = [s for s in steps if s.name not in writers]  # whose results can be evidence
-    words = input_words(inputs)
+    words = input_words(inputs) if any(s.name in LOOKUP_TOOLS for s in readers) else None
     broad = {s.seq: u for s, u in ((s, _unspecific(s, words)) for s in readers) if u is not None}
     evidence = [s for s in readers if s.seq not in broad]
     written = [v for s in steps if s.name in writes and s.ok for v in written_values(s.args, s.result)]
