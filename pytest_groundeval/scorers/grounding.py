@@ -30,7 +30,8 @@ Per case, four checks, each with a reason:
   A lookup (the site catalog searched by words: :data:`LOOKUP_TOOLS`) is evidence only for a
   *specific* query: its result lists at most :data:`MAX_LOOKUP_ENTRIES` entries (one lookup
   of every catalog word returns the whole catalog, and then every code is "in a result"), and
-  its query shares a word (a strength's number counts) with the input the agent was given
+  its query shares a word (a strength's number counts; a dose form such as "tablet" does not)
+  with the input the agent was given
   (the note, the patient's report or record). Otherwise it grounds nothing, and the reason
   names the query.
 * ``validated`` (tasks with a ``validate_tool``): the agent validated before answering,
@@ -71,6 +72,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_groundeval.fhir.codes import RXNORM_ALIASES
+from pytest_groundeval.fhir.hc_tools import catalog
 from pytest_groundeval.scorers.base import Check, Dimension
 
 NAME = "grounded"
@@ -92,6 +94,8 @@ def no_tools(task: str) -> str:
 #: are evidence only for a specific query (:func:`_unspecific`); the record's readers are not lookups
 LOOKUP_TOOLS = frozenset({"lookup_medication_code"})
 MAX_LOOKUP_ENTRIES = 5  # a result listing more grounds nothing
+# words a query shares with any note, naming no product (the catalog's own: "tablet", "oral", "take")
+NAMES_NOTHING = frozenset(catalog._GENERIC | catalog._STOPWORDS)
 
 
 def _json(node: Any) -> Any:
@@ -312,8 +316,9 @@ def _unspecific(step: Step, words: set[str] | None) -> str | None:
         if isinstance(result, dict) else len(result) if isinstance(result, list) else 0
     if listed > MAX_LOOKUP_ENTRIES:
         return f"{said} listed {listed} entries (more than {MAX_LOOKUP_ENTRIES}): an over-broad query grounds nothing"
-    if words is not None and not _words(str(query)) & words:
-        return f"{said} shares no word with the case's input: a lookup unrelated to it grounds nothing"
+    if words is not None and not (_words(str(query)) & words) - NAMES_NOTHING:
+        return (f"{said} shares no word with the case's input (a dose form or unit is no word of it): a lookup "
+                "unrelated to it grounds nothing")
     return None
 
 

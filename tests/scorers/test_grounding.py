@@ -174,6 +174,8 @@ def test_a_specific_lookup_whose_query_shares_a_word_with_the_note_grounds(query
 def test_a_lookup_unrelated_to_the_note_grounds_nothing():
     r = write_grounded(_lookup("naproxen").build().validate().answer(), inputs=NOTE)
     assert not r.passed and "shares no word with the case's input" in check(r, "values").reason
+    # a dose form the note also says names no product: padding a query with it makes it no more related
+    assert not write_grounded(_lookup("naproxen tablets").build().validate().answer(), inputs=NOTE).passed
     # a brand in the note, the generic name and its strength in the query: the strength is a shared word
     brand = {"note": "ADHD: Ritalin 20 mg twice a day.", "subject": "Patient/p1"}
     assert grounded(_lookup("methylphenidate 20 mg").answer(), {"code": [CODE]}, inputs=brand).passed
@@ -271,8 +273,8 @@ def test_tasks_name_their_values_and_the_threshold_resolves():
 
 @pytest.fixture
 def write_case():
-    task = WriteTask(WRITE_CASES)
-    return task, task.load(task.discover()[0])
+    task = WriteTask(WRITE_CASES)  # the case the log's lookup ("ibuprofen 200 mg tablet") is about
+    return task, task.load(next(r for r in task.discover() if r.case_id == "ibuprofen-two-tablets"))
 
 
 def test_runner_adds_the_dimension_beside_the_scorers_and_leaves_pass_alone(write_case):
