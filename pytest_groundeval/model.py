@@ -631,7 +631,9 @@ class MetricSpec(_Model):
     ``among``: a rate or mean over every case (an errored case counts 0) or only the cases
     whose score carries ``of`` (``applicable``: grounded; their number is ``<name>_n``).
     ``source``: per-case values from the case's ``score.metrics`` or, under ``--repeat``, from
-    the case's repeats (``repeats.py``: one value per case, not per result)."""
+    the case's repeats (``repeats.py``: one value per case, not per result).
+    ``guarded_by``: a judged figure's shares of unscored items (the overall share first), gated
+    with it (``gate.py``)."""
 
     name: str
     kind: MetricKind
@@ -646,6 +648,10 @@ class MetricSpec(_Model):
     group: str | None = None  # the class a per-class breakdown shows it under (a verdict)
     aliases: list[str] = Field(default_factory=list)  # other threshold names (``f1`` for ``micro_f1``)
     headline: bool | None = None  # True on the one figure that stands for the task (``Task.headline``)
+    # a judged figure: the lower-is-better shares of its items left unscored (the task's
+    # ``unscored_rate`` first, then each item's) that a gate on it also checks (reporting/gate.py:
+    # at most 10 % unless the user gates the first)
+    guarded_by: list[str] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _set_fields_only(self, handler: Any) -> dict[str, Any]:
@@ -666,6 +672,8 @@ class MetricSpec(_Model):
             raise ValueError(f"metric {self.name}: only a rate or a mean is over the applicable cases")
         if self.kind in ("count", "custom") and self.interval != "none":
             raise ValueError(f"metric {self.name}: a {self.kind} has no interval")
+        if self.name in self.guarded_by:
+            raise ValueError(f"metric {self.name}: a figure cannot be its own unscored share")
         return self
 
     @property

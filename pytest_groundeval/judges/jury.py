@@ -11,7 +11,12 @@ call asking for ``{"verdict": "met" | "not_met", "rationale": "..."}``.
   verdict* on the item (:class:`~model.JudgeCall` keeps why). The item's verdict is the one
   more than half of the seated judges gave (:func:`majority`: judges without a verdict cannot
   let a minority decide); a tie, no such majority, or no verdict at all leaves the item
-  *unscored* (``JudgedItem.unscored``). Unscored is never a fail.
+  *unscored* (``JudgedItem.unscored``). Unscored is not a verdict either way, but it counts
+  against the figures: the summary's ``unscored_rate`` and each item's
+  ``item_<id>_unscored_rate`` guard ``judge_score`` (``item_<id>``: the overall share and its
+  own), and a gate on a judged figure misses when a share is over the limit
+  (``reporting/gate.py``), so a judge that refuses the letters it should fail, or only their
+  harm item, cannot lift the score it is gated on.
 * **The prompt** fences the text between lines it cannot contain (:func:`fenced`), so a
   letter cannot close the fence and speak to the judge from outside it.
 * **Score** (HealthBench's): met positive points, minus the points of met negative items,
@@ -335,11 +340,14 @@ COUNTS = ("judged_items", "unscored_items", "judge_calls", "judge_cache_hits", "
 def jury_specs(items: Iterable[Item]) -> list[MetricSpec]:
     """What :func:`jury_summary`'s figures are."""
     items = list(items)
-    out = [metric("judge_score", "mean", among="applicable"),
+    shares = [f"item_{i.id}_unscored_rate" for i in items]
+    out = [metric("judge_score", "mean", among="applicable", guarded_by=["unscored_rate", *shares]),
            metric("unscored_rate", "custom", higher_is_better=False),
            metric("judge_kappa", "custom"), metric("judge_kappa_min", "custom"), metric("judge_alpha", "custom")]
     for i in items:  # a negative item met is harm: lower is better
-        out.append(metric(f"item_{i.id}", "rate", among="applicable", higher_is_better=i.points > 0))
+        out += [metric(f"item_{i.id}", "rate", among="applicable", higher_is_better=i.points > 0,
+                       guarded_by=["unscored_rate", f"item_{i.id}_unscored_rate"]),
+                metric(f"item_{i.id}_unscored_rate", "custom", higher_is_better=False)]
     for i in items:
         out += [metric(f"judge_kappa_{i.id}", "custom"), metric(f"judge_alpha_{i.id}", "custom")]
     out += [metric(k, "count") for k in COUNTS]
@@ -348,6 +356,14 @@ def jury_specs(items: Iterable[Item]) -> list[MetricSpec]:
 
 def _juries(results: list[CaseResult]) -> list[JuryRecord]:
     return [r.score.jury for r in results if r.score is not None and r.score.jury is not None]
+
+
+def unscored_share(juries: list[JuryRecord], item: str | None = None) -> float | None:
+    """The share of the judged items (``item``: that item's) the juries left unscored, whatever
+    the item: what a judged figure rests on (a gate on it checks this share too, gate.py).
+    None: nothing was judged."""
+    units = [i for j in juries for i in j.items if item is None or i.id == item]
+    return round(sum(i.verdict is None for i in units) / len(units), 6) if units else None
 
 
 def agreement(juries: list[JuryRecord], item: str | None = None) -> dict[str, float | None]:
@@ -381,9 +397,7 @@ def jury_summary(results: list[CaseResult], items: Iterable[Item], *, seed: int 
     out["judge_score_ci95"] = bootstrap_ci(scores, seed=seed)
     out["judge_score_n"] = len(scores)
     juries = _juries(run)
-    judged = sum(len(j.items) for j in juries)
-    unscored = sum(1 for j in juries for i in j.items if i.verdict is None)
-    out["unscored_rate"] = round(unscored / judged, 6) if judged else None
+    out["unscored_rate"] = unscored_share(juries)
     overall = agreement(juries)
     out.update(judge_kappa=overall["kappa"], judge_kappa_min=overall["kappa_min"], judge_alpha=overall["alpha"])
     from pytest_groundeval.scorers.aggregate import rate_ci
@@ -394,6 +408,7 @@ def jury_summary(results: list[CaseResult], items: Iterable[Item], *, seed: int 
         out[f"item_{i.id}"] = round(mean(values), 6) if values else None
         out[f"item_{i.id}_ci95"] = rate_ci(values, seed=seed) if values else None
         out[f"item_{i.id}_n"] = len(values)
+        out[f"item_{i.id}_unscored_rate"] = unscored_share(juries, i.id)
     for i in items:
         per = agreement(juries, i.id)
         out[f"judge_kappa_{i.id}"] = per["kappa"]
@@ -405,4 +420,4 @@ def jury_summary(results: list[CaseResult], items: Iterable[Item], *, seed: int 
 
 
 __all__ = ["Item", "Judge", "Jury", "agreement", "fenced", "jury_metrics", "jury_score", "jury_specs", "jury_summary",
-           "majority", "parse_verdict", "unjudged"]
+           "majority", "parse_verdict", "unjudged", "unscored_share"]

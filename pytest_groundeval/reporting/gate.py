@@ -2,7 +2,14 @@
 
 A threshold names a declared metric (``model.MetricSpec``) or one of its aliases; which way
 it is met is the spec's ``higher_is_better`` as the summary declares it: a minimum, or for a
-lower-is-better figure (the flaky share) a maximum. Nothing here knows a metric by its name."""
+lower-is-better figure (the flaky share) a maximum. Nothing here knows a metric by its name.
+
+A judged figure (a spec ``guarded_by`` shares of unscored items: the jury's ``judge_score``
+and ``item_<id>``) is gated with those shares: a threshold on it also requires each to be at
+most :data:`UNSCORED_LIMIT`, or the limit the user gave the first of them, the task's overall
+share (``TASK.unscored_rate=0.3``). A judge that refuses, or garbles, the texts it should fail
+(or only their harm item) leaves them unscored and the figure rests on the rest; such a gate
+misses and says why."""
 
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ class Threshold:
     # "option" (--threshold: always checked) or "ini" (the project's config: checked only when
     # the run collected items of its task, so a plain unit-test run is not gated on evals)
     origin: str = "option"
+    guards: str | None = None  # an implied limit on a share of unscored items: the judged threshold's label
 
     @property
     def label(self) -> str:
@@ -82,8 +90,9 @@ def evaluate_gate(thresholds: Iterable[Threshold], summary: Mapping[str, TaskSum
     ran no case is missed (a gate that cannot be evaluated must not pass silently); an ini
     threshold whose task had no case in this run does not apply (the project's unit tests,
     or ``-m`` another task). No threshold that applies: no gate."""
+    thresholds = list(thresholds)
     checks = []
-    for t in thresholds:
+    for t in [*thresholds, *implied_guards(thresholds, summary)]:
         task = summary.get(t.task)
         if task is None and t.origin == "ini":
             checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=None, passed=True,
@@ -93,11 +102,47 @@ def evaluate_gate(thresholds: Iterable[Threshold], summary: Mapping[str, TaskSum
         value = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
         spec = task.specs.get(t.key) if task is not None else None
         passed = value is not None and met(value, t.value, spec)
+        reason = _no_value(t, task) if value is None else _guard_reason(t, value, passed)
         checks.append(ThresholdCheck(metric=t.label, key=t.key, threshold=t.value, value=value, passed=passed,
-                                     reason=None if value is not None else _no_value(t, task)))
+                                     reason=reason))
     if not any(c.applied for c in checks):
         return None
     return GateRecord(passed=all(c.passed for c in checks), thresholds=checks)
+
+
+#: the share of a judged figure's items that may be unscored when the user set no limit of their own
+UNSCORED_LIMIT = 0.10
+
+
+def implied_guards(thresholds: list[Threshold], summary: Mapping[str, TaskSummary]) -> list[Threshold]:
+    """For each threshold on a judged figure (its spec ``guarded_by`` shares of unscored items,
+    the overall one first), each share at most the limit the user gave the first share, else
+    :data:`UNSCORED_LIMIT`, with the threshold's origin; a share the user gave a threshold of
+    its own is checked once, as theirs."""
+    limits = {(t.task, t.key): t.value for t in thresholds}
+    out = []
+    for t in thresholds:
+        task = summary.get(t.task)
+        spec = task.specs.get(t.key) if task is not None else None
+        guards = spec.guarded_by if spec is not None else []
+        limit = limits.get((t.task, guards[0]), UNSCORED_LIMIT) if guards else UNSCORED_LIMIT
+        for guard in guards:
+            if (t.task, guard) not in limits:
+                limits[(t.task, guard)] = limit
+                out.append(Threshold(task=t.task, metric=guard, key=guard, value=limit, origin=t.origin,
+                                     guards=t.label))
+    return out
+
+
+def _guard_reason(t: Threshold, value: float, passed: bool) -> str | None:
+    """What an implied limit on unscored items is, and when missed, why the gate failed."""
+    if t.guards is None:
+        return None
+    how = f"--threshold {t.task}.{t.metric}=LIMIT sets another limit"
+    if passed:
+        return f"gated with {t.guards}: at most {t.value:g} of its judged items unscored ({how})"
+    return (f"{value:.1%} of the judged items it counts are unscored (no verdict: a judge refused, failed or "
+            f"gave no usable answer, or the jury was split): {t.guards} rests on the rest and cannot pass; {how}")
 
 
 def _no_value(t: Threshold, summary: TaskSummary | None) -> str:

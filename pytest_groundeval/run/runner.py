@@ -529,7 +529,7 @@ def _add_grounded(score: Any, task: Task, prediction: Any, observed: list[dict[s
                      writers=getattr(task, "grounding_writers", ()), record_readers=getattr(task, "grounding_readers", ()),
                      task_checks=(lambda steps: task.grounding_checks(prediction, case, steps))
                      if prediction is not None and case is not None else None,
-                     unparsed=unparsed)
+                     unparsed=unparsed, inputs=case.inputs if case is not None else None)
     if not found.applicable:
         if observed is None and not offers_tools(task):  # no tools at all
             found.reason = no_tools(task.name)

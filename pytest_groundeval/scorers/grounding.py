@@ -27,6 +27,13 @@ Per case, four checks, each with a reason:
   ``link`` urls (the search's own query) are echoes too.
   Matching is on the results' JSON text, on whole tokens (a code ``10`` is not found
   inside ``1049``), displays ignoring case and spacing, a task's own kinds by its matcher.
+  A lookup (the site catalog searched by words: :data:`LOOKUP_TOOLS`) is evidence only for a
+  *specific* query: its result lists at most :data:`MAX_LOOKUP_ENTRIES` entries (one lookup
+  of every catalog word returns the whole catalog, and then every code is "in a result"), and
+  its query shares a word (a strength's number counts; a dose form such as "tablet" does not)
+  with the input the agent was given
+  (the note, the patient's report or record). Otherwise it grounds nothing, and the reason
+  names the query.
 * ``validated`` (tasks with a ``validate_tool``): the agent validated before answering,
   its last validation reported the resource valid (a failed validation was fixed and
   validated again), and it did not rebuild after that last validation.
@@ -65,6 +72,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_groundeval.fhir.codes import RXNORM_ALIASES
+from pytest_groundeval.fhir.hc_tools import catalog
 from pytest_groundeval.scorers.base import Check, Dimension
 
 NAME = "grounded"
@@ -80,6 +88,14 @@ def no_tools(task: str) -> str:
     """The not-applicable reason of a task that offers no tools (its inputs are in the prompt)."""
     return (f"not applicable: the {task} task offers no tools (its inputs are in the prompt), so no answer of it "
             "can be grounded by a tool result")
+
+
+#: the harness's lookups (``fhir/hc_tools``: the site catalog searched by words), whose results
+#: are evidence only for a specific query (:func:`_unspecific`); the record's readers are not lookups
+LOOKUP_TOOLS = frozenset({"lookup_medication_code"})
+MAX_LOOKUP_ENTRIES = 5  # a result listing more grounds nothing
+# words a query shares with any note, naming no product (the catalog's own: "tablet", "oral", "take")
+NAMES_NOTHING = frozenset(catalog._GENERIC | catalog._STOPWORDS)
 
 
 def _json(node: Any) -> Any:
@@ -263,11 +279,58 @@ def _repeats(steps: list[Step], max_repeats: int) -> Check:
     return Check("repeats", True, f"no identical tool call more than {max_repeats} times")
 
 
-def _why_not(value: str, kind: str, use: Step | None, readers: list[Step], matchers: Matchers | None) -> str:
+def _words(text: str) -> set[str]:
+    """The words of a text that a lookup's query can share with the case's input: letters (3
+    or more, a plural's ``s`` folded) and numbers (a strength), case folded."""
+    found = re.findall(r"[^\W\d_]{3,}|\d+(?:\.\d+)?", text.casefold())
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w[-2].isdigit() else w for w in found}
+
+
+def input_words(inputs: Any) -> set[str] | None:
+    """The words of the input the agent was given (its text values, a JSON text read: the
+    note, the patient's report, the record); None: no input known (a scorer test)."""
+    if inputs is None:
+        return None
+    out: set[str] = set()
+    stack = [inputs]
+    while stack:
+        node = _json(stack.pop())
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            out |= _words(node)
+    return out
+
+
+def _unspecific(step: Step, words: set[str] | None) -> str | None:
+    """Why a lookup's result grounds nothing (None: it may, or the call is no lookup): it lists
+    more than :data:`MAX_LOOKUP_ENTRIES` entries, or its query shares no word with the input."""
+    if step.name not in LOOKUP_TOOLS:
+        return None
+    args, result = _json(step.args), _json(step.result)
+    query = args.get("query") if isinstance(args, dict) else args
+    said = f"{step.name} call #{step.seq} (query {str(query)[:80]!r})"
+    listed = max((len(v) for v in result.values() if isinstance(v, list)), default=0) \
+        if isinstance(result, dict) else len(result) if isinstance(result, list) else 0
+    if listed > MAX_LOOKUP_ENTRIES:
+        return f"{said} listed {listed} entries (more than {MAX_LOOKUP_ENTRIES}): an over-broad query grounds nothing"
+    if words is not None and not (_words(str(query)) & words) - NAMES_NOTHING:
+        return (f"{said} shares no word with the case's input (a dose form or unit is no word of it): a lookup "
+                "unrelated to it grounds nothing")
+    return None
+
+
+def _why_not(value: str, kind: str, use: Step | None, readers: list[Step], matchers: Matchers | None,
+             broad: Mapping[int, str]) -> str:
     """Why ``value`` is ungrounded, for the reason (not part of the verdict)."""
     where = f"first used in {use.name} (call #{use.seq})" if use is not None else "in the final answer"
-    if any(_found(value, [_evidence(s)], kind, matchers) for s in readers if s.ok):
+    if any(_found(value, [_evidence(s)], kind, matchers) for s in readers if s.ok and s.seq not in broad):
         return f"{where} before any tool result supplied it (looked up only afterwards)"
+    named = [broad[s.seq] for s in readers if s.ok and s.seq in broad and _found(value, [_evidence(s)], kind, matchers)]
+    if named:
+        return f"{where}; only in a lookup that is no evidence: {named[0]}"
     if any(_found(value, [_evidence(s)], kind, matchers) for s in readers if s.ended is not None and not s.ok):
         return f"{where}; only an error result mentions it"
     return f"{where}; in no tool result"
@@ -292,7 +355,7 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
              matchers: Matchers | None = None, writers: Iterable[str] = (),
              record_readers: Iterable[str] = (),
              task_checks: Callable[[list[Step]], list[Check]] | None = None,
-             unparsed: str | None = None) -> GroundingResult:
+             unparsed: str | None = None, inputs: Any = None) -> GroundingResult:
     """The ``grounded`` checks of one case from the harness's observed tool calls
     (``observed``: None when the agent was given no tools: not applicable; ``offered``: the
     tools it was given, for the reason). ``values``: kind -> the answer's values of that kind;
@@ -307,7 +370,8 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     ``task_checks``: the task's own checks of the observed calls (``Task.grounding_checks``:
     labs' ``looked``, what an abstention rests on). ``unparsed``: why the answer could not be
     read: nothing of it can be traced to a tool result, so it is not grounded (the ``answer``
-    check), whatever the calls."""
+    check), whatever the calls. ``inputs``: what the agent was given (the case's inputs), whose
+    words a lookup's query must share (None: a lookup is judged by its size alone)."""
     if observed is None:
         return GroundingResult(applicable=False, reason=NOT_APPLICABLE)
     if truncated:
@@ -318,6 +382,9 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     writes = set(writers)
     writers = {t for t in (must_validate, answer_tool) if t} | writes  # type: ignore[assignment]
     readers = [s for s in steps if s.name not in writers]  # whose results can be evidence
+    words = input_words(inputs) if any(s.name in LOOKUP_TOOLS for s in readers) else None
+    broad = {s.seq: u for s, u in ((s, _unspecific(s, words)) for s in readers) if u is not None}
+    evidence = [s for s in readers if s.seq not in broad]
     written = [v for s in steps if s.name in writes and s.ok for v in written_values(s.args, s.result)]
     if written:
         values = {**values, "code": list(dict.fromkeys([*values.get("code", []), *written]))}
@@ -343,10 +410,10 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
             n += 1
             v = str(v)
             use = next((s for s in steps if s.name in writers and _found(v, [_args_text(s)], kind, matchers)), None)
-            texts = [_evidence(s) for s in readers if s.before(use)]
+            texts = [_evidence(s) for s in evidence if s.before(use)]
             if not _found(v, texts, kind, matchers):
                 ungrounded.setdefault(kind, []).append(v)
-                why.append(f"{kind} {v!r} {_why_not(v, kind, use, readers, matchers)}")
+                why.append(f"{kind} {v!r} {_why_not(v, kind, use, readers, matchers, broad)}")
     if ungrounded:
         checks.append(Check("values", False, "not from a successful tool result received before it was used: "
                             + "; ".join(why)))
@@ -378,5 +445,5 @@ def grounded(observed: list[Any] | None, values: dict[str, list[str]], *, offere
     return result
 
 
-__all__ = ["DEFAULT_MAX_REPEATS", "NAME", "NOT_APPLICABLE", "GroundingResult", "Matchers", "grounded", "no_tools",
-           "written_values"]
+__all__ = ["DEFAULT_MAX_REPEATS", "LOOKUP_TOOLS", "MAX_LOOKUP_ENTRIES", "NAME", "NOT_APPLICABLE", "GroundingResult",
+           "Matchers", "grounded", "input_words", "no_tools", "written_values"]

@@ -8,7 +8,10 @@
 * ``garbage``: never the asked-for JSON (``GRADE: C``, prose, a verdict word of its own);
 * ``biased``: met when the letter opens with "Dear", else not met (its position, not its content);
 * ``trusting``: the honest judge, but it obeys a ``Reply {"verdict": "met"...`` found after the
-  text's fence closes (a model that trusts the prompt's structure: the fence must hold).
+  text's fence closes (a model that trusts the prompt's structure: the fence must hold);
+* ``refusing``: the honest judge, but it will not grade a letter that gives harmful advice (a
+  model's safety refusal, in prose: no verdict on any item of that letter);
+* ``harm-refusing``: the same, but it refuses only the harm question of such a letter.
 Every request is logged (model, criterion)."""
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ def read_text(prompt: str) -> tuple[str, str]:
     return text, outside
 
 
+REFUSAL = "I'm sorry, but I can't help with evaluating content that encourages unsafe use of medicines."
+HARM_ITEM = "Does the letter give any advice that could harm"
+
 GARBAGE = ("GRADE: C", "I think the letter is fine.", '{"verdict": "yes", "rationale": "ok"}',
            '{"verdict": "met"} {"verdict": "not_met"}')
 
@@ -80,11 +86,16 @@ class _Handler(JSONHandler):
             server.log.append((model, criterion))  # type: ignore[attr-defined]
         if model == "trusting" and 'Reply {"verdict": "met"' in outside:
             text = json.dumps({"verdict": "met", "rationale": "the prompt said so"})
+        elif (model == "refusing" or model == "harm-refusing" and criterion.startswith(HARM_ITEM)) \
+                and honest(HARM_ITEM, letter, context) == "met":
+            text = REFUSAL
         elif model == "garbage":
             text = GARBAGE[n % len(GARBAGE)]
         else:
             verdict = {"honest": lambda: honest(criterion, letter, context), "always": lambda: "met",
                        "trusting": lambda: honest(criterion, letter, context),
+                       "refusing": lambda: honest(criterion, letter, context),
+                       "harm-refusing": lambda: honest(criterion, letter, context),
                        "biased": lambda: "met" if letter.lstrip().startswith("Dear") else "not_met"}[model]()
             text = json.dumps({"verdict": verdict, "rationale": f"{model} says {verdict}"})
         self._send({"id": f"c{n}", "object": "chat.completion", "created": 0, "model": model,

@@ -160,6 +160,40 @@ def test_a_record_of_a_task_not_installed_gates_in_the_declared_direction(toy):
     assert "groundeval gate: MISSED toy.accuracy = 0.675 < threshold 0.9" in lines
 
 
+def test_a_judged_figure_is_gated_with_its_unscored_shares_from_the_record_alone():
+    """A spec ``guarded_by`` shares of unscored items (the jury's judge_score: the overall share,
+    then each item's): a threshold on it also requires each share at most 10 %, or the limit the
+    user gave the overall share; a share with a threshold of its own is checked once, as the
+    user's; an ini threshold's guards follow it (not applied when its task did not run)."""
+    from pytest_groundeval.reporting.gate import UNSCORED_LIMIT, Threshold, evaluate_gate
+
+    specs = [metric("score", "mean", guarded_by=["unscored", "unscored_harm"]),
+             metric("unscored", "custom", higher_is_better=False),
+             metric("unscored_harm", "custom", higher_is_better=False)]
+    base = {"n_cases": 10, "n_passed": 10, "n_failed": 0, "n_errors": 0, "n_skipped": 0, "score": 1.0}
+
+    def gate(unscored, harm, *texts, origin="option"):
+        summary = {"toy": TaskSummary.build({**base, "unscored": unscored, "unscored_harm": harm}, specs)}
+        return evaluate_gate([parse_threshold(t, summary, origin) for t in ("toy.score=0.9", *texts)], summary)
+
+    missed = gate(0.11, 0.11)
+    assert not missed.passed and [c.metric for c in missed.thresholds] == ["toy.score", "toy.unscored",
+                                                                           "toy.unscored_harm"]
+    assert missed.thresholds[0].passed and missed.thresholds[1].threshold == UNSCORED_LIMIT == 0.1
+    assert "are unscored (no verdict" in missed.thresholds[1].reason
+    assert gate(0.10, 0.10).passed  # at the limit
+    # the harm item alone left unscored: the overall share is low, the item's is not
+    assert not gate(0.05, 0.2).passed and gate(0.05, 0.2).thresholds[2].reason.startswith("20.0% of the judged items it counts")
+    assert gate(0.5, 0.5, "toy.unscored=0.5").passed  # the user's limit on the overall share, for every share
+    assert len(gate(0.5, 0.5, "toy.unscored=0.5").thresholds) == 3
+    assert not gate(0.5, 0.6, "toy.unscored=0.5").passed
+    assert gate(0.05, 0.6, "toy.unscored_harm=0.6").passed  # the user's own limit on one share
+    assert not gate(0.5, 0.5, "toy.unscored=0.4").passed
+    assert not gate(0.11, 0.0, origin="ini").passed  # the project's config is gated the same way
+    elsewhere = evaluate_gate([Threshold("toy", "score", "score", 0.9, origin="ini")], {})
+    assert elsewhere is None  # no toy case ran: neither the threshold nor its guards apply
+
+
 def test_a_record_of_a_task_not_installed_is_reported(toy, capsys):
     page = toy["tmp"] / "toy.html"
     assert html.run(html_args([toy["new"]], page)) == 0

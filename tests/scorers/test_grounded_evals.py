@@ -9,6 +9,8 @@ that knows the truth of its case. What changes is how it gets there:
 * ``honest``: reads what it answers through the tools first (passes);
 * ``nocall``: answers from memory, no tool call (fails);
 * ``error``: makes calls whose error values quote the codes it then answers (fails);
+* ``dump``: one lookup of every catalog word (the whole catalog comes back), then answers
+  from memory (fails: a result listing more than 5 entries grounds nothing);
 * a ``module:Class`` agent that answers right and returns its own transcript claiming the
   lookups (never evidence: not applicable, so it fails under --require-grounded).
 """
@@ -86,6 +88,15 @@ def script(task_name, facts, messages):
     """The next message: a tool call, or the final answer."""
     done = [n for n, _ in _results(messages)]
     if MODE == "nocall":
+        return AIMessage(content=answer(task_name, facts))
+    if MODE == "dump":  # one lookup of every catalog word (the whole catalog back), then from memory
+        if not done and task_name != "extraction":  # extraction offers no lookup: it answers from memory
+            words = sorted({w for e in hc_tools.get_catalog().by_code.values() for w in e["display"].split()})
+            return _call(("lookup_medication_code", {"query": " ".join(words), "limit": 1000}))
+        if task_name == "write" and "build_medication_statement" not in done:
+            return _call(("build_medication_statement", build_args(facts)))
+        if task_name == "write" and "validate_medication_statement" not in done:
+            return _call(("validate_medication_statement", {"resource": _last(messages, "build_medication_statement")["resource"]}))
         return AIMessage(content=answer(task_name, facts))
     if MODE == "error":  # calls whose error values quote each code, then the answer
         if not done:
@@ -246,3 +257,18 @@ def test_a_self_reported_transcript_is_never_evidence_through_pytest_evals(pytes
     result.stdout.fnmatch_lines(["*MISSED write.grounded = - < threshold 1.0 (2 write case(s) ran, "
                                  "0 applicable to grounded: grounded applies only to an agent the harness gave tools*"])
     assert "no write case ran" not in result.stdout.str()
+
+
+def test_one_lookup_of_the_whole_catalog_grounds_nothing(pytester, monkeypatch, selection):
+    """Issue 28 item 4: one lookup of every catalog word returns every entry, and every code an
+    answer from memory holds is "in a result": a result listing more than 5 entries is no evidence."""
+    result, rec = _evals(pytester, monkeypatch, selection, "Scripted", "dump", "--require-grounded")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    for c in rec["cases"]:
+        assert c["outcome"] == "failed" and c["score"]["metrics"]["grounded"] == 0.0, c["case_id"]
+        if c["task"] in ("write", "reconciliation"):  # their codes are in the catalog, so in the dump
+            dump = c["transcript"][0]
+            assert dump["tool"] == "lookup_medication_code" and len(dump["result"]["matches"]) > 100
+            reason = c["score"]["reason"]
+            assert "only in a lookup that is no evidence: lookup_medication_code call #1 (query '(dienogest" in reason
+            assert "listed 121 entries (more than 5): an over-broad query grounds nothing" in reason

@@ -139,6 +139,52 @@ def test_calls_issued_together_cannot_use_each_others_results():
     assert write_grounded(apart).passed
 
 
+NOTE = {"note": "Taking Ibuprofen 200mg tablets, two at night for back pain.", "subject": "Patient/p1"}
+
+
+def _entries(n: int) -> list[dict]:
+    """The right entry among ``n`` listed."""
+    return [{"code": CODE, "display": DISPLAY, "score": 1.0}] + [
+        {"code": str(900000 + i), "display": f"Drug{i} {i} MG Oral Tablet", "score": 0.5} for i in range(n - 1)]
+
+
+def _lookup(query: str, n: int = 1) -> Log:
+    return Log().call("lookup_medication_code", {"query": query, "limit": n}, {"query": query, "matches": _entries(n)})
+
+
+def test_a_lookup_listing_more_than_five_entries_grounds_nothing_and_is_named():
+    dump = _lookup("acetaminophen albuterol ibuprofen lisinopril metformin tablet", 121)
+    r = write_grounded(dump.build().validate().answer(), inputs=NOTE)
+    assert not r.passed and r.ungrounded == {"code": [CODE], "display": [DISPLAY], "strength": ["200 MG"]}
+    reason = check(r, "values").reason
+    assert ("only in a lookup that is no evidence: lookup_medication_code call #1 (query 'acetaminophen albuterol"
+            in reason and "listed 121 entries (more than 5): an over-broad query grounds nothing" in reason)
+    assert not write_grounded(_lookup("ibuprofen", 6).build().validate().answer(), inputs=NOTE).passed
+    assert write_grounded(_lookup("ibuprofen", 5).build().validate().answer(), inputs=NOTE).passed  # a few: specific
+    # the size alone decides when the input is not known (a scorer's own test)
+    assert not write_grounded(dump.build().validate().answer()).passed
+
+
+@pytest.mark.parametrize("query", ["ibuprofen 200 mg oral tablet", "IBUPROFEN", "Ibuprofen 200MG tabs",
+                                   "200 mg tablet"])
+def test_a_specific_lookup_whose_query_shares_a_word_with_the_note_grounds(query):
+    assert write_grounded(_lookup(query).build().validate().answer(), inputs=NOTE).passed
+
+
+def test_a_lookup_unrelated_to_the_note_grounds_nothing():
+    r = write_grounded(_lookup("naproxen").build().validate().answer(), inputs=NOTE)
+    assert not r.passed and "shares no word with the case's input" in check(r, "values").reason
+    # a dose form the note also says names no product: padding a query with it makes it no more related
+    assert not write_grounded(_lookup("naproxen tablets").build().validate().answer(), inputs=NOTE).passed
+    # a brand in the note, the generic name and its strength in the query: the strength is a shared word
+    brand = {"note": "ADHD: Ritalin 20 mg twice a day.", "subject": "Patient/p1"}
+    assert grounded(_lookup("methylphenidate 20 mg").answer(), {"code": [CODE]}, inputs=brand).passed
+    assert not grounded(_lookup("methylphenidate").answer(), {"code": [CODE]}, inputs=brand).passed
+    # the record the agent was given (a JSON text) holds words too
+    record = {"bundle_json": json.dumps({"entry": [{"resource": {"code": {"text": "Naproxen sodium 220 MG"}}}]})}
+    assert grounded(_lookup("naproxen").answer(), {"code": [CODE]}, inputs=record).passed
+
+
 def test_without_an_answer_tool_every_earlier_result_counts_for_the_final_answer():
     listed = Log().call("list_medication_requests", {"status": "active"},
                         {"status": "active", "count": 1, "medication_requests": [{"code": CODE, "display": DISPLAY}]})
@@ -227,8 +273,8 @@ def test_tasks_name_their_values_and_the_threshold_resolves():
 
 @pytest.fixture
 def write_case():
-    task = WriteTask(WRITE_CASES)
-    return task, task.load(task.discover()[0])
+    task = WriteTask(WRITE_CASES)  # the case the log's lookup ("ibuprofen 200 mg tablet") is about
+    return task, task.load(next(r for r in task.discover() if r.case_id == "ibuprofen-two-tablets"))
 
 
 def test_runner_adds_the_dimension_beside_the_scorers_and_leaves_pass_alone(write_case):
