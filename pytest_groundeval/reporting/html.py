@@ -1569,7 +1569,7 @@ def run(args: argparse.Namespace) -> int:
         print("groundeval report: give one run record, or two (BASE NEW)", file=sys.stderr)
         return 2
     try:
-        records = [load_record(path, trust_stored=args.trust_stored) for path in args.runs]
+        records = [load_record(path, trust_stored=getattr(args, "trust_stored", False)) for path in args.runs]
     except ReportError as exc:
         print(f"groundeval report: {exc}", file=sys.stderr)
         return 2

@@ -12,9 +12,11 @@ again (:class:`ReplayJury`).
 A stored case that disagrees with what it re-derives to (its outcome, predicted answer, ground
 truth or score) is named with the first field that differs; such a run is refused
 (:class:`Untrusted`) unless the user passes ``--trust-stored``, which keeps the stored cases and
-says so. A case that cannot be re-derived (its task is not installed here, its data is not found,
+says so. A case that cannot be re-derived (its data is not found,
 or the data changed since the run: another content hash) is also named; it cannot be vouched for,
-so it is refused the same way.
+so it is refused the same way. A case of a task that is not installed here (a record of another
+team's task, compared by the kinds its record declares) cannot be scored here at all: it is used
+as stored, and the command says so.
 
 The cases are found by the task settings the record names (``options[<task>]``, absolute
 paths); where that folder is not here (a record from another machine), the task's packaged
@@ -48,6 +50,7 @@ class Rederived:
     disagree: list[str] = field(default_factory=list)  # "<task>:<case>: <field> stored X, re-derived Y"
     unverifiable: list[str] = field(default_factory=list)  # "<task>:<case>: why"
     tasks: dict[str, Any] = field(default_factory=dict)
+    not_installed: dict[str, int] = field(default_factory=dict)  # task -> its cases, used as stored
 
     @property
     def trusted(self) -> bool:
@@ -175,8 +178,8 @@ def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | Non
     fallback: dict[str, Any] = {}
     for old in cases:
         label = f"{old.task}:{old.case_id}" + (f"[r{old.repeat}]" if old.repeat is not None else "")
-        if old.task in missing:
-            out.unverifiable.append(f"{label}: {missing[old.task]}")
+        if old.task in missing:  # nothing here can score it: used as stored, and said so
+            out.not_installed[old.task] = out.not_installed.get(old.task, 0) + 1
             out.cases.append(old)
             continue
         if old.outcome in ("skipped",) or (old.outcome == "error" and old.raw_output is None
@@ -233,6 +236,10 @@ def checked(cases: list[CaseResult], options: dict[str, Any], run_id: str | None
     re-derived, unless ``trust_stored``: then the stored cases are kept, and ``warn`` (a
     callable taking a line) is told so."""
     result = rederive(cases, options, run_id, where)
+    if result.not_installed and warn is not None:
+        warn(f"{where}: " + "; ".join(f"{n} {task} case(s) used as stored, unverified: task {task!r} is not "
+                                      "installed here, so nothing here can re-score them"
+                                      for task, n in sorted(result.not_installed.items())))
     if result.trusted:
         return result
     text = result.problems(where)
@@ -280,7 +287,7 @@ def verified(stored: Any, where: str, *, trust_stored: bool = False, warn: Any =
     if not isinstance(stored, RunRecord):
         return stored.model_copy(update={"cases": result.cases})
     missing = sorted({c.task for c in result.cases} - set(result.tasks))
-    if missing:  # only with --trust-stored: a task not installed here keeps its stored summary
+    if missing:  # a task not installed here keeps its stored summary (warned: checked())
         summary = {**{k: v for k, v in stored.summary.items() if k in missing},
                    **summarize(result.tasks, [c for c in result.cases if c.task not in missing])}
     else:

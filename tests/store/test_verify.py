@@ -149,3 +149,16 @@ def test_the_replayed_jury_recounts_the_stored_votes():
     honest = stored.model_copy(update={"items": [stored.items[0].model_copy(update={"calls": met})]})
     assert ReplayJury(honest).judge("letter", [item], "context").score == 1.0
     assert ReplayJury(None).judge("letter", [item], "context").items[0].unscored
+
+
+def test_a_task_not_installed_here_is_used_as_stored_and_said(runs, tmp_path, capsys):
+    """Another team's task: nothing here can re-score it; its cases are used as stored, named as such."""
+    data = json.loads((runs / "full.json").read_text())
+    for c in data["cases"]:
+        if c["task"] == "extraction":
+            c["task"] = "their_task"
+    data["summary"]["their_task"] = data["summary"].pop("extraction")
+    (tmp_path / "theirs.json").write_text(json.dumps(data))
+    code = cli.main(["report", str(tmp_path / "theirs.json"), "-o", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err
+    assert code == 0 and "their_task case(s) used as stored, unverified" in err
