@@ -10,8 +10,10 @@ brands and lay / class names (``drug_lexicon.json``, ``scripts/make_drug_lexicon
 "Coumadin", "your water pill", "statin"; a class word names every drug of its class the case
 has, unless its sentence names one of the class) and spellings folded to the case's drug names
 (``drugtext.fold_spelling``: digits for letters, spaced letters, a hyphenated line break, two
-edits in a name of six letters or more). A drug word neither knows is not read at all: it
-neither names a drug nor is an invented one.
+edits in a name of six letters or more). A drug word neither knows is not read, except where
+a drug is named (capitalised, right after "keep taking", "stop", ...: :func:`unknown_in_place`):
+there it is an invented drug. A class name said of the patient's own medicine when the case has
+no drug of the class is one too (:func:`invented_classes`).
 
 The letter is cut into *sentences* (``.``, ``!``, ``?``, ``;``, line breaks); in each, drug
 mentions and *instruction cues* are found in order (:data:`CUES`, first match wins, so
@@ -612,13 +614,29 @@ def name_key(display: str) -> str | None:
     return key if len(key) >= 4 else None
 
 
+@functools.lru_cache(maxsize=1024)
+def head_word(display: str) -> str | None:
+    """For a product :func:`name_key` names, the first word of its name ("vitamin" of "Vitamin B
+    12 5 MG/ML ..."), four letters or more: said alone, and not followed by another letter or
+    number ("vitamin D": another vitamin), it names the product too."""
+    key = name_key(display)
+    first = re.match(r"\s*([A-Za-z]{4,})\b", display)
+    return first.group(1).casefold() if key is not None and first else None
+
+
+def _head_said(segment: str, head: str) -> bool:
+    return re.search(rf"\b{head}s?\b(?!\s*(?:[a-z]\d*|\d+)\b)", segment, re.I) is not None
+
+
 def spellings(drugs: list[Drug], vocab: drugtext.Vocabulary) -> frozenset[str]:
     """The drug words a letter may spell its drugs by (their ingredient and brand words, the
-    lexicon's brands of exactly their ingredients): what :func:`drugtext.fold_spelling` folds to."""
+    lexicon's brands of exactly their ingredients, the head word of a product named by its
+    words, "vitamin"): what :func:`drugtext.fold_spelling` folds to."""
     out: set[str] = set()
     for d in drugs:
         out |= d.product.ingredients | d.product.reading.names | d.product.brands
         out |= {b for b, ings in vocab.brand_ingredients.items() if ings and ings == d.product.ingredients}
+        out |= {h for h in (head_word(d.display),) if h}
     return frozenset(out)
 
 
@@ -635,8 +653,8 @@ def _mentioned(segment: str, drugs: list[Drug], vocab: drugtext.Vocabulary, *, c
     squeezed = _squeezed(segment)
     for d in drugs:
         hit = _denoting(words, d, vocab)
-        key = name_key(d.display)
-        if key is not None and key in squeezed:
+        key, head = name_key(d.display), head_word(d.display)
+        if key is not None and (key in squeezed or (head and _head_said(segment, head))):
             hit = frozenset({key})
         if hit:
             size = max(1, len(d.product.ingredients))
@@ -821,6 +839,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
     drugs = drugs_of(truth)
     text = by_columns(drugtext.fold_spelling(text, spellings(drugs, vocab), vocab.names))
     note_words = drugtext.read(truth.get("note", "")).names
+    known = case_words(truth)
     mentions: list[Mention] = []
     invented: set[str] = set()
     heading: list[str] | None = None
@@ -863,6 +882,7 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
             at += 1
             _, unknown = _mentioned(sentence, drugs, vocab)
             invented |= {w for w in unknown if w not in note_words}
+            invented |= invented_classes(sentence, drugs, note_words) | unknown_in_place(sentence, vocab, known)
             events = _events(sentence, drugs, vocab, answered_no=at in refused)
             if not any(k == "drug" for _, k, _ in events):
                 cues = [v for _, k, v in events if k == "cue" and v != "report"]
@@ -940,6 +960,78 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
                             kept_last.append(mentions[-1])
             last = kept_last
     return Reading(mentions, sorted(invented))
+
+
+# ---------------------------------------------------------------- drugs the record does not have
+# A lay or class name ("your thyroid pill", "your inhaler") names every drug of its class the
+# case has; said of the patient's own medicine when the record and the note have no drug of the
+# class, it names a drug the record does not have (``no_invented_drug``). Said of any drug of the
+# class ("any other painkiller", "a new blood thinner", "avoid sleeping pills") it claims none.
+_GENERIC = re.compile(r"\b(?:any|other|another|new|a|an|no|some|extra|more|such|similar|avoid|like|over-the-counter"
+                      r"|otc)\s+(?:[\w-]+\s+)?$", re.I)
+
+
+def invented_classes(sentence: str, drugs: list[Drug], note_words: frozenset[str]) -> set[str]:
+    """The class names of the sentence said of the patient's own drug that name no drug of the
+    record or the note (comment above)."""
+    out = set()
+    for start, _end, phrase, members in drugtext.class_spans(sentence):
+        if any(d.product.ingredients & members for d in drugs) or members & note_words:
+            continue
+        before = sentence[max(0, start - 60):start]
+        if not (_GENERIC.search(before) or negated(before)):
+            out.add(f"{phrase.lower()} (no drug of that class is recorded)")
+    return out
+
+
+# A word neither the catalog nor the lexicon knows is not read as a drug, except in a drug's
+# place: capitalised as a name, right after an instruction to take, keep taking, stop or start
+# ("Also keep taking your Zyxtrol every day"), in a sentence that is not a title-case heading.
+# Such a word names a drug nobody can verify, so it is an invented one unless the case's own
+# displays or note use it, or it is a common word a letter capitalises (:data:`_NOT_DRUGS`).
+_DRUG_PLACE = re.compile(r"(?i:\b(?:keep (?:taking|using|on)|continue(?: taking| using| with)?|carry on (?:taking|using)"
+                         r"|stop(?:ping)?(?: taking| using)?|start(?:ing)?(?: taking| using)?|take|taking|use|using)\s+"
+                         r"(?:(?:your|the|some|any|of|my|this|that|these|those|all|both)\s+)*)([A-Z][a-z]{3,})\b")
+_NOT_DRUGS = frozenset({
+    "medicine", "medicines", "medication", "medications", "tablet", "tablets", "pill", "pills", "capsule", "capsules",
+    "drops", "cream", "inhaler", "inhalers", "vitamin", "vitamins", "supplement", "supplements", "care", "time",
+    "doctor", "clinic", "team", "note", "notes", "daily", "regular", "current", "usual", "other", "every", "each",
+    "them", "these", "those", "this", "that", "your", "with", "only", "please", "note", "list", "dose", "doses",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march",
+    "april", "june", "july", "august", "september", "october", "november", "december", "morning", "evening",
+    "night", "bedtime", "breakfast", "lunch", "dinner", "food", "water", "insulin",
+})
+
+
+@functools.lru_cache(maxsize=256)
+def _case_words(record: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(w.casefold() for text in record for w in re.findall(r"[A-Za-z]+", text))
+
+
+def case_words(truth: dict[str, Any]) -> frozenset[str]:
+    """Every word of the case's displays and note (a word a letter may take from them)."""
+    texts = [r["display"] for r in truth.get("record", [])] + [t["display"] for t in truth["items"]]
+    return _case_words(tuple(texts + [truth.get("note", "")]))
+
+
+def _title_case(sentence: str) -> bool:
+    words = re.findall(r"[A-Za-z]{4,}", sentence)
+    return len(words) > 1 and all(w[0].isupper() for w in words)
+
+
+def unknown_in_place(sentence: str, vocab: drugtext.Vocabulary, known: frozenset[str]) -> set[str]:
+    """The unknown capitalised words of the sentence in a drug's place (comment above)."""
+    if _title_case(sentence):
+        return set()
+    out = set()
+    for m in _DRUG_PLACE.finditer(sentence):
+        word = m.group(1).casefold()
+        if word in vocab.names or word in known or word in _NOT_DRUGS or word in drugtext._words():
+            continue
+        if drugtext.class_names(m.group(1)):
+            continue
+        out.add(f"{m.group(1)} (a word no drug list knows, where a drug is named)")
+    return out
 
 
 # ---------------------------------------------------------------- a change of dose
