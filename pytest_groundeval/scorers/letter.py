@@ -985,13 +985,15 @@ def invented_classes(sentence: str, drugs: list[Drug], note_words: frozenset[str
 
 
 # A word neither the catalog nor the lexicon knows is not read as a drug, except in a drug's
-# place: capitalised as a name, right after an instruction to take, keep taking, stop or start
-# ("Also keep taking your Zyxtrol every day"), in a sentence that is not a title-case heading.
+# place: capitalised as a name, right after an instruction to keep taking, continue, stop or start
+# ("Also keep taking your Zyxtrol every day", "Stop Zyxtrol"), or to take or use "your" / "the"
+# one ("Take your Zyxtrol"), in a sentence that is not a title-case heading.
 # Such a word names a drug nobody can verify, so it is an invented one unless the case's own
 # displays or note use it, or it is a common word a letter capitalises (:data:`_NOT_DRUGS`).
-_DRUG_PLACE = re.compile(r"(?i:\b(?:keep (?:taking|using|on)|continue(?: taking| using| with)?|carry on (?:taking|using)"
-                         r"|stop(?:ping)?(?: taking| using)?|start(?:ing)?(?: taking| using)?|take|taking|use|using)\s+"
-                         r"(?:(?:your|the|some|any|of|my|this|that|these|those|all|both)\s+)*)([A-Z][a-z]{3,})\b")
+_DETERMINER = r"(?:your|the|some|any|of|my|this|that|these|those|all|both)"
+_DRUG_PLACE = re.compile(rf"(?i:\b(?:(?:keep|keeping|continue|continuing|carry on|carrying on|stop|stopping|start|starting)"
+                         rf"(?: taking| using)?\s+"
+                         rf"(?:{_DETERMINER}\s+)*|(?:take|taking|use|using)\s+(?:{_DETERMINER}\s+)+))([A-Z][a-z]{{3,}})\b")
 _NOT_DRUGS = frozenset({
     "medicine", "medicines", "medication", "medications", "tablet", "tablets", "pill", "pills", "capsule", "capsules",
     "drops", "cream", "inhaler", "inhalers", "vitamin", "vitamins", "supplement", "supplements", "care", "time",
@@ -1016,7 +1018,7 @@ def case_words(truth: dict[str, Any]) -> frozenset[str]:
 
 def _title_case(sentence: str) -> bool:
     words = re.findall(r"[A-Za-z]{4,}", sentence)
-    return len(words) > 1 and all(w[0].isupper() for w in words)
+    return len(words) > 2 and all(w[0].isupper() for w in words)
 
 
 def unknown_in_place(sentence: str, vocab: drugtext.Vocabulary, known: frozenset[str]) -> set[str]:

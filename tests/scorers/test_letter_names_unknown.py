@@ -57,6 +57,8 @@ def test_a_brand_of_a_case_drug_names_it():
 @pytest.mark.parametrize("wrong", [
     GOOD + "\nAlso keep taking your Zyxtrol every day.",
     GOOD + "\nStop taking Fenorix too.",
+    GOOD + "\nTake your Fenorix as before.",
+    GOOD + "\nStop Fenorix.",
 ])
 def test_an_unknown_capitalised_word_in_a_drugs_place_is_invented(wrong):
     why = failed(wrong)
@@ -67,6 +69,8 @@ def test_an_unknown_capitalised_word_in_a_drugs_place_is_invented(wrong):
     GOOD.replace(KEEP, "Please keep taking your Medicines as before, amlodipine 5 mg every day."),
     "## Keep Taking Your Current Medicines\n" + GOOD,
     GOOD + "\nTake Monday's dose as usual.",
+    GOOD + "\nPlease take Lisa with you to the clinic.",  # a name after a bare "take"
+    GOOD + "\nPlease continue with Physiotherapy.",
     GOOD.replace(KEEP, "Please keep taking Amlodipine 5 mg every day."),  # a case word, capitalised
 ])
 def test_a_capitalised_common_or_case_word_is_not_invented(right):
