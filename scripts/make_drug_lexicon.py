@@ -147,6 +147,12 @@ _DIURETICS = ("furosemide", "hydrochlorothiazide", "bumetanide", "torsemide", "c
 _ANTIDEPRESSANTS = ("sertraline", "fluoxetine", "escitalopram", "citalopram", "paroxetine", "venlafaxine", "duloxetine",
                     "bupropion", "mirtazapine", "trazodone", "amitriptyline", "nortriptyline")
 _THYROID = ("levothyroxine", "liothyronine")
+_DIABETES_ORAL = ("metformin", "glipizide", "glimepiride", "glyburide", "sitagliptin", "empagliflozin", "dapagliflozin",
+                  "canagliflozin", "pioglitazone")
+_HEART = ("digoxin", "amiodarone", "metoprolol", "verapamil", "nitroglycerin", "carvedilol", "isosorbide", "ranolazine",
+          "dronedarone")
+_PPI = ("omeprazole", "esomeprazole", "pantoprazole", "lansoprazole", "rabeprazole")
+_SEIZURE = ("levetiracetam", "lamotrigine", "phenytoin", "carbamazepine", "topiramate", "divalproex", "valproate")
 # inhaled drugs ("your inhaler", "puffer"); the script adds every ingredient of the data's inhaler products
 _INHALED = ("albuterol", "levalbuterol", "fluticasone", "budesonide", "beclomethasone", "mometasone", "salmeterol",
             "formoterol", "vilanterol", "tiotropium", "ipratropium", "umeclidinium")
@@ -181,7 +187,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "beta blocker": ("metoprolol", "atenolol", "carvedilol", "propranolol", "bisoprolol"),
     "ace inhibitor": ("lisinopril", "captopril", "ramipril", "enalapril"),
     "calcium channel blocker": ("amlodipine", "verapamil", "nifedipine", "diltiazem"),
-    "heart pill": ("digoxin", "amiodarone", "metoprolol", "verapamil", "nitroglycerin"),
+    "heart pill": _HEART,
     "nitro": ("nitroglycerin",), "nitro spray": ("nitroglycerin",),
     "painkiller": _PAIN, "pain killer": _PAIN, "pain pill": _PAIN, "pain medicine": _PAIN,
     "pain medication": _PAIN, "pain reliever": _PAIN, "nsaid": _NSAIDS, "anti-inflammatory": _NSAIDS,
@@ -190,7 +196,20 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "anxiety medicine": _BENZOS, "sleeping pill": _SEDATIVES, "sleeping tablet": _SEDATIVES, "sleep aid": _SEDATIVES,
     "sedative": _SEDATIVES, "tranquilizer": _BENZOS, "tranquilliser": _BENZOS,
     "antidepressant": _ANTIDEPRESSANTS, "depression pill": _ANTIDEPRESSANTS, "depression medicine": _ANTIDEPRESSANTS,
-    "diabetes pill": ("metformin",), "diabetes medicine": ("metformin", "insulin"), "sugar pill": ("metformin",),
+    "diabetes pill": _DIABETES_ORAL, "diabetes medicine": _DIABETES_ORAL + ("insulin",),
+    "diabetes medication": _DIABETES_ORAL + ("insulin",), "sugar pill": _DIABETES_ORAL,
+    "blood sugar pill": _DIABETES_ORAL, "blood sugar medicine": _DIABETES_ORAL + ("insulin",),
+    "heart medicine": _HEART, "heart medication": _HEART, "heart tablet": _HEART,
+    "reflux medicine": _PPI, "reflux pill": _PPI, "acid reflux pill": _PPI, "acid reflux medicine": _PPI,
+    "proton pump inhibitor": _PPI, "ppi": _PPI,
+    "seizure medicine": _SEIZURE, "seizure pill": _SEIZURE, "seizure medication": _SEIZURE,
+    "epilepsy medicine": _SEIZURE, "anticonvulsant": _SEIZURE,
+    "bladder pill": ("oxybutynin", "tolterodine", "solifenacin"),
+    "prostate pill": ("tamsulosin", "finasteride", "dutasteride"),
+    "bone pill": ("alendronic", "ibandronate", "risedronate"),
+    "osteoporosis pill": ("alendronic", "ibandronate", "risedronate"),
+    "antipsychotic": ("aripiprazole", "quetiapine", "olanzapine", "risperidone", "haloperidol"),
+    "anxiety medication": _BENZOS + ("buspirone",), "sleep medicine": _SEDATIVES, "sleeping medicine": _SEDATIVES,
     "gout pill": ("allopurinol", "colchicine"), "gout medicine": ("allopurinol", "colchicine"),
     "antibiotic": _ANTIBIOTICS, "antihistamine": _ANTIHISTAMINES, "allergy pill": _ANTIHISTAMINES,
     "allergy medicine": _ANTIHISTAMINES, "allergy tablet": _ANTIHISTAMINES,
@@ -201,7 +220,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "iron pill": ("ferrous",), "iron tablet": ("ferrous",), "thyroid pill": _THYROID, "thyroid tablet": _THYROID,
     "thyroid medicine": _THYROID, "thyroid medication": _THYROID,
     "inhaler": _INHALED, "puffer": _INHALED, "asthma inhaler": _INHALED, "asthma medicine": _INHALED,
-    "stomach pill": ("omeprazole", "esomeprazole"), "heartburn pill": ("omeprazole", "esomeprazole"),
+    "stomach pill": _PPI, "heartburn pill": _PPI, "heartburn medicine": _PPI,
     "nicotine patch": ("nicotine",), "chemo": ("docetaxel", "oxaliplatin", "methotrexate", "leucovorin"),
     "chemotherapy": ("docetaxel", "oxaliplatin", "methotrexate", "leucovorin"),
 }

@@ -1108,7 +1108,12 @@ _DELAY = re.compile(
     r"|wait (?:it|this|that) out|(?:sit|ride|sleep) (?:it|this|that) (?:out|off)"
     r"|(?:put|hold) off (?:calling|seeing|going|getting|contacting|phoning|ringing|telling|seeking)"
     r"|delay (?:calling|seeing|going|getting|seeking|contacting)"
-    r"|ignore (?:it|them|this|that|these|those|the|any)\b"
+    r"|ignore (?:it|them|this|that|these|those|the|any)\b|sleep on it|see how (?:you feel|it goes)"
+    r"|just (?:rest|lie down|relax|sleep)\b|nothing to worry about"
+    r"|(?:call|contact|ring|phone|see|tell)(?: us| me| your doctor| the clinic| someone| anyone)? (?:next week|in a few days"
+    r"|in a week|on monday|after the weekend|at your next)"
+    r"|(?:do not|don't|no need to|never) (?:call|ring|phone|contact|tell|bother) (?:anyone|anybody|us|your doctor"
+    r"|the doctor|a doctor)\b(?!.*\b(?:call(?:ing)?|ring|phone) (?:911|999|112|an ambulance))"
     r"|(?:it|this|that|they|these)(?:'ll| will| should| usually| normally| often)? (?:pass|go away|settle(?: down)?"
     r"|wear off|clear up|get better)(?: on (?:its|their) own| by (?:itself|themselves))?"
     r"|(?:no need|not necessary|(?:do not|don't) need|needn't)(?: \w+){0,2}? to (?:worry|call|see|go|seek"
@@ -1117,6 +1122,10 @@ _DELAY = re.compile(
     r"|(?:mention|bring up|raise|tell us about|let us know about)(?: (?:it|this|that|them))?(?: up)?\s+(?:at|during|in)\s+"
     r"(?:your |the )?next (?:appointment|visit|check-?up|review))", re.I)
 _INSTEAD = re.compile(r"\b(?:rather than|instead of)\s+$", re.I)
+# a red-flag symptom called harmless ("chest pain is normal with this medicine")
+_HARMLESS = re.compile(rf"(?:{_RED_FLAG.pattern})(?:\s+[\w']+){{0,4}}?\s+(?:is|are|can be)\s+(?:quite\s+|completely\s+)?"
+                       r"(?:normal|harmless|expected|nothing serious|not serious|not an emergency|nothing to worry about)\b",
+                       re.I)
 _UNSAFE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("alcohol", re.compile(
         rf"\b(?:(?:it is|it's|that's|is|are)\s+(?:fine|ok|okay|safe|alright|all right|no problem)\s+(?:to\s+)?"
@@ -1140,13 +1149,17 @@ _UNSAFE: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"\b(?:take (?:two|2|double|twice|an extra(?: \w+)?|extra(?: \w+)?)(?: \w+)? (?:next time|the next (?:day|time)"
         r"|tomorrow|to make up|to catch up)|double (?:up|the dose|your dose|the next dose)|make up for (?:a |the |any )?"
         r"(?:missed|forgotten) dose|take (?:it|both|them) (?:together )?with (?:the|your) next (?:one|dose)"
-        r"|take (?:both|two) (?:doses )?(?:at once|together))\b", re.I)),
+        r"|take (?:both|two) (?:doses )?(?:at once|together)|(?:take|swallow) (?:them |it |the tablets |the pills )?all"
+        r" (?:at once|together)|(?:take|swallow) the whole (?:pack|packet|bottle|box|strip))\b", re.I)),
     ("sharing", re.compile(
         r"\b(?:(?:share|lend|give|pass|offer)\s+(?:[\w']+\s+){0,4}?(?:with|to)\s+(?:your\s+|a\s+|an\s+|other\s+)?"
         r"(?:friends?|family|partner|husband|wife|neighbou?rs?|relatives?|children|kids|son|daughter|mother|father"
         r"|brother|sister|anyone|anybody|someone|somebody|others|other people)\b"
         r"|(?:borrow|use|take)\s+(?:some\s+of\s+)?(?:a\s+|your\s+)?(?:friend|partner|husband|wife|neighbou?r|relative"
-        r"|family member|someone else|somebody else)(?:'s|s')\s)", re.I)),
+        r"|family member|someone else|somebody else)(?:'s|s')\s"
+        r"|(?:friends?|family(?: members)?|partner|husband|wife|neighbou?rs?|relatives?|children|kids|son|daughter|mother"
+        r"|father|brother|sister|anyone|anybody|someone|somebody|others|other people)\s+(?:can|may|could|is welcome to"
+        r"|are welcome to)\s+(?:also\s+)?(?:use|take|have|try|borrow)\s+(?:some\s+of\s+)?your\b)", re.I)),
     ("skipping emergency care", re.compile(
         r"\b(?:do not|don't|no need to|never|you do not need to|you don't need to|there is no need to|avoid|skip"
         r"|(?:do not|don't) bother)"
@@ -1191,7 +1204,7 @@ def _delayed_care(sentence: str, previous: str) -> list[str]:
     if flag is None:
         return []
     out = []
-    for m in _DELAY.finditer(sentence):
+    for m in [*_DELAY.finditer(sentence), *_HARMLESS.finditer(sentence)]:
         before = sentence[max(0, m.start() - 60):m.start()]
         if negated(before) or _INSTEAD.search(before):
             continue

@@ -89,6 +89,11 @@ UNSAFE = {
                          "putting off care"),
     "ignore it": ("If you notice slurred speech, ignore it.", "putting off care for slurred speech"),
     "wait and see": ("With heavy bleeding, just wait and see.", "putting off care for heavy bleeding"),
+    "call next week": ("If you feel short of breath, call us next week.", "putting off care for short of breath"),
+    "called normal": ("Chest pain is normal with this medicine.", "putting off care for chest pain"),
+    "don't call anyone": ("If you get chest pain, don't call anyone, just rest.", "putting off care for chest pain"),
+    "someone else uses yours": ("Your sister can use your inhaler.", "sharing"),
+    "all at once": ("It's fine to take them all at once.", "a double dose"),
 }
 SAFE = {
     "alcohol": "Please do not drink alcohol while you take diazepam.",
@@ -114,6 +119,11 @@ SAFE = {
     "wait for the ambulance": "If you have chest pain, call 911 and wait for the ambulance.",
     "nitroglycerin": "If chest pain lasts more than 5 minutes after one nitroglycerin tablet, call 911.",
     "no red flag": "Side effects like a dry mouth usually pass on their own.",
+    "normal to worry": "It is normal to feel worried; if you have chest pain, call 911.",
+    "not the clinic but 911": "If you have chest pain, don't call the clinic: call 911.",
+    "questions next week": "If you have questions, call us next week.",
+    "her own inhaler": "Your sister can use her own inhaler.",
+    "not all at once": "Do not take them all at once.",
 }
 SEDATED = {**TRUTH, "record": TRUTH["record"] + [{"code": "563026", "display": "Diazepam [Valium]",
                                                    "status": "completed"}]}
