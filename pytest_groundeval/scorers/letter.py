@@ -965,8 +965,10 @@ def read_letter(text: str, truth: dict[str, Any], vocab: drugtext.Vocabulary | N
 # ---------------------------------------------------------------- drugs the record does not have
 # A lay or class name ("your thyroid pill", "your inhaler") names every drug of its class the
 # case has; said of the patient's own medicine when the record and the note have no drug of the
-# class, it names a drug the record does not have (``no_invented_drug``). Said of any drug of the
-# class ("any other painkiller", "a new blood thinner", "avoid sleeping pills") it claims none.
+# class, it names a drug the record does not have (``no_invented_drug``), negated or not ("do not
+# stop your statin"). Said of any drug of the class ("any other painkiller", "a new blood
+# thinner", "avoid sleeping pills", "do not take painkillers") it claims none.
+_OWN = re.compile(r"\b(?:your|my|the|this|that|these|those)\s+(?:[\w-]+\s+)?$", re.I)  # "do not stop your statin"
 _GENERIC = re.compile(r"\b(?:any|other|another|new|a|an|no|some|extra|more|such|similar|avoid|like|over-the-counter"
                       r"|otc)\s+(?:[\w-]+\s+)?$", re.I)
 
@@ -979,7 +981,7 @@ def invented_classes(sentence: str, drugs: list[Drug], note_words: frozenset[str
         if any(d.product.ingredients & members for d in drugs) or members & note_words:
             continue
         before = sentence[max(0, start - 60):start]
-        if not (_GENERIC.search(before) or negated(before)):
+        if _OWN.search(before) or not (_GENERIC.search(before) or negated(before)):
             out.add(f"{phrase.lower()} (no drug of that class is recorded)")
     return out
 

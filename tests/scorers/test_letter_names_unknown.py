@@ -19,6 +19,7 @@ KEEP = "Please keep taking amlodipine 5 mg every day."
     ("Also keep taking your thyroid pill every day.", "thyroid pill"),
     ("Also keep taking your antidepressant every day.", "antidepressant"),
     ("Also keep taking your inhaler every day.", "inhaler"),
+    ("Do not stop your thyroid pill.", "thyroid pill"),  # negated, still the patient's own
     ("Keep using your blood thinner.\n", None),  # the record's completed clopidogrel: not invented (see right)
 ])
 def test_a_class_name_with_no_drug_of_the_class_in_the_case_is_invented(line, named):
@@ -33,6 +34,7 @@ def test_a_class_name_with_no_drug_of_the_class_in_the_case_is_invented(line, na
     GOOD.replace(KEEP, "Please keep taking your blood pressure pill, amlodipine 5 mg, every day."),
     GOOD + "\nDo not start any other painkiller without asking us.",
     GOOD + "\nAvoid sleeping pills.",
+    GOOD + "\nDo not take sleeping pills with these.",
     GOOD + "\nPlease do not take a new antidepressant without talking to us first.",
 ])
 def test_a_class_name_of_a_case_drug_or_of_any_drug_of_the_class_passes(right):
