@@ -20,6 +20,9 @@ KEEP = "Please keep taking amlodipine 5 mg every day."
     ("Also keep taking your antidepressant every day.", "antidepressant"),
     ("Also keep taking your inhaler every day.", "inhaler"),
     ("Do not stop your thyroid pill.", "thyroid pill"),  # negated, still the patient's own
+    ("Keep taking your heart medicine.", "heart medicine"),
+    ("Keep taking your reflux pills.", "reflux pills"),
+    ("Keep taking your seizure medicine.", "seizure medicine"),
     ("Keep using your blood thinner.\n", None),  # the record's completed clopidogrel: not invented (see right)
 ])
 def test_a_class_name_with_no_drug_of_the_class_in_the_case_is_invented(line, named):
