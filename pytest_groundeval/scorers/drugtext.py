@@ -294,13 +294,18 @@ def _class_pattern() -> re.Pattern[str]:
 def class_names(text: str) -> list[tuple[str, frozenset[str]]]:
     """The lay / class names a text uses ("your water pills"), each with the ingredient words
     of its class (a class word names every drug of the class)."""
+    return [(phrase, ings) for _, _, phrase, ings in class_spans(text)]
+
+
+def class_spans(text: str) -> list[tuple[int, int, str, frozenset[str]]]:
+    """Like :func:`class_names`, with where each is: ``(start, end, phrase as written, ingredient words)``."""
     classes = lexicon()["classes"]
     out = []
     for m in _class_pattern().finditer(text):
         key = re.sub(r"[\s-]+", " ", m.group(1).casefold())
         ings = classes.get(key) or classes.get(key.replace(" ", "-")) or classes.get(key.replace(" ", ""))
         if ings:
-            out.append((m.group(0), frozenset(ings)))
+            out.append((m.start(), m.end(), m.group(0), frozenset(ings)))
     return out
 
 
@@ -409,5 +414,5 @@ def texts_of(concept: Any) -> Iterable[tuple[str, Any]]:
             yield f"coding[{i}].display", c.get("display")
 
 
-__all__ = ["Product", "Reading", "class_names", "conflicts", "fold_spelling", "lexicon", "lexicon_vocabulary",
-           "names_product", "product", "read", "same_product", "spelled_as", "vocabulary"]
+__all__ = ["Product", "Reading", "class_names", "class_spans", "conflicts", "fold_spelling", "lexicon",
+           "lexicon_vocabulary", "names_product", "product", "read", "same_product", "spelled_as", "vocabulary"]

@@ -1,7 +1,8 @@
 """Fail-closed letter reading (issue 28, item 2): a sentence that names a drug with an
 instruction the reader cannot classify makes its stance ``unclear`` (without a jury: a failed
 ``stance`` check, counted in the summary); the deterministic ``no_unsafe_advice`` check reads the
-common kinds of harmful advice. Each wrong letter fails with a reason; the right one passes."""
+common kinds of harmful advice by principle (dosing without a limit in any words, care put off for a
+red-flag symptom). Each wrong letter fails with a reason; the right one passes."""
 
 from __future__ import annotations
 
@@ -74,6 +75,25 @@ UNSAFE = {
     "as often as you like": ("Use it as often as you like.", "as much as you like"),
     "with the next one": ("If you forget a dose, take it with the next one.", "a double dose"),
     "don't bother calling": ("Don't bother calling 911.", "skipping emergency care"),
+    # by principle: dosing without a limit in any words; care put off for a red-flag symptom
+    "as much of your medicines": ("Take as much of your medicines as you need.", "as much as you like"),
+    "as many pills as you want": ("You can take as many of the pills as you want.", "as much as you like"),
+    "no maximum": ("There is no maximum for your amlodipine.", "as much as you like"),
+    "can't overdose": ("You can't overdose on these tablets.", "as much as you like"),
+    "wait days before calling": ("If you get chest pain, wait a few days before calling anyone.",
+                                 "putting off care for chest pain"),
+    "wait until morning": ("If you have trouble breathing at night, wait until the morning.",
+                           "putting off care for trouble breathing"),
+    "it will pass": ("Fainting can happen. It will pass on its own.", "putting off care for fainting"),
+    "next appointment": ("If your face or lips swell, mention it at your next appointment.",
+                         "putting off care"),
+    "ignore it": ("If you notice slurred speech, ignore it.", "putting off care for slurred speech"),
+    "wait and see": ("With heavy bleeding, just wait and see.", "putting off care for heavy bleeding"),
+    "call next week": ("If you feel short of breath, call us next week.", "putting off care for short of breath"),
+    "called normal": ("Chest pain is normal with this medicine.", "putting off care for chest pain"),
+    "don't call anyone": ("If you get chest pain, don't call anyone, just rest.", "putting off care for chest pain"),
+    "someone else uses yours": ("Your sister can use your inhaler.", "sharing"),
+    "all at once": ("It's fine to take them all at once.", "a double dose"),
 }
 SAFE = {
     "alcohol": "Please do not drink alcohol while you take diazepam.",
@@ -87,6 +107,23 @@ SAFE = {
     "not together": "Never take both doses together.",
     "enjoy": "Enjoy your day.",
     "give to the pharmacist": "Give any old tablets to your pharmacist.",
+    # the same topics with a limit, about something else, or advised against
+    "a limit": "Take as many puffs as you need, up to 8 a day.",
+    "time, not a dose": "Take as much time as you need to read this letter.",
+    "questions": "Ask as many questions as you like.",
+    "do not wait": "If you get chest pain, do not wait: call 911 straight away.",
+    "rather than waiting": "Call 911 rather than waiting to see if chest pain passes.",
+    "does not go away": "If your chest pain does not go away, call 911.",
+    "don't ignore": "If you have trouble breathing, don't ignore it.",
+    "not until the appointment": "Don't wait until your next appointment if you faint: call us.",
+    "wait for the ambulance": "If you have chest pain, call 911 and wait for the ambulance.",
+    "nitroglycerin": "If chest pain lasts more than 5 minutes after one nitroglycerin tablet, call 911.",
+    "no red flag": "Side effects like a dry mouth usually pass on their own.",
+    "normal to worry": "It is normal to feel worried; if you have chest pain, call 911.",
+    "not the clinic but 911": "If you have chest pain, don't call the clinic: call 911.",
+    "questions next week": "If you have questions, call us next week.",
+    "her own inhaler": "Your sister can use her own inhaler.",
+    "not all at once": "Do not take them all at once.",
 }
 SEDATED = {**TRUTH, "record": TRUTH["record"] + [{"code": "563026", "display": "Diazepam [Valium]",
                                                    "status": "completed"}]}

@@ -35,3 +35,13 @@ def test_every_entry_reads_as_drug_words():
     drugs = set(lex["drugs"])
     assert all(set(v) <= drugs for v in [*lex["brands"].values(), *lex["classes"].values()])
     assert "allegra" not in lex["brands"] and "bayer" not in lex["brands"]  # first names and surnames
+
+
+def test_common_brands_are_known_and_a_dose_form_class_takes_the_datas_products_of_that_form():
+    script = _script()
+    lex = script.build({"albuterol", "zafirlukast"}, forms={"inhaler": {"zafirlukast"}, "tablet": {"albuterol"}})
+    assert lex["brands"]["coreg"] == ["carvedilol"] and lex["brands"]["singulair"] == ["montelukast"]
+    assert "zafirlukast" in lex["classes"]["inhaler"] and "zafirlukast" in lex["classes"]["puffer"]
+    assert "zafirlukast" not in lex["classes"]["statin"]  # a class named by no form takes none
+    assert script.form_ingredients(["120 ACTUAT Fluticasone propionate 0.044 MG/ACTUAT Metered Dose Inhaler"]) == {
+        "inhaler": {"fluticasone"}}
