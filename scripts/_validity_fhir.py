@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from _validity_ops import Ctx, absent_brand, mutant, variant
 
-LOINC = "http://loinc.org"
-SNOMED = "http://snomed.info/sct"
+from pytest_groundeval.fhir.codes import LOINC  # noqa: E402
+from pytest_groundeval.fhir.codes import SNOMED  # noqa: E402
 CPT = "http://www.ama-assn.org/go/cpt"
 XHTML = "http://www.w3.org/1999/xhtml"
 INTERPRETATION = "http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation"

@@ -182,7 +182,7 @@ def _orders_resource(case: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from pytest_groundeval.tasks.orders import resources
 
     t, exp = case.truth, case.truth["expected"]
-    loinc, ucum = "http://loinc.org", "http://unitsofmeasure.org"
+    from pytest_groundeval.fhir.codes import LOINC as loinc, UCUM as ucum
     if t["kind"] == "hba1c":
         return ({"resourceType": "ServiceRequest", "status": "active", "intent": "order",
                  "code": {"coding": [{"system": loinc, "code": "4548-4"}]}, "subject": {"reference": t["patient"]},

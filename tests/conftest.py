@@ -78,7 +78,7 @@ class Fenced:
 class Hallucinating:
     name = "hallucinating"
     def run(self, prompt):
-        meds = _truth(prompt) + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+        meds = _truth(prompt) + [{"code": "198440", "display": "Acetaminophen 500 MG Oral Tablet"}]
         return json.dumps({"active_medications": meds})
 
 class Omitting:
@@ -150,7 +150,7 @@ class Sleepy:
         _log("end", patient=pid)
         answer = _truth(prompt)
         if os.environ.get("HALLUCINATE"):
-            answer = answer + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+            answer = answer + [{"code": "198440", "display": "Acetaminophen 500 MG Oral Tablet"}]
         return json.dumps({"active_medications": answer})
 
 class _HTTPError(Exception):

@@ -268,7 +268,7 @@ def test_eval_failures_are_listed_whole_in_place_of_pytest_s_failures_section(ev
     out = result.stdout.str()
     assert "= FAILURES =" not in out
     lines = [ln for ln in result.outlines if ln.startswith("FAILED extraction:")]
-    assert len(lines) == len(SMALL_SET) and all(ln.endswith("hallucinated ['1049221']") for ln in lines)
+    assert len(lines) == len(SMALL_SET) and all(ln.endswith("hallucinated ['198440']") for ln in lines)
     assert out.index("groundeval failures") < out.index("groundeval summary")
     # asked for tracebacks: pytest's own section, as always
     result = evalproject.runpytest(*args, "--tb=short")

@@ -117,14 +117,17 @@ def test_text_json_cannot_encode_is_stored_escaped_and_the_run_goes_on(evalproje
     assert not (evalproject.path / "record.jsonl").exists()  # complete: folded into the record
 
 
-def test_a_record_that_cannot_be_written_is_an_internal_error_naming_the_path(evalproject):
+def test_a_record_folder_that_cannot_be_written_is_a_usage_error_before_any_call(evalproject):
+    """Found out before the first (paid) call, not after all of them (issue 29): exit 4, naming
+    the path; never 1, the "cases failed" code. (A record that cannot be written at the end:
+    tests/pytest/test_signals_and_files.py.)"""
     (evalproject.path / "blocker").write_text("a file where the record's folder should be")
     result = evalproject.runpytest("--data-dir", "data", "--run-record", "blocker/record.json",
                                    "-p", "no:cacheprovider", "--agent=agents_under_test:Correct")
-    assert result.ret == pytest.ExitCode.INTERNAL_ERROR  # never 1, the "cases failed" code
-    out = result.stdout.str()
-    assert "could not write the run record" in out and "blocker/record.json" in out
-    assert "could not open the journal" in out
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "could not open the journal" in err and "blocker/record.jsonl" in err and "nothing was run" in err
+    assert "passed" not in result.stdout.str()
 
 
 # ---------------------------------------------------------------- the per-case deadline

@@ -34,10 +34,10 @@ class HalfWrong:
     def run(self, prompt):
         meds = _truth(prompt)
         if _odd(prompt):
-            meds = meds + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+            meds = meds + [{"code": "198440", "display": "Acetaminophen 500 MG Oral Tablet"}]
         return json.dumps({"active_medications": meds})
 '''
-HALLUCINATED = "hallucinated ['1049221']"
+HALLUCINATED = "hallucinated ['198440']"
 
 
 def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess:

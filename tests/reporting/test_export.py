@@ -39,7 +39,7 @@ class Mixed:
         if pid == RAISE_ON:
             raise ConnectionError("upstream API unavailable")
         if pid == ADD_ON:
-            meds = meds + [{{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}}]
+            meds = meds + [{{"code": "198440", "display": "Acetaminophen 500 MG Oral Tablet"}}]
         return {{"text": json.dumps({{"active_medications": meds}}), "model": "claude-opus-4-1",
                 "usage": {{"input_tokens": len(prompt) // 4, "output_tokens": 7}}}}
 '''

@@ -53,7 +53,7 @@ class Mixed:
         if pid == FAIL:
             raise ConnectionError("upstream API unavailable")
         if pid == ADD:
-            meds = meds + [{{"code": "1049221", "display": "Acetaminophen 325 MG / Oxycodone 5 MG Oral Tablet"}}]
+            meds = meds + [{{"code": "198440", "display": "Acetaminophen 500 MG Oral Tablet"}}]
         if pid == OMIT:
             meds = meds[:-1]
         return {{"text": json.dumps({{"active_medications": meds}}), "model": "claude-opus-4-1",

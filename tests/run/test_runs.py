@@ -199,7 +199,7 @@ class Mixed:
             return "The patient takes lisinopril."
         meds = _truth(prompt)
         if os.environ.get("FAIL_ON") and os.environ["FAIL_ON"] in pid:
-            meds = meds + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+            meds = meds + [{"code": "198440", "display": "Acetaminophen 500 MG Oral Tablet"}]
         return json.dumps({"active_medications": meds})
 '''
 

@@ -27,7 +27,7 @@ class Counted(Correct):
         with open(os.environ["CALLS_FILE"], "a") as f:
             f.write("call\\n")
         if os.environ.get("FAIL_ON") and os.environ["FAIL_ON"] in prompt:  # one wrong answer, on purpose
-            return json.dumps({"active_medications": [{"code": "1049221", "display": "Acetaminophen"}]})
+            return json.dumps({"active_medications": [{"code": "198440", "display": "Acetaminophen"}]})
         return super().run(prompt)
 '''
 
@@ -146,7 +146,7 @@ def test_a_journal_line_whose_answer_contradicts_its_outcome_is_refused(project)
     (project / "agents_here.py").write_text(COUNTED + '''
 class HalfWrong(Counted):
     def run(self, prompt):
-        meds = _truth(prompt) + [{"code": "1049221", "display": "Acetaminophen 325 MG Oral Tablet"}]
+        meds = _truth(prompt) + [{"code": "198440", "display": "Acetaminophen 500 MG Oral Tablet"}]
         with open(os.environ["CALLS_FILE"], "a") as f:
             f.write("call\\n")
         return json.dumps({"active_medications": meds})
