@@ -71,13 +71,23 @@ def display_fault(display: Any, refs: list[str], vocab: drugtext.Vocabulary) -> 
     for ref in refs:
         prod = drugtext.product(ref)
         bad = drugtext.conflicts(folded, prod, vocab)
-        if not bad and drugtext.names_product(folded, prod, vocab):
+        if not bad and (drugtext.names_product(folded, prod, vocab) or _says_nameless(display, prod)):
             return None
         against += bad
     shown = drugtext.product(refs[0]).shown()
     if against:
         return f"display {display!r} {against[0]}"
     return f"display {display!r} names no drug known as {shown} (unverifiable)"
+
+
+def _says_nameless(display: Any, prod: drugtext.Product) -> bool:
+    """A product whose display has no drug word the reader knows ("Vitamin B 12 5 MG/ML Injectable
+    Solution") is named by the words before its first strength, spaces aside ("vitamin B12")."""
+    if prod.ingredients:
+        return False
+    head = re.split(r"\d+(?:\.\d+)?\s*MG\b", prod.display, maxsplit=1, flags=re.I)[0]
+    key = re.sub(r"\W+", "", head).casefold()
+    return bool(key) and key in re.sub(r"\W+", "", str(display)).casefold()
 
 
 def display_faults(predicted: list[dict[str, Any]], truth: list[dict[str, Any]]) -> dict[str, str]:
