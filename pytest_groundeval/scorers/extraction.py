@@ -23,6 +23,10 @@ NOT_ACTIVE = re.compile(r"\b(?:stopped|discontinued|completed|cancell?ed|on[- ]h
                         r"ended|expired|entered[- ]in[- ]error|historical|"
                         r"no longer|not (?:currently |being )?(?:active|taking|taken|used)|do not take|d/c|dc'?d)(?!\w)",
                         re.I)
+#: a status word that qualifies the work or the record, not a drug ("the completed list", "the
+#: historical entries", "ended up"): no status remark
+NOT_A_STATUS = re.compile(r"\b(?:completed|historical|ended|held)\s+(?:up|list|lists|review|reconciliation|summary|"
+                          r"table|answer|extraction|records?|data|entries|search|check|notes?)\b", re.I)
 
 
 # ---------------------------------------------------------------- what a listed item's display names
@@ -153,6 +157,10 @@ def _named_by(word: str, products: list[drugtext.Product | None], vocab: drugtex
 
 
 Reading = list[tuple[re.Match[str], set[int]]]
+#: where a clause begins: a remark is not said across it ("digoxin is active, but simvastatin
+#: was stopped")
+CLAUSE = re.compile(r"\b(?:but|while|whereas|although|though|however|yet|so|since|because|except|"
+                    r"instead|rather than)\b", re.I)
 
 
 def readings(sentence: str, claim: re.Pattern[str], predicted: list[dict[str, Any]],
@@ -163,13 +171,13 @@ def readings(sentence: str, claim: re.Pattern[str], predicted: list[dict[str, An
     (metformin)"); a claim with no drug on its side takes the other side's ("Stopped:
     aspirin"; "Simvastatin could also be matched"). A claim said of a drug the answer does not
     list says nothing of the listed ones ("simvastatin was stopped, so amlodipine is the only
-    one"). A sentence contradicts the answer only when every reading does."""
+    one"), nor across the start of a clause (:data:`CLAUSE`). A sentence contradicts the answer
+    only when every reading does."""
     said = list(claim.finditer(sentence))
     if not said:
         return []
     named = mentions(sentence, predicted, vocab)
-    bounds = [0, *(m.start() for m in said[1:]), len(sentence)]
-    ends = [m.end() for m in said]
+    cuts = [b.start() for b in CLAUSE.finditer(sentence)]
 
     def drugs(lo: int, hi: int) -> list[Mention]:
         return [x for x in named if lo <= x.start < hi]
@@ -178,8 +186,9 @@ def readings(sentence: str, claim: re.Pattern[str], predicted: list[dict[str, An
     for after_first in (False, True):
         reading = []
         for k, m in enumerate(said):
-            before = drugs(ends[k - 1] if k else 0, m.start())
-            after = drugs(m.end(), said[k + 1].start() if k + 1 < len(said) else len(sentence))
+            lo = max([said[k - 1].end() if k else 0, *(c for c in cuts if c < m.start())])
+            hi = min([said[k + 1].start() if k + 1 < len(said) else len(sentence), *(c for c in cuts if c > m.end())])
+            before, after = drugs(lo, m.start()), drugs(m.end(), hi)
             side = (after or before) if after_first else (before or after)
             reading.append((m, {i for x in side for i in x.items}))
         out.append(reading)
@@ -219,19 +228,24 @@ def status_in_prose(prose: str, predicted: list[dict[str, Any]], *, active: Call
                     mask: re.Pattern[str] | None = None) -> str | None:
     """A sentence of the text around the answer that says a listed medication it lists as active
     (``active``) is not ("Digoxin 0.125 MG Oral Tablet was stopped last month."), or None. The
-    remark is said of the drugs :func:`readings` gives it, in every reading; a status said of a drug the answer
-    does not list is no contradiction. ``order_only``: items of which only the order's status is
+    remark is said of the drugs :func:`readings` gives it, in every reading; a status said of a
+    drug the answer does not list is no contradiction, nor is a status word that qualifies the
+    work (:data:`NOT_A_STATUS`). ``order_only``: items of which only the order's status is
     asserted (a remark on the patient's taking, :data:`TAKING`, is no contradiction of them);
     ``mask``: phrases that are not status remarks (a verdict's name, "stopped-but-taking")."""
     vocab = case_vocabulary(p.get("display") for p in predicted)
     for sentence in sentences(prose):
-        text = mask.sub(lambda m: " " * len(m.group(0)), sentence) if mask else sentence
+        text = NOT_A_STATUS.sub(_blank, mask.sub(_blank, sentence) if mask else sentence)
         taking = {m.start() for m in TAKING.finditer(text)}
         hit = first_fault(text, NOT_ACTIVE, predicted, vocab, lambda said, p: active(p) and not (
             order_only(p) and said.start() in taking))
         if hit:
             return f"{sentence.strip()!r} says {hit[0].group(0)!r} of {hit[1]['code']}, which the answer lists as active"
     return None
+
+
+def _blank(m: re.Match[str]) -> str:
+    return " " * len(m.group(0))
 
 
 def contradicted(predicted: list[dict[str, Any]],

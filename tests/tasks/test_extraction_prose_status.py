@@ -35,6 +35,8 @@ WRONG = {
     "the code": "\nRxNorm 197604 is on hold.",
     "two drugs, one remark": "\nBoth amlodipine and digoxin were discontinued.",
     "the remark first": "\nDiscontinued: amlodipine.",
+    "an unlisted drug beside the remark": "\nDigoxin, unlike simvastatin, was stopped.",
+    "in the clause after a but": "\nSimvastatin is gone, but amlodipine was also discontinued.",
     "a drug not listed beside a listed one": "\nSimvastatin and digoxin were stopped.",
 }
 
@@ -55,6 +57,9 @@ RIGHT = {
                                                       "the hydrocodone combination remain.",
     "a list of stopped drugs not listed": "\nStopped (left out): simvastatin, lisinopril.",
     "the listed ones said active": "\nDigoxin, amlodipine and Norco are active.",
+    "a stop in another clause": "\nDigoxin and amlodipine are active, but simvastatin was stopped.",
+    "a status word qualifying the work": "\nHere is the completed list: digoxin, amlodipine and the hydrocodone "
+                                         "combination; I checked the historical records too.",
 }
 
 
