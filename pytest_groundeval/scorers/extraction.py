@@ -169,7 +169,8 @@ def readings(sentence: str, claim: re.Pattern[str], predicted: list[dict[str, An
     drugs named between it and the claim before ("aspirin and digoxin were stopped"), or each of
     those named between it and the next ("2 matched (lisinopril, amlodipine) and 1 unreported
     (metformin)"); a claim with no drug on its side takes the other side's ("Stopped:
-    aspirin"; "Simvastatin could also be matched"). A claim said of a drug the answer does not
+    aspirin"; "Simvastatin could also be matched"), and one with no drug on either side is said
+    of the drugs of the claim before it ("Simvastatin: matched, or possibly unreported"). A claim said of a drug the answer does not
     list says nothing of the listed ones ("simvastatin was stopped, so amlodipine is the only
     one"), nor across the start of a clause (:data:`CLAUSE`). A sentence contradicts the answer
     only when every reading does."""
@@ -190,7 +191,8 @@ def readings(sentence: str, claim: re.Pattern[str], predicted: list[dict[str, An
             hi = min([said[k + 1].start() if k + 1 < len(said) else len(sentence), *(c for c in cuts if c > m.end())])
             before, after = drugs(lo, m.start()), drugs(m.end(), hi)
             side = (after or before) if after_first else (before or after)
-            reading.append((m, {i for x in side for i in x.items}))
+            items = {i for x in side for i in x.items} if side else (reading[-1][1] if reading else set())
+            reading.append((m, items))
         out.append(reading)
     return out
 

@@ -49,11 +49,11 @@ PER_CASE = ("precision", "recall", "f1", "exact_match", "name_accuracy")
 
 
 #: a verdict named in prose ("matched", "stopped but taking")
-VERDICT_WORDS = re.compile(r"\b(matched|unreported|unrecorded|stopped[\s_-]+but[\s_-]+taking)\b", re.I)
+VERDICT_WORDS = re.compile(r"\b(matched|unreported|unrecorded|stopped[\s_-]+but[\s_-]+(?:still[\s_-]+)?taking)\b", re.I)
 
 
 def _verdict(said: str) -> str:
-    return re.sub(r"[\s_-]+", "-", said.casefold())
+    return re.sub(r"[\s_-]+", "-", said.casefold()).replace("-still-", "-")
 
 
 def taken(item: dict[str, Any]) -> bool:

@@ -92,6 +92,8 @@ def test_prose_on_a_stopped_order_or_the_patients_taking_passes(prose):
     "\nNitroglycerin might rather be stopped-but-taking.",
     "\nAlternatively unrecorded: digoxin.",
     "\nRxNorm 312961 may be unrecorded.",
+    "\nSimvastatin: matched, or possibly unreported.",
+    "\nThe nitroglycerin could be stopped but still taking.",
 ])
 def test_prose_giving_an_item_another_verdict_is_a_hedge(prose):
     with pytest.raises(ParseError, match="which the answer calls"):
@@ -104,6 +106,7 @@ def test_prose_giving_an_item_another_verdict_is_a_hedge(prose):
     "\nSummary: 1 matched (simvastatin, 312961), 1 unreported (amlodipine, 197361) and 1 stopped but taking "
     "(digoxin).",
     "\nNothing here is unrecorded except the nitroglycerin spray.",
+    "\nDigoxin was stopped in the record but the patient is still taking it: stopped but still taking.",
 ])
 def test_prose_repeating_each_items_own_verdict_passes(prose):
     assert scored(answer(after=prose)).passed
