@@ -20,7 +20,8 @@ def _norm(name: Any) -> str:
 #: a display that states a status other than active ("(stopped)", "discontinued"): the item
 #: says the medication is not active, against its being listed as active
 NOT_ACTIVE = re.compile(r"\b(?:stopped|discontinued|completed|cancell?ed|on[- ]hold|held|paused|inactive|suspended|"
-                        r"ended|expired|entered[- ]in[- ]error|historical|"
+                        r"ended|expired|entered[- ]in[- ]error|historical|ceased|halted|withdrawn|terminated|"
+                        r"deprescribed|tapered off|(?:taken|came|come|coming) off|any ?more|"
                         r"no longer|not (?:currently |being )?(?:active|taking|taken|used)|do not take|d/c|dc'?d)(?!\w)",
                         re.I)
 #: a status word that qualifies the work or the record, not a drug ("the completed list", "the

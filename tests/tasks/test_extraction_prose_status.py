@@ -37,6 +37,8 @@ WRONG = {
     "the remark first": "\nDiscontinued: amlodipine.",
     "an unlisted drug beside the remark": "\nDigoxin, unlike simvastatin, was stopped.",
     "in the clause after a but": "\nSimvastatin is gone, but amlodipine was also discontinued.",
+    "other words for a stop": "\nDigoxin was ceased and the patient came off amlodipine.",
+    "not any more": "\nThe patient does not use Lanoxin anymore.",
     "a drug not listed beside a listed one": "\nSimvastatin and digoxin were stopped.",
 }
 
@@ -56,6 +58,7 @@ RIGHT = {
     "a stop of a drug not listed, then a listed one": "\nSimvastatin was stopped, so only digoxin, amlodipine and "
                                                       "the hydrocodone combination remain.",
     "a list of stopped drugs not listed": "\nStopped (left out): simvastatin, lisinopril.",
+    "other words for a stop, of a drug not listed": "\nSimvastatin was ceased; the patient came off lisinopril.",
     "the listed ones said active": "\nDigoxin, amlodipine and Norco are active.",
     "a stop in another clause": "\nDigoxin and amlodipine are active, but simvastatin was stopped.",
     "a status word qualifying the work": "\nHere is the completed list: digoxin, amlodipine and the hydrocodone "
