@@ -48,12 +48,19 @@ def catalog_displays() -> dict[str, str]:
 
 
 def case_vocabulary(displays: Iterable[Any]) -> drugtext.Vocabulary:
-    """The lexicon's vocabulary with the drug words of the case's own displays (a drug of the
-    record the catalog lacks is still a drug: naming it on another code is naming another drug)."""
+    """The lexicon's vocabulary with the drug words of the case's own displays, spelling folded
+    (a drug of the record the catalog lacks is still a drug: naming it on another code is naming
+    another drug)."""
     base = drugtext.lexicon_vocabulary()
-    extra = frozenset(w for d in displays if _norm(d) for w in drugtext.product(str(d)).ingredients)
+    extra = frozenset(w for d in displays if _norm(d) for w in _product(str(d), base.names).ingredients)
     return drugtext.Vocabulary(base.names | extra, base.brand_ingredients, base.displays) if extra - base.names \
         else base
+
+
+def _product(display: str, names: frozenset[str]) -> drugtext.Product:
+    """The product a reference display names, its spelling folded as an answer's is (Synthea's
+    "Simvistatin 10 MG" is simvastatin)."""
+    return drugtext.product(drugtext.fold_spelling(display, names))
 
 
 def references(code: str, display: Any) -> list[str]:
@@ -70,19 +77,46 @@ def display_fault(display: Any, refs: list[str], vocab: drugtext.Vocabulary) -> 
         return None
     if not refs:
         return f"display {display!r} cannot be checked: the code has no known name (unverifiable)"
-    known = frozenset(w for r in refs for w in re.findall(r"[a-z]+", r.casefold()))
-    folded = drugtext.fold_spelling(str(display), vocab.names, known)
+    folded = drugtext.fold_spelling(str(display), vocab.names)
     against = []
     for ref in refs:
-        prod = drugtext.product(ref)
-        bad = drugtext.conflicts(folded, prod, vocab)
-        if not bad and (drugtext.names_product(folded, prod, vocab) or _says_nameless(display, prod)):
+        prod = _product(ref, vocab.names)
+        said = _own_typo(_acid_named(folded, prod), prod)
+        bad = drugtext.conflicts(said, prod, vocab)
+        if not bad and (drugtext.names_product(said, prod, vocab) or _says_nameless(display, prod)):
             return None
         against += bad
-    shown = drugtext.product(refs[0]).shown()
     if against:
         return f"display {display!r} {against[0]}"
-    return f"display {display!r} names no drug known as {shown} (unverifiable)"
+    return f"display {display!r} names no drug known as {_product(refs[0], vocab.names).shown()} (unverifiable)"
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by one letter changed, added or dropped."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) == 1
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def _own_typo(text: str, prod: drugtext.Product) -> str:
+    """``text`` with a word of eight letters or more one letter away from the product's own
+    ingredient read as it: the record's spelling and the right one are the same drug (Synthea's
+    "Simvistatin 10 MG" and "simvastatin"); two letters may be another drug (prednisone,
+    prednisolone)."""
+    def own(m: re.Match[str]) -> str:
+        w = m.group(0).casefold()
+        return next((i for i in sorted(prod.ingredients) if len(w) >= 8 and _one_edit(w, i)), m.group(0))
+    return re.sub(r"[A-Za-z]+", own, text)
+
+
+def _acid_named(text: str, prod: drugtext.Product) -> str:
+    """``text`` with an anion's name read as the acid the product names ("alendronate" for
+    "Alendronic acid", "valproate" for "valproic acid")."""
+    return re.sub(r"\b([a-z]{4,})ate\b", lambda m: m.group(1) + "ic" if m.group(1).casefold() + "ic" in prod.ingredients
+                  else m.group(0), text, flags=re.I)
 
 
 def _says_nameless(display: Any, prod: drugtext.Product) -> bool:

@@ -21,7 +21,10 @@ AMLO = {"code": "197361", "display": "Amlodipine 5 MG Oral Tablet"}
 B12 = {"code": "2001499", "display": "Vitamin B 12 5 MG/ML Injectable Solution"}
 #: a drug of this record that neither the catalog nor the lexicon knows
 ZORV = {"code": "999001", "display": "Zorvexaprine 10 MG Oral Tablet"}
-TRUTH = [NITRO, AMLO, B12, ZORV]
+SIMVI = {"code": "316672", "display": "Simvistatin 10 MG"}  # Synthea's spelling
+ALEN = {"code": "904419", "display": "Alendronic acid 10 MG Oral Tablet"}
+PRED = {"code": "312617", "display": "predniSONE 5 MG Oral Tablet"}
+TRUTH = [NITRO, AMLO, B12, ZORV, SIMVI, ALEN, PRED]
 
 
 def scored(**displays):
@@ -42,6 +45,8 @@ WRONG = {
     "a lay name (names no product)": ({"d197361": "heart pill"}, "197361", "unverifiable"),
     "an unknown brand": ({"d705129": "Nitrozorvex"}, "705129", "unverifiable"),
     "another item's display": ({"d2001499": "Amlodipine 5 MG Oral Tablet"}, "2001499", "names amlodipine"),
+    "a drug two letters from the product's": ({"d312617": "prednisoLONE 5 MG Oral Tablet"}, "312617",
+                                              "names prednisolone"),
 }
 
 
@@ -63,6 +68,8 @@ RIGHT = {
     "a name without drug words, written another way": {"d2001499": "vitamin B12 injection"},
     "the record's own drug the catalog lacks": {"d999001": "zorvexaprine 10 mg"},
     "no display (the key is optional)": {"d705129": None},
+    "the right spelling of a misspelt record display": {"d316672": "Simvastatin 10 MG Oral Tablet"},
+    "the anion for the acid": {"d904419": "alendronate 10 mg tablet"},
 }
 
 
