@@ -186,7 +186,8 @@ def mentions(sentence: str, predicted: list[dict[str, Any]], vocab: drugtext.Voc
 
 
 def _named_by(word: str, products: list[drugtext.Product | None], vocab: drugtext.Vocabulary) -> tuple[int, ...]:
-    named = [i for i, prod in enumerate(products) if prod and drugtext.names_product(word, prod, vocab)]
+    named = [i for i, prod in enumerate(products)
+             if prod and drugtext.names_product(_own_typo(_acid_named(word, prod), prod), prod, vocab)]
     alone = [i for i in named if products[i].ingredients == {word}]
     return tuple(alone or named)
 

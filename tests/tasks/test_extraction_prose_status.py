@@ -18,7 +18,8 @@ from pytest_groundeval.tasks.extraction import parse_answer
 DIGOXIN = {"code": "197604", "display": "Digoxin 0.125 MG Oral Tablet"}
 NORCO = {"code": "856999", "display": "Acetaminophen 325 MG / HYDROcodone Bitartrate 7.5 MG Oral Tablet"}
 AMLO = {"code": "197361", "display": "Amlodipine 5 MG Oral Tablet"}
-TRUTH = [DIGOXIN, NORCO, AMLO]
+SIMVI = {"code": "316672", "display": "Simvistatin 10 MG"}  # Synthea's spelling
+TRUTH = [DIGOXIN, NORCO, AMLO, SIMVI]
 
 
 def answer(prose_after="", prose_before=""):
@@ -35,11 +36,12 @@ WRONG = {
     "the code": "\nRxNorm 197604 is on hold.",
     "two drugs, one remark": "\nBoth amlodipine and digoxin were discontinued.",
     "the remark first": "\nDiscontinued: amlodipine.",
-    "an unlisted drug beside the remark": "\nDigoxin, unlike simvastatin, was stopped.",
-    "in the clause after a but": "\nSimvastatin is gone, but amlodipine was also discontinued.",
+    "an unlisted drug beside the remark": "\nDigoxin, unlike atorvastatin, was stopped.",
+    "in the clause after a but": "\nAtorvastatin is gone, but amlodipine was also discontinued.",
     "other words for a stop": "\nDigoxin was ceased and the patient came off amlodipine.",
     "not any more": "\nThe patient does not use Lanoxin anymore.",
-    "a drug not listed beside a listed one": "\nSimvastatin and digoxin were stopped.",
+    "the right spelling of a misspelt listed display": "\nSimvastatin was discontinued.",
+    "a drug not listed beside a listed one": "\nAtorvastatin and digoxin were stopped.",
 }
 
 
@@ -54,13 +56,13 @@ RIGHT = {
     "prose repeating the displays and codes": "\n\nActive: Digoxin 0.125 MG Oral Tablet (RxNorm 197604); "
                                               "Acetaminophen 325 MG / HYDROcodone Bitartrate 7.5 MG Oral Tablet "
                                               "(RxNorm 856999); Amlodipine 5 MG Oral Tablet (RxNorm 197361).",
-    "a stop of a drug not listed": "\n\nSimvastatin was stopped, so it is not listed.",
-    "a stop of a drug not listed, then a listed one": "\nSimvastatin was stopped, so only digoxin, amlodipine and "
+    "a stop of a drug not listed": "\n\nAtorvastatin was stopped, so it is not listed.",
+    "a stop of a drug not listed, then a listed one": "\nAtorvastatin was stopped, so only digoxin, amlodipine and "
                                                       "the hydrocodone combination remain.",
-    "a list of stopped drugs not listed": "\nStopped (left out): simvastatin, lisinopril.",
-    "other words for a stop, of a drug not listed": "\nSimvastatin was ceased; the patient came off lisinopril.",
+    "a list of stopped drugs not listed": "\nStopped (left out): atorvastatin, lisinopril.",
+    "other words for a stop, of a drug not listed": "\nAtorvastatin was ceased; the patient came off lisinopril.",
     "the listed ones said active": "\nDigoxin, amlodipine and Norco are active.",
-    "a stop in another clause": "\nDigoxin and amlodipine are active, but simvastatin was stopped.",
+    "a stop in another clause": "\nDigoxin and amlodipine are active, but atorvastatin was stopped.",
     "a status word qualifying the work": "\nHere is the completed list: digoxin, amlodipine and the hydrocodone "
                                          "combination; I checked the historical records too.",
 }
