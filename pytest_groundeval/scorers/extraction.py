@@ -1,4 +1,10 @@
-"""Extraction scorer: precision / recall / F1 on RxNorm codes, exact match, name accuracy."""
+"""Extraction scorer: precision / recall / F1 on RxNorm codes, exact match, name accuracy.
+
+Also the rules of a listed medication item that reconciliation shares (imported, not copied):
+a display must denote its code (:func:`display_faults`), a listing must not contradict itself
+(:func:`contradicted`: two displays, or a display saying "stopped" on an active item), and the
+prose around the answer must not say a listed active item is not (:func:`status_in_prose`);
+a remark in prose is said of the drugs :func:`readings` finds beside it."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from pytest_groundeval.model import CaseResult
 from pytest_groundeval.scorers.aggregate import code_set_summary, counts
 from pytest_groundeval.scorers import drugtext
 from pytest_groundeval.scorers.base import Score, prf
+
 
 def _norm(name: Any) -> str:
     return " ".join(str(name).split()).casefold() if name is not None else ""
