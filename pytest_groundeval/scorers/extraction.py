@@ -157,10 +157,11 @@ _WORD = re.compile(r"[A-Za-z0-9@$]*[A-Za-z][A-Za-z0-9@$!|]*|\d+")
 
 @dataclass(frozen=True)
 class Mention:
-    """A drug named in a sentence, at ``start``: the listed items it names (none: a drug the
-    answer does not list)."""
+    """A drug named in a sentence, at ``start`` to ``end``: the listed items it names (none: a
+    drug the answer does not list)."""
 
     start: int
+    end: int
     items: tuple[int, ...]
 
 
@@ -177,7 +178,7 @@ def mentions(sentence: str, predicted: list[dict[str, Any]], vocab: drugtext.Voc
         if _norm(p.get("display")):
             said = r"\s+".join(map(re.escape, str(p["display"]).split()))
             for m in re.finditer(rf"(?<!\w){said}(?!\w)", sentence, re.I):
-                out.append(Mention(m.start(), (i,)))
+                out.append(Mention(m.start(), m.end(), (i,)))
                 covered.append(m.span())
     for m in _WORD.finditer(sentence):
         if any(a <= m.start() < b for a, b in covered):
@@ -188,7 +189,7 @@ def mentions(sentence: str, predicted: list[dict[str, Any]], vocab: drugtext.Voc
         if word and not listed:
             listed = _named_by(word, products, vocab)
         if listed or word:
-            out.append(Mention(m.start(), listed))
+            out.append(Mention(m.start(), m.end(), listed))
     return sorted(out, key=lambda x: x.start)
 
 
@@ -215,7 +216,8 @@ def readings(sentence: str, claim: re.Pattern[str], predicted: list[dict[str, An
     aspirin"; "Simvastatin could also be matched"), and one with no drug on either side is said
     of the drugs of the claim before it ("Simvastatin: matched, or possibly unreported"). A claim said of a drug the answer does not
     list says nothing of the listed ones ("simvastatin was stopped, so amlodipine is the only
-    one"), nor across the start of a clause (:data:`CLAUSE`). A sentence contradicts the answer
+    one"), nor across the start of a clause (:data:`CLAUSE`) or a verb between two drugs
+    (:data:`VERB`: "digoxin is matched and simvastatin was stopped"). A sentence contradicts the answer
     only when every reading does."""
     said = list(claim.finditer(sentence))
     if not said:
@@ -232,11 +234,29 @@ def readings(sentence: str, claim: re.Pattern[str], predicted: list[dict[str, An
         for k, m in enumerate(said):
             lo = max([said[k - 1].end() if k else 0, *(c for c in cuts if c < m.start())])
             hi = min([said[k + 1].start() if k + 1 < len(said) else len(sentence), *(c for c in cuts if c > m.end())])
-            before, after = drugs(lo, m.start()), drugs(m.end(), hi)
+            before, after = _run(sentence, drugs(lo, m.start()), last=True), _run(sentence, drugs(m.end(), hi))
             side = (after or before) if after_first else (before or after)
             items = {i for x in side for i in x.items} if side else (reading[-1][1] if reading else set())
             reading.append((m, items))
         out.append(reading)
+    return out
+
+
+#: a verb between two drugs: they are in two statements ("digoxin is matched and simvastatin was
+#: stopped"), not one list ("amlodipine and digoxin were stopped")
+VERB = re.compile(r"\b(?:is|are|was|were|has|have|had|remains?|stays?|continues?|takes?|reports?|says?|said)\b", re.I)
+
+
+def _run(sentence: str, named: list[Mention], last: bool = False) -> list[Mention]:
+    """The drugs of ``named`` a claim beside them is said of: the list next to it (the last run
+    before it, or the first after it), up to a verb between two drugs."""
+    seq = named[::-1] if last else named
+    out = seq[:1]
+    for x in seq[1:]:
+        a, b = (x, out[-1]) if last else (out[-1], x)
+        if VERB.search(sentence[a.end:b.start]):
+            break
+        out.append(x)
     return out
 
 

@@ -70,6 +70,7 @@ def test_stopped_said_in_the_display_of_a_stopped_but_taking_item_passes():
     "\n\nNote: Amlodipine 5 MG Oral Tablet was stopped last month.",
     "\nThe nitroglycerin spray was discontinued.",
     "\nAmlodipine's order is no longer active.",
+    "\nDigoxin is stopped-but-taking and simvastatin was stopped too.",
 ])
 def test_prose_saying_an_item_taken_or_active_was_stopped_is_a_hedge(prose):
     with pytest.raises(ParseError, match="which the answer lists as active"):
@@ -80,6 +81,7 @@ def test_prose_saying_an_item_taken_or_active_was_stopped_is_a_hedge(prose):
     "\n\nDigoxin 0.125 MG Oral Tablet was stopped in the record, yet the patient still takes it.",
     "\nThe patient stopped taking amlodipine, though the order is open.",
     "\nAtorvastatin was discontinued earlier, so it is not listed.",
+    "\nSimvastatin is matched and digoxin was stopped in the record.",
 ])
 def test_prose_on_a_stopped_order_or_the_patients_taking_passes(prose):
     assert scored(answer(after=prose)).passed
