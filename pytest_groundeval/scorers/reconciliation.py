@@ -10,19 +10,31 @@ Rules (each has a failing and a passing test in ``tests/test_reconciliation*.py`
   verdict's class, and its true pair (if any) is missed. So hedging never pays.
 * A right code with the wrong verdict is a false positive in the claimed class and a miss
   in the true one (``details.wrong_verdict``).
+* An item whose listing contradicts itself earns no credit either (the rules of
+  ``scorers/extraction.py``, shared): a display that does not denote its code
+  (:func:`extraction.display_faults`: another drug, another strength, or no known drug), the
+  same code under two displays, or a display saying "stopped" on an item the answer says is
+  taken or active (every verdict but ``stopped-but-taking``).
 * ``passed`` = exact match: the answer's pairs equal the truth's, with no contradiction.
-* Display text never changes a verdict score; ``name_accuracy`` (over the truth items, a
-  missed item counts as a wrong name) is reported apart and does not gate ``passed``.
+* ``name_accuracy`` (over the truth items, a missed item counts as a wrong name: the display
+  as written, compared with the record's) is reported apart and does not gate ``passed``.
+
+The prose around the answer (read at parse, :func:`verdict_in_prose` and
+``extraction.status_in_prose``) may repeat an item's own verdict, and says no other verdict of
+it ("X could also be matched") and no stop of an item it lists as taken or active.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
 from pytest_groundeval.model import CaseResult, MetricSpec, UnscoredCounts, metric, prf_specs
 from pytest_groundeval.scorers.aggregate import code_set_specs, code_set_summary, counts
 from pytest_groundeval.scorers.base import Score, prf
+from pytest_groundeval.scorers.extraction import (case_vocabulary, contradicted, display_faults, first_fault,
+                                                  sentences, status_in_prose)
 
 VERDICTS = ("matched", "unreported", "unrecorded", "stopped-but-taking")
 
@@ -36,6 +48,40 @@ SLUGS = tuple(slug(v) for v in VERDICTS)
 PER_CASE = ("precision", "recall", "f1", "exact_match", "name_accuracy")
 
 
+#: a verdict named in prose ("matched", "stopped but taking")
+VERDICT_WORDS = re.compile(r"\b(matched|unreported|unrecorded|stopped[\s_-]+but[\s_-]+(?:still[\s_-]+)?taking)\b", re.I)
+
+
+def _verdict(said: str) -> str:
+    return re.sub(r"[\s_-]+", "-", said.casefold()).replace("-still-", "-")
+
+
+def taken(item: dict[str, Any]) -> bool:
+    """The answer says the record has it active or the patient takes it: a stop contradicts it."""
+    return item["verdict"] != "stopped-but-taking"
+
+
+def verdict_in_prose(prose: str, predicted: list[dict[str, Any]]) -> str | None:
+    """A sentence of the text around the answer that gives a listed item a verdict other than
+    its own ("Though Simvastatin 20 MG Oral Tablet could also be 'matched'."), or None: a verdict
+    word is said of the drugs ``extraction.readings`` gives it, in every reading."""
+    vocab = case_vocabulary(p.get("display") for p in predicted)
+    for sentence in sentences(prose):
+        hit = first_fault(sentence, VERDICT_WORDS, predicted, vocab, lambda said, p: p["verdict"] != _verdict(said.group(0)))
+        if hit:
+            return (f"{sentence.strip()!r} says {hit[0].group(0)!r} of {hit[1]['code']}, which the answer "
+                    f"calls {hit[1]['verdict']!r}")
+    return None
+
+
+def prose_fault(prose: str, predicted: list[dict[str, Any]]) -> str | None:
+    """What the prose says against the answer's items: another verdict, or a stop of an item it
+    says is taken or active (a remark on the patient's taking is no stop of an ``unreported``
+    item's order)."""
+    return verdict_in_prose(prose, predicted) or status_in_prose(
+        prose, predicted, active=taken, order_only=lambda p: p["verdict"] == "unreported", mask=VERDICT_WORDS)
+
+
 def _norm(name: Any) -> str:
     return " ".join(str(name).split()).casefold() if name is not None else ""
 
@@ -47,6 +93,8 @@ def score_reconciliation(predicted: list[dict[str, Any]], truth: list[dict[str, 
         claims[p["code"]].append(p["verdict"])
         names.setdefault(p["code"], p.get("display"))
     true_verdict = {t["code"]: t["verdict"] for t in truth}
+    wrong_displays = display_faults(predicted, truth)
+    faults = {**wrong_displays, **contradicted(predicted, active=taken)}
     contradictions = sorted(c for c, vs in claims.items() if len(set(vs)) > 1)
     duplicates = sorted(c for c, vs in claims.items() if len(vs) > len(set(vs)))
     tp = {v: 0 for v in VERDICTS}
@@ -56,7 +104,7 @@ def score_reconciliation(predicted: list[dict[str, Any]], truth: list[dict[str, 
     for code, vs in claims.items():
         claimed = set(vs)
         truth_v = true_verdict.get(code)
-        if len(claimed) == 1 and truth_v in claimed:
+        if len(claimed) == 1 and truth_v in claimed and code not in faults:
             tp[truth_v] += 1
             continue
         for v in claimed:
@@ -65,7 +113,7 @@ def score_reconciliation(predicted: list[dict[str, Any]], truth: list[dict[str, 
             extra.append({"code": code, "verdict": sorted(claimed)[0] if len(claimed) == 1 else sorted(claimed)})
         else:
             fn[truth_v] += 1
-            if len(claimed) == 1:
+            if len(claimed) == 1 and truth_v not in claimed:
                 wrong_verdict.append({"code": code, "said": vs[0], "truth": truth_v})
     for code, v in true_verdict.items():
         if code not in claims:
@@ -85,6 +133,8 @@ def score_reconciliation(predicted: list[dict[str, Any]], truth: list[dict[str, 
         reasons.append("wrong verdict " + ", ".join(f"{w['code']} said {w['said']} (is {w['truth']})" for w in wrong_verdict))
     if contradictions:
         reasons.append(f"contradictory verdicts for {contradictions}")
+    if faults:
+        reasons.append("no credit for " + "; ".join(f"{c}: {why}" for c, why in sorted(faults.items())))
     if missed:
         reasons.append("missed " + ", ".join(f"{m['code']} ({m['verdict']})" for m in missed))
     if extra:
@@ -93,7 +143,7 @@ def score_reconciliation(predicted: list[dict[str, Any]], truth: list[dict[str, 
         passed=exact,
         metrics=metrics,
         details={"wrong_verdict": wrong_verdict, "missed": missed, "extra": extra,
-                 "contradictions": contradictions, "duplicates": duplicates,
+                 "contradictions": contradictions, "duplicates": duplicates, "faults": faults,
                  "wrong_names": sorted(t["code"] for t in truth if t["code"] in names
                                        and _norm(names[t["code"]]) != _norm(t["display"]))},
         reason="; ".join(reasons) or "exact match",

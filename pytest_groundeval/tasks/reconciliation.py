@@ -278,8 +278,9 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
     One object with only the answer's keys: ``medications``, and per item ``code``,
     ``verdict``, ``display`` and ``system`` (optional; RxNorm's if given); any other key is
     ``unknown key: <path>``. The text around the object may repeat what it states (codes,
-    displays, the number of items, of items per verdict) and nothing else
-    (``jsontext.unstated_claims``)."""
+    displays, the number of items, of items per verdict, each item's own verdict) and nothing
+    else (``jsontext.unstated_claims``; ``scorer.prose_fault``: another verdict for a listed
+    item, or a stop of one it lists as taken or active)."""
     found = one_answer(text)
     obj = found.obj
     if ANSWER_KEY not in obj:
@@ -308,6 +309,9 @@ def parse_answer(text: str) -> list[dict[str, Any]]:
         out.append({"code": code, "display": display, "verdict": verdict})
     per_verdict = [float(sum(1 for o in out if o["verdict"] == v)) for v in VERDICTS]
     refuse_hedges(found.prose, obj, numbers=per_verdict)
+    said = scorer.prose_fault(found.prose, out)
+    if said:
+        raise ParseError(f"hedge: the text around the answer {said}")
     return out
 
 

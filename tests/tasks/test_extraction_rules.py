@@ -347,9 +347,14 @@ def test_all_wrong_codes_cannot_score_perfect_names():
     assert s.metrics["name_accuracy"] == 0.0 and s.metrics["f1"] == 0.0
 
 
-def test_right_code_wrong_name_passes_codes_but_not_names():
-    s = score_extraction([{"code": "243670", "display": "aspirin 325 MG Oral Tablet"}], [ASPIRIN])
+def test_right_code_other_name_of_its_product_passes_codes_but_not_names():
+    s = score_extraction([{"code": "243670", "display": "Aspirin 81 mg tablet"}], [ASPIRIN])
     assert s.passed and s.metrics["name_accuracy"] == 0.0 and s.details["wrong_names"] == ["243670"]
+
+
+def test_right_code_under_a_display_of_another_strength_earns_nothing():
+    s = score_extraction([{"code": "243670", "display": "aspirin 325 MG Oral Tablet"}], [ASPIRIN])
+    assert not s.passed and s.metrics["tp"] == 0 and "325 mg" in s.details["wrong_displays"]["243670"]
 
 
 def test_duplicates_are_reported_and_counted_once():

@@ -291,11 +291,18 @@ def test_perfect_answer_passes_every_case(task, cases):
 
 def test_equivalent_answer_passes_order_display_and_code_form_do_not_matter(task, cases):
     case = with_verdicts(cases, *VERDICTS)
-    items = [{"code": int(t["code"]) if i % 2 else f" {t['code']} ", "display": "whatever",
+    items = [{"code": int(t["code"]) if i % 2 else f" {t['code']} ", "display": t["display"].upper() + " (daily)",
               "verdict": t["verdict"].upper()} for i, t in enumerate(reversed(case.truth))]
     s = score(task, case, items)
     assert s.passed and s.metrics["exact_match"] == 1.0
     assert s.metrics["name_accuracy"] == 0.0 and s.details["wrong_names"]  # names are reported apart
+
+
+def test_a_display_that_names_no_drug_earns_no_credit(task, cases):
+    case = with_verdicts(cases, *VERDICTS)
+    items = [{**t, "display": "whatever"} for t in case.truth]
+    s = score(task, case, items)
+    assert not s.passed and s.metrics["tp"] == 0 and "unverifiable" in s.reason
 
 
 @pytest.mark.parametrize("verdict", VERDICTS)
