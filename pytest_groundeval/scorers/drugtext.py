@@ -247,6 +247,158 @@ def same_product(text: str, prod: Product, vocab: Vocabulary | None = None) -> t
     return True, "another name of the same product"
 
 
+# ---------------------------------------------------------------- the lexicon and spelling
+# Brand and lay / class names the catalog lacks ("Coumadin", "your water pill", "statin"):
+# ``drug_lexicon.json``, built by ``scripts/make_drug_lexicon.py`` and shipped in the package.
+@functools.lru_cache(maxsize=1)
+def lexicon() -> dict[str, Any]:
+    """``{"brands": {brand: [ingredient words]}, "classes": {phrase: [...]}, "drugs": [...]}``."""
+    import json
+    from importlib.resources import files
+
+    return json.loads(files("pytest_groundeval.scorers").joinpath("drug_lexicon.json").read_text(encoding="utf-8"))
+
+
+_LEXICON_VOCABS: dict[int, tuple[Vocabulary, Vocabulary]] = {}  # id(base) -> (base, with the lexicon)
+
+
+def _with_lexicon(base: Vocabulary) -> Vocabulary:
+    kept = _LEXICON_VOCABS.get(id(base))
+    if kept is not None and kept[0] is base:
+        return kept[1]
+    lex = lexicon()
+    brands = {b: frozenset(read(" ".join(i)).names) for b, i in lex["brands"].items()}
+    brands.update(base.brand_ingredients)  # the catalog's own word wins
+    names = base.names | frozenset(lex["drugs"]) | frozenset(brands)
+    out = Vocabulary(names, brands, base.displays)
+    if len(_LEXICON_VOCABS) > 8:
+        _LEXICON_VOCABS.clear()
+    _LEXICON_VOCABS[id(base)] = (base, out)
+    return out
+
+
+def lexicon_vocabulary(base: Vocabulary | None = None) -> Vocabulary:
+    """The catalog's vocabulary with the lexicon's brands and drug words added (a letter's
+    reader: a brand outside the catalog names its ingredients' product, or a drug the record
+    does not have)."""
+    return _with_lexicon(base or vocabulary())
+
+
+@functools.lru_cache(maxsize=1)
+def _class_pattern() -> re.Pattern[str]:
+    phrases = sorted(lexicon()["classes"], key=len, reverse=True)
+    body = "|".join(re.escape(p).replace(r"\ ", r"[\s-]+").replace(r"\-", r"[\s-]*") for p in phrases)
+    return re.compile(rf"\b({body})(?:e?s)?\b", re.I)
+
+
+def class_names(text: str) -> list[tuple[str, frozenset[str]]]:
+    """The lay / class names a text uses ("your water pills"), each with the ingredient words
+    of its class (a class word names every drug of the class)."""
+    classes = lexicon()["classes"]
+    out = []
+    for m in _class_pattern().finditer(text):
+        key = re.sub(r"[\s-]+", " ", m.group(1).casefold())
+        ings = classes.get(key) or classes.get(key.replace(" ", "-")) or classes.get(key.replace(" ", ""))
+        if ings:
+            out.append((m.group(0), frozenset(ings)))
+    return out
+
+
+# Spelling a reader still reads as the drug (:func:`fold_spelling`): digits and signs for
+# letters ("s3rtral1ne"), letters spaced or dotted apart ("s e r t r a l i n e"), a word broken
+# by a hyphen at a line's end ("sertra-\nline"), and a misspelling within two edits of a name
+# of six letters or more with the same first letter ("setraline"), unless it is an English
+# word the lexicon lists as near a name ("meantime" is not memantine, "active" not Activase).
+_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i",
+                       "|": "l"})
+_TOKEN = re.compile(r"(?<![\w@$])[A-Za-z0-9@$]*[A-Za-z][A-Za-z0-9@$!|]*")
+_SPACED = re.compile(r"(?<![\w@$])(?:[A-Za-z0-9@$][ .\u00b7*_-]){3,}[A-Za-z0-9@$](?![\w@$])")
+_HYPHENATED = re.compile(r"\b([A-Za-z0-9@$]{2,})-[ \t]*\r?\n[ \t]*([A-Za-z0-9@$]{2,})\b")
+_UNIT_TOKEN = re.compile(r"^\d+(?:mg|mcg|ml|g|hr|h|x|st|nd|rd|th|am|pm)?$", re.I)
+
+
+def _edits(a: str, b: str, limit: int = 2) -> int:
+    """Levenshtein distance of ``a`` and ``b`` (``limit + 1`` once it is over ``limit``)."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+        if min(row) > limit:
+            return limit + 1
+    return row[-1]
+
+
+def spelled_as(word: str, names: Iterable[str], known: frozenset[str] = frozenset()) -> str | None:
+    """The drug name ``word`` spells (comment above), or None; ``known``: words that are words
+    in their own right (the catalog's, English ones) and are never read as another."""
+    return _spelled_as(word.casefold(), frozenset(names), known)
+
+
+@functools.lru_cache(maxsize=65536)
+def _spelled_as(w: str, names: frozenset[str], known: frozenset[str]) -> str | None:
+    if _UNIT_TOKEN.match(w):
+        return None
+    plain = w.translate(_LEET) if any(not c.isalpha() for c in w) else w
+    if not plain.isalpha():
+        return None
+    if plain in names:
+        return plain
+    if len(plain) < 6 or w in known or plain in known:
+        return None
+    near = [(d, n) for n in sorted(names) if len(n) >= 6 and n[0] == plain[0] and (d := _edits(plain, n)) <= 2]
+    best = sorted(near)
+    if best and (len(best) == 1 or best[0][0] < best[1][0]):
+        return best[0][1]
+    return None
+
+
+def fold_spelling(text: str, names: Iterable[str], known: frozenset[str] = frozenset()) -> str:
+    """``text`` with each spelling of a drug name in ``names`` (lower-case drug words) written as
+    the name (comment above); every other character as it was."""
+    names = frozenset(names)
+    known = known | _words()  # English words near a name ("meantime", "hearing") stay themselves
+
+    def joined(m: re.Match[str]) -> str:
+        word = re.sub(r"[^A-Za-z0-9@$]", "", m.group(0))
+        return spelled_as(word, names, known) or m.group(0)
+
+    text = _HYPHENATED.sub(lambda m: spelled_as(m.group(1) + m.group(2), names, known) or m.group(0), text)
+    text = _SPACED.sub(joined, text)
+    text = _split_names(text, names)
+    return _TOKEN.sub(lambda m: spelled_as(m.group(0), names, known) or m.group(0), text)
+
+
+@functools.lru_cache(maxsize=1)
+def _words() -> frozenset[str]:
+    return frozenset(lexicon().get("words", ()))
+
+
+_GAP = re.compile(r"[ \t]+|[ \t]*-[ \t]*")
+
+
+def _split_names(text: str, names: frozenset[str]) -> str:
+    """Two to four adjacent words (spaces or hyphens between) that together spell a name exactly
+    ("galan tamine", "gal-ant-amine"), none a name alone, joined."""
+    tokens = list(_TOKEN.finditer(text))
+    out, pos, i = [], 0, 0
+    while i < len(tokens):
+        for k in (4, 3, 2):
+            run = tokens[i:i + k]
+            if len(run) < k or any(t.group(0).casefold() in names for t in run) or not all(
+                    _GAP.fullmatch(text, x.end(), y.start()) for x, y in zip(run, run[1:])):
+                continue
+            joined = "".join(t.group(0) for t in run).casefold().translate(_LEET)
+            if joined in names:
+                out += [text[pos:run[0].start()], joined]
+                pos, i = run[-1].end(), i + k - 1
+                break
+        i += 1
+    return "".join(out) + text[pos:]
+
+
 def texts_of(concept: Any) -> Iterable[tuple[str, Any]]:
     """(field, value) of a CodeableConcept's text and its codings' displays."""
     if not isinstance(concept, dict):
@@ -257,4 +409,5 @@ def texts_of(concept: Any) -> Iterable[tuple[str, Any]]:
             yield f"coding[{i}].display", c.get("display")
 
 
-__all__ = ["Product", "Reading", "conflicts", "names_product", "product", "read", "same_product", "vocabulary"]
+__all__ = ["Product", "Reading", "class_names", "conflicts", "fold_spelling", "lexicon", "lexicon_vocabulary",
+           "names_product", "product", "read", "same_product", "spelled_as", "vocabulary"]

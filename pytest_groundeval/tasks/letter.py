@@ -17,6 +17,10 @@ name, and the strengths it may state), the note, and the record's doses in units
 Rubric: the checkable items (``scorers/letter.py``; deterministic, authoritative, a reason for
 each check; they alone decide ``passed``), the reading grade (reported, not judged) and the
 judged items (:data:`JUDGED_ITEMS`, graded by the jury with ``--judge-model``: ``judges/``).
+A drug whose instruction the checkable reader cannot classify (``unclear``) gets one more judged
+item (:func:`stance_items`, no points): with a jury, its verdict decides that drug's ``stance``
+check and the jury's agreement on these items is reported (:func:`stance_agreement`); without
+one, an unclear stance fails.
 
 Offline baseline (:func:`template_letter`): a fixed template filled from the reconciliation
 outcome, one bullet per medication under "keep taking", "stop taking", "check with us", and a
@@ -33,8 +37,8 @@ from typing import Any, ClassVar, Mapping
 from pytest_groundeval.fhir.codes import MEDICATION_REQUEST_STATUSES
 from pytest_groundeval.fhir.medications import bundle_resources, distinct_codes, medication_requests
 from pytest_groundeval.judges import calibration
-from pytest_groundeval.judges.jury import Item, jury_specs, jury_summary, unjudged
-from pytest_groundeval.model import AgentOutput, Case, CaseRef, CaseResult, ParseError
+from pytest_groundeval.judges.jury import Item, agreement, jury_specs, jury_summary, unjudged
+from pytest_groundeval.model import AgentOutput, Case, CaseRef, CaseResult, JuryRecord, ParseError, metric
 from pytest_groundeval.scorers import letter as scorer
 from pytest_groundeval.scorers import units
 from pytest_groundeval.tasks import BUILTIN
@@ -53,6 +57,36 @@ JUDGED_ITEMS: tuple[Item, ...] = (
          "prescribed)?", -10),
     Item("tone", "Is the tone respectful, warm and free of blame toward the patient?", 3),
 )
+
+def stance_items(letter: str, truth: Mapping[str, Any]) -> tuple[Item, ...]:
+    """A judged item per drug whose instruction the checkable reader left unclear
+    (``scorers/letter.py``): does the letter clearly give the instruction its verdict calls for?
+    No points: it decides that drug's ``stance`` check, not the judge score."""
+    out = []
+    for t in scorer.unclear_items(letter, dict(truth)):
+        need = scorer.SAYS[scorer.REQUIRED[t["verdict"]]]
+        out.append(Item(f"{scorer.STANCE_ITEM}{t['code']}",
+                        f"Read as the patient would, does the letter clearly tell the patient to {need} "
+                        f"{_line(t['display'])} (RxNorm {_line(t['code'])}), with nothing in it saying otherwise "
+                        "or leaving it to the patient?", 0))
+    return tuple(out)
+
+
+def stance_agreement(results: list[CaseResult]) -> dict[str, Any]:
+    """The jury's agreement on the per-drug stance items alone (``stance_judge_kappa`` /
+    ``_alpha``) and how many it judged and found met."""
+    juries = [r.score.jury for r in results if r.outcome != "skipped" and r.score is not None
+              and r.score.jury is not None]
+    stance = [JuryRecord(judges=j.judges, items=[i for i in j.items if i.id.startswith(scorer.STANCE_ITEM)])
+              for j in juries]
+    items = [i for j in stance for i in j.items]
+    figures = agreement([j for j in stance if j.items])
+    return {"stance_items": len(items), "stance_items_met": sum(i.verdict == "met" for i in items),
+            "stance_judge_kappa": figures["kappa"], "stance_judge_alpha": figures["alpha"]}
+
+
+STANCE_SPECS = (metric("stance_items", "count"), metric("stance_items_met", "count"),
+                metric("stance_judge_kappa", "custom"), metric("stance_judge_alpha", "custom"))
 
 MEANING = {
     "matched": "on the record and the patient takes it: the patient keeps taking it",
@@ -224,7 +258,8 @@ class LetterTask(Task):
     source: ClassVar[CaseSource] = BUILTIN["letter"].source
     judged_items: ClassVar[tuple[Item, ...]] = JUDGED_ITEMS
     calibration_default: ClassVar[str] = "letter_calibration/letters.json"  # --judge-calibrate's bundled set
-    specs = tuple(scorer.specs()) + tuple(jury_specs(JUDGED_ITEMS)) + tuple(calibration.calibration_specs(JUDGED_ITEMS))
+    specs = tuple(scorer.specs()) + tuple(jury_specs(JUDGED_ITEMS)) + tuple(calibration.calibration_specs(JUDGED_ITEMS)) \
+        + STANCE_SPECS
     headline = "checks_passed"
 
     def __init__(self, path: Path) -> None:
@@ -265,14 +300,16 @@ class LetterTask(Task):
         if self.jury is None:
             record = unjudged(JUDGED_ITEMS, "no --judge-model")
         else:
-            record = self.jury.judge(prediction, JUDGED_ITEMS, context_of(case.truth))
+            items = JUDGED_ITEMS + stance_items(prediction, case.truth)  # an unclear stance: the jury decides
+            record = self.jury.judge(prediction, items, context_of(case.truth))
         return scorer.score_letter(prediction, case.truth, record)
 
     def unparsed(self, case: Case, reason: str):
         return scorer.unparsed(reason)
 
     def summarize(self, results: list[CaseResult]) -> dict[str, Any]:
-        return {**scorer.summarize(results), **jury_summary(results, JUDGED_ITEMS), **self._calibration()}
+        return {**scorer.summarize(results), **jury_summary(results, JUDGED_ITEMS), **stance_agreement(results),
+                **self._calibration()}
 
     def _calibration(self) -> dict[str, Any]:
         """``--judge-calibrate``: the jury on the calibration set, once per session."""
