@@ -269,9 +269,10 @@ def parse_sig(text: object) -> Sig:
 
 # words that say the drug goes on being taken ("continues", "carry on with it", "keep taking"):
 # shared with the orders scorer, where they call off a stop
-GOES_ON = (r"\b(?:continues|continuing|currently\s+tak\w+|still\s+(?:tak\w+|using)|(?:still|remains?|stays?)\s+on"
-           r"(?!\s+hold)|carr(?:y|ies|ying)\s+on|go(?:es)?\s+on\s+(?:tak|us)\w*|keeps?\s+(?:on\s+)?(?:taking|using)|"
-           r"continu(?:e|ed)\s+(?:taking|to\s+take|using|on|with|it|this|the))\b")
+GOES_ON = (r"\b(?:continues|continuing|(?:currently|still)\s+(?:tak\w+|using)|(?:still|remains?|stays?|currently)\s+on"
+           r"(?!\s+hold)|carr(?:y|ies|ying)\s+on|go(?:es)?\s+on\s+(?:tak\w+|us\w+|with)|keeps?\s+(?:on\s+)?(?:taking|using|"
+           r"with)|continu(?:e|ed)\s+(?:taking|to\s+take|using|on|with|it|this|the|as\s+before)|continue(?=\s*$)|"
+           r"(?:do\s+not|don't|never)\s+stop(?!\s+by))\b")
 # the present tense of taking ("Patient takes this medication every day", "is using it"): a
 # statement that the drug is taken now (a past, an instruction, "took", "take" say nothing of now)
 TAKES_NOW = r"\b(?:takes|uses|is\s+(?:taking|using))\b"

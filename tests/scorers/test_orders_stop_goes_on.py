@@ -18,6 +18,9 @@ GOES_ON = [
     "Patient remains on this medication.",
     "Still taking it daily.",
     "Continue this medication.",
+    "Do not stop this medication.",
+    "Currently on it; continue as before.",
+    "Continue.",
 ]
 
 

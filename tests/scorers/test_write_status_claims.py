@@ -17,6 +17,9 @@ NOW = [
     "Patient to carry on with this medication as before.",
     "Keeps taking it daily.",
     "Still on it.",
+    "Currently on this medication.",
+    "Do not stop this medication.",
+    "Continue as before.",
 ]
 
 
@@ -40,6 +43,8 @@ def test_each_way_of_saying_taken_now_fails_on_a_stopped_statement(said):
     ("lisinopril-stopped-cough", "dosage.text", "Take 1 tablet by mouth once daily"),  # the regimen as it was
     ("clopidogrel-on-hold-surgery", "note", "Still on hold until after the knee replacement."),
     ("ibuprofen-denied", "note", "Patient does not take ibuprofen."),
+    ("lisinopril-stopped-cough", "note", "Stopped for cough; continue if the cough settles and BP rises."),
+    ("lisinopril-stopped-cough", "note", "Stopped. Patient to stop by the clinic next week."),
     ("aspirin-active-daily", "note", "Patient takes this medication every day."),
     ("aspirin-active-daily", "text.div", "Continues aspirin 81 mg daily; carry on as before."),
 ])
