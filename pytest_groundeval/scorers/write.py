@@ -41,6 +41,10 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   drug, strength, salt, release or form fails in any system. The concept's text and a
   contained Medication's ingredients, strength and form state no other drug, strength, salt,
   release or dose form; ``text_claims``: no free text names another drug and not the product.
+  Names are read as :class:`DrugNames` reads them: catalog names and the committed lexicon's
+  brands, every spelling folded (digits, spaced letters, two edits), and a drug-class name that
+  lists none of the product's ingredients ("blood thinner" on cetirizine); a lay name by use
+  ("heart pill") never contradicts.
 * **constraints**: ``subject`` is the case's patient in any literal reference form (relative,
   absolute, versioned, ``urn:uuid:`` of a UUID id); ``status`` is the expected status; a
   dosage is present exactly when the note documents a regimen; each dosage's as-needed flag
