@@ -701,7 +701,7 @@ class DrugNames:
 # lacks the product is no evidence of another drug; such a name only confirms one it lists.
 # A pharmacological or mechanism name ("statin", "beta blocker", "blood thinner", "inhaler")
 # that lists none of the product's ingredients names another drug.
-_VAGUE_CLASS = re.compile(r"(?:pill|tablet|medicine|medication|killer|reliever|aid)s?$", re.I)
+_VAGUE_CLASS = re.compile(r"(?:\s|\bpain)(?:pill|tablet|medicine|medication|killer|reliever|aid)s?$", re.I)
 
 
 def _class_shown(members: frozenset[str], limit: int = 4) -> str:

@@ -47,6 +47,7 @@ FREE_TEXTS = ["note", "text.div", "statusReason", "dosage.text", "dosage.patient
     ("Medication taken: X a r e l t o tablet.", "xarelto"),  # spaced letters
     ("Medication taken: Xarelta tablet.", "xarelto"),  # a misspelling (one edit)
     ("Patient's blood thinner, as listed.", "blood thinner"),  # a class without cetirizine
+    ("Her NSAID, as listed.", "NSAID"),  # a class name ending as a lay head word does ('aid')
 ])
 def test_a_text_naming_another_drug_fails_coding(where, said, name):
     assert_fails(_put(CETIRIZINE, where, said), CETIRIZINE, "coding", "text_claims", name)
