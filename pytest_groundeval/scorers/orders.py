@@ -60,7 +60,7 @@ from pytest_groundeval.model import CaseResult, FhirActivity, FhirChange, metric
 from pytest_groundeval.scorers.aggregate import counts, rate_ci
 from pytest_groundeval.scorers.base import Check, Dimension, Score, mean
 from pytest_groundeval.scorers.elements import ElementSchema, leaves, text_elements, unverified_check
-from pytest_groundeval.scorers.sig import GOES_ON
+from pytest_groundeval.scorers.sig import GOES_ON, TAKES_NOW
 
 DUE_DIMENSIONS = ("persisted", "valid", "correct")
 DIMENSIONS = ("persisted", "valid", "correct", "no_collateral", "abstained")
@@ -396,7 +396,7 @@ _CALLED_OFF = (r"\bcancel(?:l?ed|lation|s)?\b|\bdiscontinu\w*|\bd/c(?:'?d)?\b|\b
                r"|\b(?:cancelad|anulad|suspendid)[oa]s?\b|\bno (?:realizar|extraer)\b|\bannulee?s?\b"
                r"|\bne pas (?:faire|prelever|realiser)\b|\bstorniert\b|\babgesetzt\b|\bnicht durchfuhren\b")
 _GOING_ON = (r"\bon hold\b|\bheld\b|\bhold (?:off|this|the|it|order|medication|drug)\b|\bsuspend(?:ed)?\b|\bpaused?\b|\bresum(?:e|ed|es)\b|\brestart(?:ed|s)?\b"
-             r"|\bre-?start(?:ed)?\b|\breinstat\w*|\b(?:still|remains?) active\b|" + GOES_ON)  # GOES_ON: "carry on"
+             r"|\bre-?start(?:ed)?\b|\breinstat\w*|\b(?:still|remains?) active\b|" + GOES_ON + "|" + TAKES_NOW)  # "carry on", "takes it"
 #: the words that call off each status (a status not named: only the void words)
 CONTRADICTS = {
     "active": re.compile(f"{_VOID}|{_CALLED_OFF}", re.I),

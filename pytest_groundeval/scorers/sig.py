@@ -274,8 +274,9 @@ GOES_ON = (r"\b(?:continues|continuing|(?:currently|still)\s+(?:tak\w+|using)|(?
            r"with)|continu(?:e|ed)\s+(?:taking|to\s+take|using|on|with|it|this|the|as\s+before)|continue(?=\s*$)|"
            r"(?:do\s+not|don't|never)\s+stop(?!\s+by))\b")
 # the present tense of taking ("Patient takes this medication every day", "is using it"): a
-# statement that the drug is taken now (a past, an instruction, "took", "take" say nothing of now)
-TAKES_NOW = r"\b(?:takes|uses|is\s+(?:taking|using))\b"
+# statement that the drug is taken now (a past, an instruction, "took", "take" say nothing of now);
+# shared with the orders scorer, where it calls off a stop too
+TAKES_NOW = r"\b(?:takes|uses|is\s+(?:taking|using|on\s+(?:this|it|that|these))|has\s+been\s+(?:taking|using|on(?!\s+hold)))\b"
 # words that say the drug is no longer taken / put on hold / never taken; each claim is
 # compatible only with the statuses listed (a text saying "stopped" on an active statement
 # calls off what its status says)

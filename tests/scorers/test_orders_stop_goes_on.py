@@ -21,6 +21,8 @@ GOES_ON = [
     "Do not stop this medication.",
     "Currently on it; continue as before.",
     "Continue.",
+    "Patient takes this medication every day.",
+    "Patient has been taking it without problems.",
 ]
 
 
@@ -38,6 +40,7 @@ def test_a_stop_whose_words_say_it_goes_on_fails_correct(where, said):
     {"statusReason": {"text": "No longer needed: the patient should not keep taking it."}},
     {"note": [{"text": "Stopped. Carry on with the other medications as before."}]},  # other drugs go on
     {"statusReason": {"text": "Discontinued because of a persistent cough"}},
+    {"note": [{"text": "Stopped; the patient took it for two years. Patient takes the other medications as before."}]},
 ])
 def test_words_that_agree_with_the_stop_pass(over):
     score = _score(STOP, _stop(**over))

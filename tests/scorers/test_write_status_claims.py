@@ -20,6 +20,8 @@ NOW = [
     "Currently on this medication.",
     "Do not stop this medication.",
     "Continue as before.",
+    "Patient is on this medication.",
+    "Has been taking it for years.",
 ]
 
 
@@ -42,6 +44,7 @@ def test_each_way_of_saying_taken_now_fails_on_a_stopped_statement(said):
     ("lisinopril-stopped-cough", "note", "Was taking 10 mg once daily; stopped last month."),
     ("lisinopril-stopped-cough", "dosage.text", "Take 1 tablet by mouth once daily"),  # the regimen as it was
     ("clopidogrel-on-hold-surgery", "note", "Still on hold until after the knee replacement."),
+    ("clopidogrel-on-hold-surgery", "note", "Has been on hold since the pre-op visit."),
     ("ibuprofen-denied", "note", "Patient does not take ibuprofen."),
     ("lisinopril-stopped-cough", "note", "Stopped for cough; continue if the cough settles and BP rises."),
     ("lisinopril-stopped-cough", "note", "Stopped. Patient to stop by the clinic next week."),
