@@ -678,7 +678,12 @@ class DrugNames:
         return cls(drugtext.lexicon_vocabulary(drugtext.vocabulary()))
 
     def fold(self, text: str) -> str:
-        return drugtext.fold_spelling(text, self.vocab.names)
+        """``text`` with each spelling of a drug name written as the name; a plain word is read
+        as a misspelt name only within one edit of a name under eight letters ("Xarelta",
+        "Zyrtek"), two of a longer one: English words two edits from a short name ("effect" is
+        not Effient, "normal" not Neoral, "approx" not Anaprox) stay themselves."""
+        words = frozenset(w for w in _PLAIN_WORD.findall(text.casefold()) if _too_far(w, self.vocab.names))
+        return drugtext.fold_spelling(text, self.vocab.names, words)
 
     def conflicts(self, text: str, prod: drugtext.Product) -> list[str]:
         """What ``text`` states against the product (``drugtext.conflicts`` on the folded text),
@@ -694,6 +699,15 @@ class DrugNames:
         folded = self.fold(text)
         return drugtext.names_product(folded, prod, self.vocab) or any(
             members & prod.ingredients for _, members in drugtext.class_names(folded))
+
+
+_PLAIN_WORD = re.compile(r"(?<![\w@$])[a-z]{6,}(?![\w@$])")
+
+
+def _too_far(word: str, names: frozenset[str]) -> bool:
+    """Is ``word`` read as a misspelt name only by more edits than :meth:`DrugNames.fold` allows?"""
+    name = drugtext.spelled_as(word, names)
+    return name is not None and name != word and drugtext._edits(word, name) > (1 if len(name) < 8 else 2)
 
 
 # A lay name by what a drug is for ("heart pill", "pain medicine", "water tablet") is vague: one

@@ -84,6 +84,9 @@ def test_a_name_of_the_same_product_passes(where, said):
     ("lasix-stopped-no-regimen", "note", "Water pill, stopped two years ago."),
     ("amoxicillin-capsule-250-tid", "note", "Antibiotic for sinusitis (Amoxil)."),
     ("zyrtec-two-5mg-tablets", "note", "Active ingredient: cetirizine. In the meantime, take as directed."),
+    # English words two edits from a short name are no misspelling of it (Effient, Neoral, Anaprox)
+    ("simvastatin-stopped-myalgia", "statusReason", "Muscle pain, a side effect; CK normal."),
+    ("zyrtec-two-5mg-tablets", "dosage.patientInstruction", "Effect lasts approx. 24 hours."),
 ])
 def test_natural_texts_pass(case_id, where, said):
     assert_passes(_put(case_id, where, said), case_id)
