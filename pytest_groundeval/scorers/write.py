@@ -1114,12 +1114,18 @@ def _text_drug_issues(resource: dict[str, Any], prod: drugtext.Product, names: D
     longer on aspirin since apixaban was started")."""
     issues = []
     for path, text in resource_texts(resource) + _dosage_texts_of(resource):
-        others = [b for b in names.conflicts(text, prod) if b.startswith("names ") and not b.startswith("names the ")]
+        said = _CAUTIONED.sub(" ", text)  # "avoid NSAIDs", "do not take with Xarelto": no drug of the statement
+        others = [b for b in names.conflicts(said, prod) if b.startswith("names ") and not b.startswith("names the ")]
         if others and not names.names_product(text, prod):
             issues.append(f"{path} {_clip(text, 80)!r} {'; '.join(others)}")
     return issues
 
 
+# A clause that warns off a drug names it as one not to take with the product, not as the
+# statement's drug: from the warning to the clause's end
+_CAUTIONED = re.compile(r"\b(?:avoid|do\s+not\s+(?:take|use|combine|mix)|don't\s+(?:take|use|combine|mix)|"
+                        r"never\s+(?:take|use|combine|mix)|not\s+to\s+be\s+(?:taken|used|combined))\b[^.;!?\n]*",
+                        re.I)
 _MEDICATION_PATHS = ("medicationCodeableConcept", "medicationReference")
 _SUBJECT_WORDS = frozenset({"the", "patient", "pt", "this", "subject", "id", "of", "record"})
 

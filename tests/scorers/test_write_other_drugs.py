@@ -87,9 +87,20 @@ def test_a_name_of_the_same_product_passes(where, said):
     # English words two edits from a short name are no misspelling of it (Effient, Neoral, Anaprox)
     ("simvastatin-stopped-myalgia", "statusReason", "Muscle pain, a side effect; CK normal."),
     ("zyrtec-two-5mg-tablets", "dosage.patientInstruction", "Effect lasts approx. 24 hours."),
+    # a drug warned off is not the statement's drug
+    ("clopidogrel-on-hold-surgery", "dosage.patientInstruction", "Avoid NSAIDs such as ibuprofen."),
+    ("zyrtec-two-5mg-tablets", "note", "Do not take with Xanax or other sedatives."),
 ])
 def test_natural_texts_pass(case_id, where, said):
     assert_passes(_put(case_id, where, said), case_id)
+
+
+@pytest.mark.parametrize("said", [
+    "Avoid alcohol. Medication taken: Xarelto tablet.",  # the warning ends with its sentence
+    "Medication taken: Xarelto tablet; avoid alcohol.",
+])
+def test_a_warning_elsewhere_in_the_text_does_not_hide_another_drug(said):
+    assert_fails(_put(CETIRIZINE, "note", said), CETIRIZINE, "coding", "text_claims", "xarelto")
 
 
 def test_the_case_note_copied_into_a_note_passes():
