@@ -272,7 +272,7 @@ def parse_sig(text: object) -> Sig:
 GOES_ON = (r"\b(?:continues|continuing|(?:currently|still)\s+(?:tak\w+|using)|(?:still|remains?|stays?|currently)\s+on"
            r"(?!\s+hold)|carr(?:y|ies|ying)\s+on|go(?:es)?\s+on\s+(?:tak\w+|us\w+|with)|keeps?\s+(?:on\s+)?(?:taking|using|"
            r"with)|continu(?:e|ed)\s+(?:taking|to\s+take|using|on|with|it|this|the|as\s+before)|continue(?=\s*$)|"
-           r"(?:do\s+not|don't|never)\s+stop(?!\s+by))\b")
+           r"(?:do\s+not|don't|never)\s+stop(?!\s+by)|resumed|restarted)\b")
 # the present tense of taking ("Patient takes this medication every day", "is using it"): a
 # statement that the drug is taken now (a past, an instruction, "took", "take" say nothing of now);
 # shared with the orders scorer, where it calls off a stop too

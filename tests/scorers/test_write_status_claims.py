@@ -22,6 +22,7 @@ NOW = [
     "Continue as before.",
     "Patient is on this medication.",
     "Has been taking it for years.",
+    "Resumed last week.",
 ]
 
 
@@ -45,6 +46,7 @@ def test_each_way_of_saying_taken_now_fails_on_a_stopped_statement(said):
     ("lisinopril-stopped-cough", "dosage.text", "Take 1 tablet by mouth once daily"),  # the regimen as it was
     ("clopidogrel-on-hold-surgery", "note", "Still on hold until after the knee replacement."),
     ("clopidogrel-on-hold-surgery", "note", "Has been on hold since the pre-op visit."),
+    ("metformin-ir-held-contrast", "note", "On hold since the contrast CT; restart in 48 hours if creatinine is stable."),
     ("ibuprofen-denied", "note", "Patient does not take ibuprofen."),
     ("lisinopril-stopped-cough", "note", "Stopped for cough; continue if the cough settles and BP rises."),
     ("lisinopril-stopped-cough", "note", "Stopped. Patient to stop by the clinic next week."),
