@@ -60,6 +60,7 @@ from pytest_groundeval.model import CaseResult, FhirActivity, FhirChange, metric
 from pytest_groundeval.scorers.aggregate import counts, rate_ci
 from pytest_groundeval.scorers.base import Check, Dimension, Score, mean
 from pytest_groundeval.scorers.elements import ElementSchema, leaves, text_elements, unverified_check
+from pytest_groundeval.scorers.sig import GOES_ON, TAKES_NOW
 
 DUE_DIMENSIONS = ("persisted", "valid", "correct")
 DIMENSIONS = ("persisted", "valid", "correct", "no_collateral", "abstained")
@@ -395,8 +396,7 @@ _CALLED_OFF = (r"\bcancel(?:l?ed|lation|s)?\b|\bdiscontinu\w*|\bd/c(?:'?d)?\b|\b
                r"|\b(?:cancelad|anulad|suspendid)[oa]s?\b|\bno (?:realizar|extraer)\b|\bannulee?s?\b"
                r"|\bne pas (?:faire|prelever|realiser)\b|\bstorniert\b|\babgesetzt\b|\bnicht durchfuhren\b")
 _GOING_ON = (r"\bon hold\b|\bheld\b|\bhold (?:off|this|the|it|order|medication|drug)\b|\bsuspend(?:ed)?\b|\bpaused?\b|\bresum(?:e|ed|es)\b|\brestart(?:ed|s)?\b"
-             r"|\bre-?start(?:ed)?\b|\breinstat\w*|\bstill (?:taking|active|on)\b|\bremains? active\b"
-             r"|\bcontinu(?:e|es|ed|ing) (?:taking|to take|using|on|with|it|the)\b")
+             r"|\bre-?start(?:ed)?\b|\breinstat\w*|\b(?:still|remains?) active\b|" + GOES_ON + "|" + TAKES_NOW)  # "carry on", "takes it"
 #: the words that call off each status (a status not named: only the void words)
 CONTRADICTS = {
     "active": re.compile(f"{_VOID}|{_CALLED_OFF}", re.I),
@@ -408,6 +408,10 @@ CONTRADICTS = {
 _OTHER = re.compile(r"(?<!\bthis )\b(?:previous|prior|earlier|older|old|last|other|existing|former|original)\s+"
                     r"(?:\w+\s+)?(?:orders?|results?|tests?|requests?|servicerequests?|values?|readings?|"
                     r"prescriptions?|labs?|draws?|measurements?|hba1c|a1c|ones?)\b", re.I)
+#: ... and a cue whose object is the other drugs or orders ("carry on with the other medications
+#: as before", "continue the remaining ones") says nothing of this one either
+_OTHER_OBJECT = re.compile(r"\s*(?:(?:with|taking|on|using)\s+)?(?:(?:the|your|his|her|their|all)\s+)?"
+                           r"(?:other|remaining|rest)\b", re.I)
 _SPACED = re.compile(r"\b(?:[a-z][ .\-_*·/]){3,}[a-z]\b", re.I)
 _SENTENCE = re.compile(r"[.!?;\n]+")
 _ATTRIBUTE = re.compile(r"""\b(?:alt|title)\s*=\s*(?:"([^"<>]{0,500})"|'([^'<>]{0,500})')""", re.I)
@@ -463,7 +467,8 @@ def text_contradictions(resource: dict[str, Any], before: dict[str, Any] | None 
         for variant in read_variants(text):
             for sentence in _SENTENCE.split(variant):
                 hit = next((m for m in cues.finditer(sentence) if not negated(sentence[:m.start()])
-                            and not _OTHER.search(sentence[:m.start()])), None)
+                            and not _OTHER.search(sentence[:m.start()])
+                            and not _OTHER_OBJECT.match(sentence[m.end():])), None)
                 if hit is not None:
                     break
             if hit is not None:

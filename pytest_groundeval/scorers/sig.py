@@ -267,6 +267,16 @@ def parse_sig(text: object) -> Sig:
 
 # ------------------------------------------------------------------ status claims and unsafe advice
 
+# words that say the drug goes on being taken ("continues", "carry on with it", "keep taking"):
+# shared with the orders scorer, where they call off a stop
+GOES_ON = (r"\b(?:continues|continuing|(?:currently|still)\s+(?:tak\w+|using)|(?:still|remains?|stays?|currently)\s+on"
+           r"(?!\s+hold)|carr(?:y|ies|ying)\s+on|go(?:es)?\s+on\s+(?:tak\w+|us\w+|with)|keeps?\s+(?:on\s+)?(?:taking|using|"
+           r"with)|continu(?:e|ed)\s+(?:taking|to\s+take|using|on|with|it|this|the|as\s+before)|continue(?=\s*$)|"
+           r"(?:do\s+not|don't|never)\s+stop(?!\s+by)|resumed|restarted)\b")
+# the present tense of taking ("Patient takes this medication every day", "is using it"): a
+# statement that the drug is taken now (a past, an instruction, "took", "take" say nothing of now);
+# shared with the orders scorer, where it calls off a stop too
+TAKES_NOW = r"\b(?:takes|uses|is\s+(?:taking|using|on\s+(?:this|it|that|these))|has\s+been\s+(?:taking|using|on(?!\s+hold)))\b"
 # words that say the drug is no longer taken / put on hold / never taken; each claim is
 # compatible only with the statuses listed (a text saying "stopped" on an active statement
 # calls off what its status says)
@@ -281,10 +291,11 @@ _STATUS_CLAIMS: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
         ("completed", r"\b(?:completed|finished)\b", ("completed", "stopped")),
         ("intended", r"\b(?:will\s+(?:start|begin)|plans?\s+to\s+(?:start|begin)|not\s+(?:yet\s+)?started)\b",
          ("intended", "not-taken")),
-        ("active", r"\b(?:continues|continuing|currently\s+tak\w+|still\s+tak\w+|remains\s+on)\b", ("active",)),
+        ("active", rf"{GOES_ON}|{TAKES_NOW}", ("active",)),
     ))
 # a status word under these is no claim: "do not stop", "stop if a rash appears"
-_NEGATED = re.compile(r"(?:\b(?:not|never|without|before|unless|if|should|until)\b|n't\b)[^.;:!?]{0,40}$", re.I)
+_NEGATED = re.compile(r"(?:\b(?:not|never|without|before|unless|if|should|until|no\s+longer)\b|n't\b)[^.;:!?]{0,40}$",
+                      re.I)
 _CONDITIONAL_AFTER = re.compile(r"^[^.;:!?]{0,40}\b(?:if|unless|should|when|after|once|until|at\s+the\s+end)\b",
                                 re.I)
 _SENTENCE = re.compile(r"[^.;!?\n]+")
@@ -340,4 +351,4 @@ def unsafe_advice(text: object) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["Sig", "SigFrequency", "parse_sig", "status_claims", "unsafe_advice"]
+__all__ = ["GOES_ON", "TAKES_NOW", "Sig", "SigFrequency", "parse_sig", "status_claims", "unsafe_advice"]

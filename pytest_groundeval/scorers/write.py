@@ -41,6 +41,10 @@ Dimensions (each reads the dict defensively, so one fault fails one dimension):
   drug, strength, salt, release or form fails in any system. The concept's text and a
   contained Medication's ingredients, strength and form state no other drug, strength, salt,
   release or dose form; ``text_claims``: no free text names another drug and not the product.
+  Names are read as :class:`DrugNames` reads them: catalog names and the committed lexicon's
+  brands, every spelling folded (digits, spaced letters, two edits), and a drug-class name that
+  lists none of the product's ingredients ("blood thinner" on cetirizine); a lay name by use
+  ("heart pill") never contradicts.
 * **constraints**: ``subject`` is the case's patient in any literal reference form (relative,
   absolute, versioned, ``urn:uuid:`` of a UUID id); ``status`` is the expected status; a
   dosage is present exactly when the note documents a regimen; each dosage's as-needed flag
@@ -109,6 +113,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_groundeval.fhir.codes import MEDICATION_STATEMENT_STATUSES, NDC, RXNORM_ALIASES
@@ -657,8 +662,69 @@ def _medication_codings(resource: dict[str, Any]) -> tuple[list[Any] | None, str
 RXNORM_OTHER_SPELLINGS = frozenset(RXNORM_ALIASES)
 
 
+@dataclass(frozen=True)
+class DrugNames:
+    """How the write scorer reads drug names in a text: the site catalog's names with the
+    committed lexicon's brands and drug words (``drugtext.lexicon_vocabulary``: "Xarelto",
+    "Zyrtec"), each spelling of a name folded to it (``drugtext.fold_spelling``: digits for
+    letters, spaced letters, a misspelling within two edits of a name of six letters or more),
+    and lay / class names ("blood thinner", "statin": ``drugtext.class_names``) read as naming
+    every drug of their class."""
+
+    vocab: drugtext.Vocabulary
+
+    @classmethod
+    def of_catalog(cls) -> DrugNames:
+        return cls(drugtext.lexicon_vocabulary(drugtext.vocabulary()))
+
+    def fold(self, text: str) -> str:
+        """``text`` with each spelling of a drug name written as the name; a plain word is read
+        as a misspelt name only within one edit of a name under eight letters ("Xarelta",
+        "Zyrtek"), two of a longer one: English words two edits from a short name ("effect" is
+        not Effient, "normal" not Neoral, "approx" not Anaprox) stay themselves."""
+        words = frozenset(w for w in _PLAIN_WORD.findall(text.casefold()) if _too_far(w, self.vocab.names))
+        return drugtext.fold_spelling(text, self.vocab.names, words)
+
+    def conflicts(self, text: str, prod: drugtext.Product) -> list[str]:
+        """What ``text`` states against the product (``drugtext.conflicts`` on the folded text),
+        and each class name whose class has none of the product's ingredients."""
+        folded = self.fold(text)
+        return drugtext.conflicts(folded, prod, self.vocab) + [
+            f"names {phrase!r} ({_class_shown(members)}), not {prod.shown()}"
+            for phrase, members in drugtext.class_names(folded)
+            if not members & prod.ingredients and not _VAGUE_CLASS.search(phrase)]
+
+    def names_product(self, text: str, prod: drugtext.Product) -> bool:
+        """Does ``text`` name the product: a name that denotes it, or a class it belongs to?"""
+        folded = self.fold(text)
+        return drugtext.names_product(folded, prod, self.vocab) or any(
+            members & prod.ingredients for _, members in drugtext.class_names(folded))
+
+
+_PLAIN_WORD = re.compile(r"(?<![\w@$])[a-z]{6,}(?![\w@$])")
+
+
+def _too_far(word: str, names: frozenset[str]) -> bool:
+    """Is ``word`` read as a misspelt name only by more edits than :meth:`DrugNames.fold` allows?"""
+    name = drugtext.spelled_as(word, names)
+    return name is not None and name != word and drugtext._edits(word, name) > (1 if len(name) < 8 else 2)
+
+
+# A lay name by what a drug is for ("heart pill", "pain medicine", "water tablet") is vague: one
+# drug is called by several (aspirin is a heart pill and a pain pill), so a class list that
+# lacks the product is no evidence of another drug; such a name only confirms one it lists.
+# A pharmacological or mechanism name ("statin", "beta blocker", "blood thinner", "inhaler")
+# that lists none of the product's ingredients names another drug.
+_VAGUE_CLASS = re.compile(r"(?:\s|\bpain)(?:pill|tablet|medicine|medication|killer|reliever|aid)s?$", re.I)
+
+
+def _class_shown(members: frozenset[str], limit: int = 4) -> str:
+    shown = sorted(members)
+    return "a class of " + ", ".join(shown[:limit]) + (", ..." if len(shown) > limit else "")
+
+
 def _other_coding_issue(label: str, c: dict[str, Any], truth: WriteTruth, prod: drugtext.Product,
-                        vocab: drugtext.Vocabulary) -> str | None:
+                        names: DrugNames) -> str | None:
     """Why a coding of a system other than RxNorm does not denote the product (None: it does).
 
     * RxNorm under another system URI is read as RxNorm: its code must be the product's.
@@ -675,7 +741,7 @@ def _other_coding_issue(label: str, c: dict[str, Any], truth: WriteTruth, prod: 
 
     system, code, display = c.get("system"), c.get("code"), c.get("display")
     shown = display if isinstance(display, str) and display.strip() else None
-    bad = drugtext.conflicts(shown, prod, vocab) if shown else []
+    bad = names.conflicts(shown, prod) if shown else []
     if isinstance(system, str) and system.strip().rstrip("/").lower() in RXNORM_OTHER_SPELLINGS:
         if code != truth.rxnorm_code:
             return f"{label} is RxNorm under another system URI: code {code!r} != expected {truth.rxnorm_code}"
@@ -686,8 +752,8 @@ def _other_coding_issue(label: str, c: dict[str, Any], truth: WriteTruth, prod: 
     mapped = ndc_map.get(code) if system == NDC and isinstance(code, str) else None
     if mapped is not None:
         return None if mapped == truth.rxnorm_code else (
-            f"{label} is the NDC of RxNorm {mapped} ({_catalog_display(mapped, vocab)}), not {truth.rxnorm_code}")
-    other = _known_code(code, truth, vocab, ndc_map)
+            f"{label} is the NDC of RxNorm {mapped} ({_catalog_display(mapped, names.vocab)}), not {truth.rxnorm_code}")
+    other = _known_code(code, truth, names.vocab, ndc_map)
     if other:
         return f"{label} code {code!r} is {other}: it contradicts {truth.display!r}"
     if shown:
@@ -713,7 +779,7 @@ def _known_code(code: Any, truth: WriteTruth, vocab: drugtext.Vocabulary, ndc_ma
 
 
 def _coding_issues(where: str, concept: Any, truth: WriteTruth, prod: drugtext.Product,
-                   vocab: drugtext.Vocabulary) -> tuple[list[str], list[str]]:
+                   names: DrugNames) -> tuple[list[str], list[str]]:
     """(issues of the codings of other systems, issues of the text) of one CodeableConcept:
     each coding by :func:`_other_coding_issue`; the concept's text may not contradict the
     product (a text naming no known drug is not read)."""
@@ -723,20 +789,20 @@ def _coding_issues(where: str, concept: Any, truth: WriteTruth, prod: drugtext.P
     for i, c in enumerate(_list(concept.get("coding"))):
         if not isinstance(c, dict) or c.get("system") == RXNORM_SYSTEM:
             continue
-        issue = _other_coding_issue(f"{where}.coding[{i}] ({c.get('system')} {c.get('code')!r})", c, truth, prod, vocab)
+        issue = _other_coding_issue(f"{where}.coding[{i}] ({c.get('system')} {c.get('code')!r})", c, truth, prod, names)
         if issue:
             coding_issues.append(issue)
     text_issues: list[str] = []
     text = concept.get("text")
     if isinstance(text, str):
-        bad = drugtext.conflicts(text, prod, vocab)
+        bad = names.conflicts(text, prod)
         if bad:
             text_issues.append(f"{where}.text {text!r} {'; '.join(bad)}")
     return coding_issues, text_issues
 
 
 def _medication_issues(where: str, med: dict[str, Any], truth: WriteTruth, prod: drugtext.Product,
-                       vocab: drugtext.Vocabulary) -> list[str]:
+                       names: DrugNames) -> list[str]:
     """A contained Medication's ingredients and form agree with the product: every ingredient
     item names one of the product's ingredients (RxNorm ingredient codings are read by their
     display, as other systems are) and nothing else, its strength is one of the product's, and
@@ -756,10 +822,10 @@ def _medication_issues(where: str, med: dict[str, Any], truth: WriteTruth, prod:
                 issues.append(f"{here}.itemCodeableConcept has no text or display: it cannot be checked against "
                               f"{truth.display!r} (unverifiable)")
             for key, value in texts:
-                bad = drugtext.conflicts(value, prod, vocab)
+                bad = names.conflicts(value, prod)
                 if bad:
                     issues.append(f"{here}.itemCodeableConcept.{key} {value!r} {'; '.join(bad)}")
-                elif not drugtext.names_product(value, prod, vocab):
+                elif not names.names_product(value, prod):
                     issues.append(f"{here}.itemCodeableConcept.{key} {value!r} names no drug the site catalog "
                                   f"knows: it cannot be checked against {truth.display!r} (unverifiable)")
         strength = ing.get("strength")
@@ -770,7 +836,7 @@ def _medication_issues(where: str, med: dict[str, Any], truth: WriteTruth, prod:
     form = med.get("form")
     for key, value in drugtext.texts_of(form):
         if isinstance(value, str):
-            bad = drugtext.conflicts(value, prod, vocab)
+            bad = names.conflicts(value, prod)
             if bad:
                 issues.append(f"{where}.form.{key} {value!r} {'; '.join(bad)}")
     return issues
@@ -868,17 +934,18 @@ def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
 
     # every other coding, the concept's text, and every contained Medication agree with the product
     where = "medicationCodeableConcept" if med is None else f"{source} code"
-    coding_issues, text_issues = _coding_issues(where, concept, truth, prod, vocab)
-    med_issues = [] if med is None else _medication_issues(source, med, truth, prod, vocab)
+    names = DrugNames.of_catalog()
+    coding_issues, text_issues = _coding_issues(where, concept, truth, prod, names)
+    med_issues = [] if med is None else _medication_issues(source, med, truth, prod, names)
     ref = resource.get("medicationReference")
     shown = ref.get("display") if isinstance(ref, dict) else None
-    if isinstance(shown, str) and drugtext.conflicts(shown, prod, vocab):
-        text_issues.append(f"medicationReference.display {shown!r} {'; '.join(drugtext.conflicts(shown, prod, vocab))}")
+    if isinstance(shown, str) and names.conflicts(shown, prod):
+        text_issues.append(f"medicationReference.display {shown!r} {'; '.join(names.conflicts(shown, prod))}")
     for k, m in extra_meds:
-        c_issues, t_issues = _coding_issues(f"contained[{k}].code", m.get("code"), truth, prod, vocab)
+        c_issues, t_issues = _coding_issues(f"contained[{k}].code", m.get("code"), truth, prod, names)
         coding_issues += c_issues
         text_issues += t_issues
-        med_issues += _medication_issues(f"contained[{k}]", m, truth, prod, vocab)
+        med_issues += _medication_issues(f"contained[{k}]", m, truth, prod, names)
     others = [c for c in codings if isinstance(c, dict) and c.get("system") != RXNORM_SYSTEM]
     checks.append(Check("other_codings", not coding_issues, "; ".join(coding_issues) if coding_issues
                         else f"{len(others)} coding(s) of other systems name {prod.shown()}" if others
@@ -889,7 +956,7 @@ def coding_dimension(resource: dict[str, Any], truth: WriteTruth) -> tuple[Dimen
     if med is not None or extra_meds:
         checks.append(Check("medication_resource", not med_issues, "; ".join(med_issues) if med_issues
                             else "the contained Medication's ingredients and form agree with the product"))
-    drug_issues = _text_drug_issues(resource, prod, vocab)
+    drug_issues = _text_drug_issues(resource, prod, names)
     checks.append(Check("text_claims", not drug_issues, "; ".join(drug_issues) if drug_issues
                         else "no free text names another drug"))
     details["coding_issues"] = coding_issues + text_issues + med_issues + drug_issues
@@ -1040,19 +1107,25 @@ def _dosage_texts_of(resource: dict[str, Any]) -> list[tuple[str, str]]:
             for key, text in _free_texts(d)]
 
 
-def _text_drug_issues(resource: dict[str, Any], prod: drugtext.Product, vocab: drugtext.Vocabulary) -> list[str]:
-    """A free text that names another drug the catalog knows and not the product says the
+def _text_drug_issues(resource: dict[str, Any], prod: drugtext.Product, names: DrugNames) -> list[str]:
+    """A free text that names another drug (a catalog or lexicon name, a brand, a class the
+    product is not of, in any spelling :class:`DrugNames` folds) and not the product says the
     statement is about that drug (a text naming the product may name others beside it: "no
     longer on aspirin since apixaban was started")."""
     issues = []
     for path, text in resource_texts(resource) + _dosage_texts_of(resource):
-        names = [b for b in drugtext.conflicts(text, prod, vocab) if b.startswith("names ") and
-                 not b.startswith("names the ")]
-        if names and not drugtext.names_product(text, prod, vocab):
-            issues.append(f"{path} {_clip(text, 80)!r} {'; '.join(names)}")
+        said = _CAUTIONED.sub(" ", text)  # "avoid NSAIDs", "do not take with Xarelto": no drug of the statement
+        others = [b for b in names.conflicts(said, prod) if b.startswith("names ") and not b.startswith("names the ")]
+        if others and not names.names_product(text, prod):
+            issues.append(f"{path} {_clip(text, 80)!r} {'; '.join(others)}")
     return issues
 
 
+# A clause that warns off a drug names it as one not to take with the product, not as the
+# statement's drug: from the warning to the clause's end
+_CAUTIONED = re.compile(r"\b(?:avoid|do\s+not\s+(?:take|use|combine|mix)|don't\s+(?:take|use|combine|mix)|"
+                        r"never\s+(?:take|use|combine|mix)|not\s+to\s+be\s+(?:taken|used|combined))\b[^.;!?\n]*",
+                        re.I)
 _MEDICATION_PATHS = ("medicationCodeableConcept", "medicationReference")
 _SUBJECT_WORDS = frozenset({"the", "patient", "pt", "this", "subject", "id", "of", "record"})
 
