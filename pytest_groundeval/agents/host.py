@@ -46,7 +46,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,8 @@ class AgentHost:
         self.spec = spec
         ours, theirs = socket.socketpair()
         ctl, ctl_theirs = socket.socketpair()
-        env = dict(os.environ, GROUNDEVAL_HOST_FD=str(theirs.fileno()), GROUNDEVAL_HOST_CTL=str(ctl_theirs.fileno()))
+        env = dict(os.environ, GROUNDEVAL_HOST_FD=str(theirs.fileno()), GROUNDEVAL_HOST_CTL=str(ctl_theirs.fileno()),
+                   GROUNDEVAL_HOST_PATH=json.dumps(sys.path))  # the agent is imported as it would be here
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_groundeval.agents.host_main", spec, str(rootdir or "")],
             pass_fds=(theirs.fileno(), ctl_theirs.fileno()), env=env, start_new_session=True, close_fds=True)
@@ -144,8 +145,9 @@ class AgentHost:
         finally:
             self.sock.settimeout(None)
         if not isinstance(hello, dict) or hello.get("op") != "hello":
+            why = self._ended()
             self.close()
-            raise RuntimeError(f"the agent host for {self.spec} did not start ({self._ended()})")
+            raise RuntimeError(f"the agent host for {self.spec} did not start ({why})")
         if hello.get("error"):
             self.close()
             raise ImportError(str(hello["error"]))
@@ -162,13 +164,14 @@ class AgentHost:
         rid = next(self._ids)
         self._runs[rid] = run
         deadline = attempt_deadline()
-        message = {"op": "run", "id": rid, "prompt": prompt, "inputs": inputs, "task": _view(task, prompt, inputs),
-                   "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
+        whole = self.hello.get("run_case", True)  # an agent with run(prompt) alone is sent the prompt alone
+        message = {"op": "run", "id": rid, "prompt": prompt, "inputs": inputs if whole else {},
+                   "task": _view(task, prompt, inputs) if whole else {}, "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
                    "repeat": current_repeat(), "fhir_base_url": inputs.get("fhir_base_url")}
         try:
-            if self.dead is not None:
-                raise AgentCrash(self.dead)
             self._send(message)
+            if self.dead is not None:  # it died before the call was sent (or as it was): never answered
+                _fail(run, self.dead)
             return run.answer.result()
         finally:
             run.over = True
@@ -199,10 +202,9 @@ class AgentHost:
             elif op in ("tools", "call"):
                 threading.Thread(target=self._tool, args=(run, message), daemon=True,
                                  name="groundeval-agent-host-tool").start()
-        why = self._died()
+        why = self._died()  # (set before the calls in flight are failed: a call sent from now on sees it)
         for run in list(self._runs.values()):
-            if not run.answer.done():
-                run.answer.set_exception(AgentCrash(why))
+            _fail(run, why)
 
     def _tool(self, run: _Run, message: dict[str, Any]) -> None:
         value = run.context.copy().run(self._tool_value, run, message)
@@ -231,8 +233,9 @@ class AgentHost:
 
     # -- the end --
     def _died(self) -> str:
-        if self.dead is None:
-            self.dead = f"the agent host (pid {self.pid}) died: {self._ended()}"
+        with self._ctl_lock:  # (the reader and a sender may both find it gone: the keeper's word is read once)
+            if self.dead is None:
+                self.dead = f"the agent host (pid {self.pid}) died: {self._ended()}"
         return self.dead
 
     def _ended(self) -> str:
@@ -279,6 +282,13 @@ class AgentHost:
             self.proc.kill()
             self.proc.wait()
         self.sock.close()
+
+
+def _fail(run: _Run, why: str) -> None:
+    try:
+        run.answer.set_exception(AgentCrash(why))
+    except InvalidStateError:
+        pass  # answered (or failed) already
 
 
 def _view(task: Any, prompt: str, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The agent host's process (``python -m pytest_groundeval.agents.host_main SPEC ROOTDIR``),
 started by ``agents/host.py``: two processes, standard library only until the agent is imported.
+(``--command EXE ARGS``: the same keeper around an ``mcp:COMMAND``, :func:`command`.)
 
 * The **keeper** (this process): a Linux child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``),
   so every process the agent starts stays its descendant, a double fork or ``setsid``
@@ -54,15 +55,6 @@ def _children() -> dict[int, list[int]]:
             continue
         tree.setdefault(int(fields[1]), []).append(int(entry))
     return tree
-
-
-def descendants(root: int) -> list[int]:
-    tree, found, todo = _children(), [], [root]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def kill_descendants(server: int, keep: frozenset[int] = frozenset(), rounds: int = 200) -> None:
@@ -133,9 +125,46 @@ def _reap_others(server: int) -> None:
         os.waitpid(info.si_pid, 0)
 
 
+def command(argv: list[str]) -> int:
+    """``--command EXE ARGS``: the keeper of an ``mcp:COMMAND`` (``agents/command.py``): runs
+    it with this process's stdin, stdout and stderr, and when it exits (or this keeper gets
+    SIGTERM: the harness ended the attempt) kills every process it started, then exits as it
+    did (its status, or its signal)."""
+    subreaper()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    for fd in (0, 1):  # the command's pipes close when it and its descendants are gone, not with the keeper
+        os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+
+    def stop(signum: int, frame: Any) -> None:
+        kill_descendants(child)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _, code = os.waitpid(child, 0)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    kill_descendants(child)
+    if os.WIFSIGNALED(code):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the command's signal, without a core of this keeper
+        signal.signal(os.WTERMSIG(code), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(code))
+    return os.WEXITSTATUS(code) if os.WIFEXITED(code) else 1
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--command":
+        return command(argv[1:])
     spec, rootdir = argv[0], argv[1] or None
     agent_fd, ctl_fd = int(os.environ.pop("GROUNDEVAL_HOST_FD")), int(os.environ.pop("GROUNDEVAL_HOST_CTL"))
+    path = json.loads(os.environ.pop("GROUNDEVAL_HOST_PATH", "[]"))
+    sys.path[:] = [p for p in path if isinstance(p, str)] + [p for p in sys.path if p not in path]
     subreaper()
     server = os.fork()
     if server == 0:

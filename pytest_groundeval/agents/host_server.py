@@ -160,7 +160,8 @@ def serve(spec: str, rootdir: str | None, sock: Any) -> None:
                   "agent_class": f"{cls.__module__}:{cls.__qualname__}",
                   "model": getattr(agent, "model", None), "default_model": getattr(agent, "default_model", None),
                   "concurrency": concurrency if isinstance(concurrency, int) else None,
-                  "per_case": bool(getattr(agent, "per_case_processes", False))})
+                  "per_case": bool(getattr(agent, "per_case_processes", False)),
+                  "run_case": callable(getattr(agent, "run_case", None))})
     runs: "queue.SimpleQueue[dict[str, Any] | None]" = queue.SimpleQueue()
     threading.Thread(target=_receive, args=(sock, agent, channel, runs), daemon=True,
                      name="groundeval-host-read").start()
