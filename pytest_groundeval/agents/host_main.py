@@ -63,11 +63,11 @@ def kill_descendants(server: int, keep: frozenset[int] = frozenset(), rounds: in
     me = os.getpid()
     for _ in range(rounds):
         tree = _children()
-        todo = [p for p in tree.get(me, []) if p not in keep]
-        targets = []
-        while todo:
+        todo, targets = list(tree.get(me, [])), []
+        while todo:  # (a kept process is spared, not its children)
             pid = todo.pop()
-            targets.append(pid)
+            if pid not in keep:
+                targets.append(pid)
             todo.extend(tree.get(pid, []))
         if not targets:
             return

@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from pytest_groundeval.integrations.mcp.wire import Lines
+from pytest_groundeval.integrations.mcp.wire import MAX_LINE, Lines
 
 
 class Channel:
@@ -35,6 +35,10 @@ class Channel:
 
     def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n"  # else as text
+        if len(data) > MAX_LINE:  # (the harness would read it as the host gone)
+            error = {"class": "ValueError", "kind": "permanent", "frames": "",
+                     "message": f"the agent's answer is {len(data):,} bytes, beyond the agent host's limit of {MAX_LINE:,}"}
+            data = json.dumps({"op": "failed", "id": message.get("id"), "error": error}).encode("utf-8") + b"\n"
         with self._out:
             self.sock.sendall(data)
 

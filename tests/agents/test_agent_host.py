@@ -81,6 +81,22 @@ class Spawns:
             fh.write(f"{setsid.pid} {shell.stdout.strip()}\\n")
         return json.dumps({"active_medications": []})
 
+class SpawnsPerCase:
+    """Declares per-case processes: each call finds the sleeper the previous call left, then
+    starts one of its own in a session of its own."""
+    name = "spawns-per-case"
+    per_case_processes = True
+    def run(self, prompt):
+        path = os.environ["PIDS"]
+        before = open(path).read().split() if os.path.exists(path) else []
+        alive = [p for p in before if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] not in "ZX"]
+        with open(os.environ["ALIVE"], "a") as fh:
+            fh.write(f"{len(before)} {len(alive)}\\n")
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True)
+        with open(path, "a") as fh:
+            fh.write(f"{child.pid}\\n")
+        return json.dumps({"active_medications": []})
+
 class IgnoresSigterm:
     """Ignores SIGTERM, says so on a FIFO, and hangs."""
     name = "ignores-sigterm"
@@ -173,6 +189,19 @@ def test_nothing_an_agent_started_outlives_the_session(cheats, monkeypatch):
         pids = [int(p) for line in pids_file.read_text().splitlines() for p in line.split()]
         assert len(pids) == 2 * len(SMALL_SET)
         assert [p for p in pids if not _dead(p)] == []
+    finally:
+        _kill(int(p) for p in pids_file.read_text().split()) if pids_file.exists() else None
+
+
+def test_an_agent_that_declares_per_case_processes_loses_them_at_each_case_end(cheats, monkeypatch):
+    pids_file, alive_file = cheats.path / "pids.txt", cheats.path / "alive.txt"
+    monkeypatch.setenv("PIDS", str(pids_file))
+    monkeypatch.setenv("ALIVE", str(alive_file))
+    try:
+        cheats.runpytest_subprocess(*RUN, "--agent=cheats:SpawnsPerCase")
+        seen = [tuple(map(int, line.split())) for line in alive_file.read_text().splitlines()]
+        assert seen == [(k, 0) for k in range(len(SMALL_SET))]  # each call saw none of the earlier sleepers alive
+        assert [p for p in map(int, pids_file.read_text().split()) if not _dead(p)] == []
     finally:
         _kill(int(p) for p in pids_file.read_text().split()) if pids_file.exists() else None
 

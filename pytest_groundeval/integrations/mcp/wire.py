@@ -22,16 +22,19 @@ def send(sock: socket.socket, message: dict[str, Any]) -> None:
 
 
 class Lines:
-    """The JSON messages arriving on a socket, one per line (None at end of stream)."""
+    """The JSON messages arriving on a socket, one per line (None at end of stream). A long
+    line (an agent's 50 MB answer) is gathered in one growing buffer, scanned once."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # no newline before this offset of the buffer
 
     def next(self) -> dict[str, Any] | None:
-        while b"\n" not in self._buffer:
+        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buffer)
             try:
-                chunk = self.sock.recv(1 << 16)
+                chunk = self.sock.recv(1 << 20)
             except OSError:
                 return None
             if not chunk:
@@ -39,7 +42,9 @@ class Lines:
             self._buffer += chunk
             if len(self._buffer) > MAX_LINE:
                 return None
-        line, _, self._buffer = self._buffer.partition(b"\n")
+        line = bytes(self._buffer[:end])
+        del self._buffer[:end + 1]
+        self._scanned = 0
         try:
             message = json.loads(line)
         except ValueError:
