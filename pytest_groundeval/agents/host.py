@@ -15,8 +15,9 @@ that imports the agent. The channel is one Unix socket pair, one JSON object per
 (``integrations/mcp/wire.py``, the MCP host's wire):
 
 ==========  =====================================================================
-harness →   ``{"op": "run", "id", "prompt", "inputs", "task", "deadline", "repeat",
-            "fhir_base_url"}``; ``{"op": "reply", "req", "value"}``
+harness →   ``{"op": "run", "id", "prompt_bytes", "inputs", "task", "deadline", "repeat",
+            "fhir_base_url"}`` followed by the prompt's ``prompt_bytes`` raw UTF-8 bytes;
+            ``{"op": "reply", "req", "value"}``
 ← host      ``{"op": "hello", "name", "model", "concurrency", "per_case", ...}`` (or
             ``{"op": "hello", "error"}``: the agent cannot be built);
             ``{"op": "done", "id", "output"}``; ``{"op": "failed", "id", "error"}``;
@@ -135,8 +136,9 @@ class AgentHost:
         self._runs: dict[int, _Run] = {}
         self._ids = itertools.count(1)
         self.dead: str | None = None  # why the host is gone
+        self._reading = threading.Condition()
+        self._leader = False  # a call is reading the channel (AgentHost._await)
         self.hello = self._hello()
-        threading.Thread(target=self._read, daemon=True, name="groundeval-agent-host").start()
 
     def _hello(self) -> dict[str, Any]:
         self.sock.settimeout(HELLO_TIMEOUT)
@@ -165,46 +167,70 @@ class AgentHost:
         self._runs[rid] = run
         deadline = attempt_deadline()
         whole = self.hello.get("run_case", True)  # an agent with run(prompt) alone is sent the prompt alone
-        message = {"op": "run", "id": rid, "prompt": prompt, "inputs": inputs if whole else {},
+        blob = prompt.encode("utf-8")  # sent raw after the line: a long prompt is not escaped into JSON
+        message = {"op": "run", "id": rid, "prompt_bytes": len(blob), "inputs": inputs if whole else {},
                    "task": _view(task, prompt, inputs) if whole else {}, "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
                    "repeat": current_repeat(), "fhir_base_url": inputs.get("fhir_base_url")}
         try:
-            self._send(message)
+            self._send(message, blob)
             if self.dead is not None:  # it died before the call was sent (or as it was): never answered
                 _fail(run, self.dead)
-            return run.answer.result()
+            return self._await(run)
         finally:
             run.over = True
             self._runs.pop(rid, None)
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _await(self, run: _Run) -> Any:
+        """Wait for ``run``'s answer, reading the channel while no other call does (one reader at
+        a time, whoever is waiting: no thread hand-off on an answer's way in)."""
+        while not run.answer.done():
+            with self._reading:
+                while self._leader and not run.answer.done():
+                    self._reading.wait()
+                if run.answer.done():
+                    break
+                self._leader = True
+            try:
+                while not run.answer.done() and self._read_one():
+                    pass
+            finally:
+                with self._reading:
+                    self._leader = False
+                    self._reading.notify_all()
+        return run.answer.result()
+
+    def _send(self, message: dict[str, Any], blob: bytes = b"") -> None:
         try:
             with self._out:
-                self.sock.sendall(json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+                self.sock.sendall(json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n" + blob)
         except OSError:
             raise AgentCrash(self._died()) from None
 
-    def _read(self) -> None:
-        while True:
-            message = self._lines.next()
-            if message is None:
-                break
-            op, run = message.get("op"), self._runs.get(message.get("id"))  # type: ignore[arg-type]
-            if run is None or run.answer.done():
-                continue  # a call the harness stopped waiting for
-            if op == "done":
-                try:
-                    run.answer.set_result(_output(message.get("output")))
-                except Exception as exc:  # noqa: BLE001 - a malformed answer fails its call
-                    run.answer.set_exception(exc)
-            elif op == "failed":
-                run.answer.set_exception(_remote_error(message.get("error") or {}))
-            elif op in ("tools", "call"):
-                threading.Thread(target=self._tool, args=(run, message), daemon=True,
-                                 name="groundeval-agent-host-tool").start()
-        why = self._died()  # (set before the calls in flight are failed: a call sent from now on sees it)
-        for run in list(self._runs.values()):
-            _fail(run, why)
+    def _read_one(self) -> bool:
+        """Read and handle one message; False at the end of the stream (every call in flight failed)."""
+        message = self._lines.next()
+        if message is None:
+            why = self._died()  # (set before the calls in flight are failed: a call sent from now on sees it)
+            for run in list(self._runs.values()):
+                _fail(run, why)
+            return False
+        op, run = message.get("op"), self._runs.get(message.get("id"))  # type: ignore[arg-type]
+        if run is None or run.answer.done():
+            return True  # a call the harness stopped waiting for
+        if op in ("tools", "call"):
+            threading.Thread(target=self._tool, args=(run, message), daemon=True,
+                             name="groundeval-agent-host-tool").start()
+            return True
+        if op == "done":
+            try:
+                run.answer.set_result(_output(message.get("output")))
+            except Exception as exc:  # noqa: BLE001 - a malformed answer fails its call
+                run.answer.set_exception(exc)
+        elif op == "failed":
+            run.answer.set_exception(_remote_error(message.get("error") or {}))
+        with self._reading:
+            self._reading.notify_all()  # its caller, if it waits behind this reader
+        return True
 
     def _tool(self, run: _Run, message: dict[str, Any]) -> None:
         value = run.context.copy().run(self._tool_value, run, message)
@@ -240,10 +266,10 @@ class AgentHost:
 
     def _ended(self) -> str:
         """How the server ended, as its keeper reports it (once it killed its descendants)."""
-        self.ctl.settimeout(10.0)
         try:
+            self.ctl.settimeout(10.0)
             status = Lines(self.ctl).next()
-        except OSError:
+        except OSError:  # (closed: the harness is done with it)
             status = None
         if not isinstance(status, dict):
             return "its keeper is gone"
@@ -318,7 +344,7 @@ class HostedAgent:
 
     def _current(self) -> AgentHost:
         with self._lock:
-            if self._host is None or self._host.dead is not None:
+            if self._host is None or self._host.dead is not None or self._host.proc.poll() is not None:
                 if self._host is not None:
                     self._host.close()
                 self._host = AgentHost(self.spec, self.rootdir)

@@ -190,6 +190,11 @@ def _receive(sock: Any, agent: Any, channel: Channel, runs: "queue.SimpleQueue[d
             return
         op = message.get("op")
         if op == "run":
+            blob = lines.take(int(message.get("prompt_bytes") or 0))
+            if blob is None:
+                runs.put(None)
+                return
+            message["prompt"] = blob.decode("utf-8")
             if _IDLE.is_set():
                 _IDLE.clear()
                 runs.put(message)

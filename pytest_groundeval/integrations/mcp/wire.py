@@ -51,5 +51,20 @@ class Lines:
             return None
         return message if isinstance(message, dict) else None
 
+    def take(self, size: int) -> bytes | None:
+        """The next ``size`` raw bytes (a blob sent after a line that announced it), None at end of stream."""
+        while len(self._buffer) < size:
+            try:
+                chunk = self.sock.recv(max(1 << 20, size - len(self._buffer)))
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+        blob = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        self._scanned = 0
+        return blob
+
 
 __all__ = ["Lines", "send"]
