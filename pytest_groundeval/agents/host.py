@@ -126,7 +126,10 @@ class AgentHost:
                    GROUNDEVAL_HOST_PATH=json.dumps(sys.path))  # the agent is imported as it would be here
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_groundeval.agents.host_main", spec, str(rootdir or "")],
-            pass_fds=(theirs.fileno(), ctl_theirs.fileno()), env=env, start_new_session=True, close_fds=True)
+            pass_fds=(theirs.fileno(), ctl_theirs.fileno()), env=env, start_new_session=True, close_fds=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for pipe, fd in ((self.proc.stdout, 1), (self.proc.stderr, 2)):
+            threading.Thread(target=_relay, args=(pipe, fd), daemon=True, name="groundeval-agent-host-output").start()
         theirs.close()
         ctl_theirs.close()
         self.sock, self.ctl = ours, ctl
@@ -308,6 +311,19 @@ class AgentHost:
             self.proc.kill()
             self.proc.wait()
         self.sock.close()
+
+
+def _relay(pipe: Any, fd: int) -> None:
+    """What the agent's processes print, line by line, through the redaction step, to this
+    process's stdout or stderr (pytest's capture of the running test, as an in-process agent's)."""
+    from pytest_groundeval.store.redact import redact_text
+
+    with pipe:
+        for line in pipe:
+            try:
+                os.write(fd, redact_text(line.decode("utf-8", "replace")).encode("utf-8"))
+            except OSError:
+                pass
 
 
 def _fail(run: _Run, why: str) -> None:
