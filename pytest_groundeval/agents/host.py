@@ -123,7 +123,9 @@ class AgentHost:
         ours, theirs = socket.socketpair()
         ctl, ctl_theirs = socket.socketpair()
         env = dict(os.environ, GROUNDEVAL_HOST_FD=str(theirs.fileno()), GROUNDEVAL_HOST_CTL=str(ctl_theirs.fileno()),
-                   GROUNDEVAL_HOST_PATH=json.dumps(sys.path))  # the agent is imported as it would be here
+                   GROUNDEVAL_HOST_PATH=json.dumps(sys.path),  # the agent is imported as it would be here
+                   # its own LangSmith traces would leave unredacted from there (nested under the case: in-process)
+                   LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGCHAIN_TRACING="false")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_groundeval.agents.host_main", spec, str(rootdir or "")],
             pass_fds=(theirs.fileno(), ctl_theirs.fileno()), env=env, start_new_session=True, close_fds=True,
@@ -172,7 +174,8 @@ class AgentHost:
         whole = self.hello.get("run_case", True)  # an agent with run(prompt) alone is sent the prompt alone
         blob = prompt.encode("utf-8")  # sent raw after the line: a long prompt is not escaped into JSON
         message = {"op": "run", "id": rid, "prompt_bytes": len(blob), "inputs": inputs if whole else {},
-                   "task": _view(task, prompt, inputs) if whole else {}, "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
+                   "task": _view(task, prompt, inputs) if whole else {},
+                   "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
                    "repeat": current_repeat(), "fhir_base_url": inputs.get("fhir_base_url")}
         try:
             self._send(message, blob)

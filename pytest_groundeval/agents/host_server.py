@@ -37,7 +37,8 @@ class Channel:
         data = json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n"  # else as text
         if len(data) > MAX_LINE:  # (the harness would read it as the host gone)
             error = {"class": "ValueError", "kind": "permanent", "frames": "",
-                     "message": f"the agent's answer is {len(data):,} bytes, beyond the agent host's limit of {MAX_LINE:,}"}
+                     "message": f"the agent's answer is {len(data):,} bytes, beyond the agent host's limit "
+                                f"of {MAX_LINE:,}"}
             data = json.dumps({"op": "failed", "id": message.get("id"), "error": error}).encode("utf-8") + b"\n"
         with self._out:
             self.sock.sendall(data)

@@ -21,6 +21,13 @@ def send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
+def _raised_by_a_handler(exc: OSError) -> None:
+    """Re-raise what a signal handler raised during a read (the harness's call timeout, a
+    ``TimeoutError`` subclass with no errno): it is not the end of the stream."""
+    if exc.errno is None and type(exc) is not TimeoutError:  # (a socket timeout is TimeoutError itself)
+        raise exc
+
+
 class Lines:
     """The JSON messages arriving on a socket, one per line (None at end of stream). A long
     line (an agent's 50 MB answer) is gathered in one growing buffer, scanned once."""
@@ -35,7 +42,8 @@ class Lines:
             self._scanned = len(self._buffer)
             try:
                 chunk = self.sock.recv(1 << 20)
-            except OSError:
+            except OSError as exc:
+                _raised_by_a_handler(exc)
                 return None
             if not chunk:
                 return None
@@ -56,7 +64,8 @@ class Lines:
         while len(self._buffer) < size:
             try:
                 chunk = self.sock.recv(max(1 << 20, size - len(self._buffer)))
-            except OSError:
+            except OSError as exc:
+                _raised_by_a_handler(exc)
                 return None
             if not chunk:
                 return None
