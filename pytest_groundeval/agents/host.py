@@ -172,7 +172,7 @@ class AgentHost:
         self._runs[rid] = run
         deadline = attempt_deadline()
         whole = self.hello.get("run_case", True)  # an agent with run(prompt) alone is sent the prompt alone
-        blob = prompt.encode("utf-8")  # sent raw after the line: a long prompt is not escaped into JSON
+        blob = prompt.encode("utf-8", "surrogatepass")  # sent raw after the line: not escaped into JSON
         message = {"op": "run", "id": rid, "prompt_bytes": len(blob), "inputs": inputs if whole else {},
                    "task": _view(task, prompt, inputs) if whole else {},
                    "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
@@ -208,7 +208,7 @@ class AgentHost:
     def _send(self, message: dict[str, Any], blob: bytes = b"") -> None:
         try:
             with self._out:
-                self.sock.sendall(json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n" + blob)
+                self.sock.sendall(json.dumps(message, default=str).encode("ascii") + b"\n" + blob)
         except OSError:
             raise AgentCrash(self._died()) from None
 

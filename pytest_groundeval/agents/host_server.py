@@ -34,7 +34,8 @@ class Channel:
         self._ids = itertools.count(1)
 
     def send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, ensure_ascii=False, default=str).encode("utf-8") + b"\n"  # else as text
+        # (ASCII: a lone surrogate in an answer crosses as its escape, as json.dumps writes it; else as text)
+        data = json.dumps(message, default=str).encode("ascii") + b"\n"
         if len(data) > MAX_LINE:  # (the harness would read it as the host gone)
             error = {"class": "ValueError", "kind": "permanent", "frames": "",
                      "message": f"the agent's answer is {len(data):,} bytes, beyond the agent host's limit "
@@ -195,7 +196,7 @@ def _receive(sock: Any, agent: Any, channel: Channel, runs: "queue.SimpleQueue[d
             if blob is None:
                 runs.put(None)
                 return
-            message["prompt"] = blob.decode("utf-8")
+            message["prompt"] = blob.decode("utf-8", "surrogatepass")
             if _IDLE.is_set():
                 _IDLE.clear()
                 runs.put(message)
