@@ -87,4 +87,8 @@ def build_agent(spec: AgentSpec, rootdir: Path | None = None, *, traced: bool = 
         from pytest_groundeval.agents.langgraph_agent import ChatAgent
 
         return ChatAgent.from_spec(spec)
+    if spec.hosted:  # out of the harness's process (--agent-in-process: in it)
+        from pytest_groundeval.agents.host import HostedAgent
+
+        return HostedAgent(spec.name, rootdir)
     return load_custom(spec.name, rootdir)

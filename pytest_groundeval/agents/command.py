@@ -30,8 +30,11 @@ killed at deadline ``timeout`` (the harness killed the process group)
 other, or signal   ``agent``, with the end of its stderr in the message
 =================  ========================================================
 
-Nothing of it outlives the case: at the end of the attempt (answered, failed, timed out, or
-the harness interrupted) its process group is killed (SIGKILL), and the case's MCP servers
+Nothing of it outlives the case: it runs under a keeper (``agents/host_main.py``, a Linux
+child subreaper: what it starts stays the keeper's descendant, a ``setsid`` or double-forked
+process included), and at the end of the attempt (answered, failed, timed out, or the harness
+interrupted) the keeper kills every process the command started, then its process group is
+killed (SIGKILL), and the case's MCP servers
 (which MCP clients start in sessions of their own) are closed and killed by the harness
 (``integrations/mcp/host.py``). The case's server serves the command's own processes only
 (the command and what it starts; a server started by another case's command is refused). The
@@ -47,6 +50,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -59,6 +63,8 @@ PREFIX = "mcp:"
 EX_TEMPFAIL = 75
 EX_TIMEOUT = 124
 STDERR_TAIL = 1500
+KEEPER = "pytest_groundeval.agents.host_main"  # the command runs under a keeper (a child subreaper)
+KEEPER_GRACE = 30.0  # seconds for the keeper to kill the command's processes
 MAX_OUTPUT = 8 * 1024 * 1024  # more stdout than this is cut (the harness's bounds then make it an agent error)
 
 
@@ -99,6 +105,21 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """The command's keeper kills every process the command started (a ``setsid`` or
+    double-forked one included) and exits; then its process group, in case the keeper could not."""
+    try:
+        os.kill(proc.pid, signal.SIGTERM)  # (a zombie until reaped below: never another process)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(KEEPER_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    _killpg(proc.pid)
+    proc.wait()
 
 
 def _exited(proc: subprocess.Popen, done: threading.Event) -> None:
@@ -159,7 +180,8 @@ class CommandAgent:
         deadline = attempt_deadline()
         budget = self.timeout if deadline is None else max(0.0, deadline - time.monotonic())
         env["GROUNDEVAL_DEADLINE"] = f"{time.time() + budget:.3f}"
-        proc = subprocess.Popen([self.executable, *self.argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", KEEPER, "--command", self.executable, *self.argv[1:]],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
         host.own(proc.pid)
         out, err = _Reader(proc.stdout, MAX_OUTPUT), _Reader(proc.stderr, 64 * 1024)
@@ -175,8 +197,7 @@ class CommandAgent:
                 pass  # it does not read stdin (it has the prompt file)
             finished = done.wait(budget)
         finally:
-            _killpg(proc.pid)  # the whole group, the command's children included, whatever happened
-            proc.wait()
+            _end(proc)  # every process the command started, whatever happened
             usage = _read_usage(usage_file)  # before the case's folder goes
             host.close()  # the case's MCP servers: their connections closed, their processes killed
             for reader in (out, err):

@@ -21,6 +21,13 @@ class AgentSpec:
     timeout: float = 120.0
     cache_mode: str = "off"
     cache_dir: str | None = None
+    in_process: bool = False  # --agent-in-process: a module:Class agent in the harness's process
+
+    @property
+    def hosted(self) -> bool:
+        """Runs in the agent host (``agents/host.py``): a ``module:Class`` agent, unless
+        ``--agent-in-process``. The built-in agents and ``mcp:COMMAND`` run in the harness."""
+        return not self.in_process and self.name not in BUILT_IN and not self.is_command
 
     @property
     def is_live(self) -> bool:

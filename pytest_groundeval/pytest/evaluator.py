@@ -214,6 +214,13 @@ class Evaluator:
             self.budget.floor = call_floor(self._agent)  # a call costs at least its max_tokens of output
         return self._agent
 
+    def close_agent(self) -> None:
+        """The agent's processes end (an agent in the agent host: the host and every process
+        it started; agents/host.py)."""
+        close = getattr(self._agent, "close", None) if getattr(self._agent, "hosted", False) else None
+        if close is not None:
+            close()
+
     def needs_call(self, ref: CaseRef) -> bool:
         """The one rule (store/resume.py), with the case's content hash (loaded only when a
         stored result could stand)."""
@@ -365,6 +372,7 @@ class Evaluator:
             self.prefetcher.stop()
             if self.prefetcher.instant:
                 self.concurrency = 1  # the agent answered instantly: calls ran inline
+        self.close_agent()  # the agent host and every process it started: gone before the record
         if self.fhir is not None:  # no call runs any more: nothing is left listening
             self.fhir.stop()
         # read by the controller's reporter (pytest_testnodedown, or this process's own output)

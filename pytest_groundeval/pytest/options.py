@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # imported where Settings are made: registering the options i
 CACHE_MODES = ("off", "read", "write", "readwrite", "strict")
 
 DEFAULT_AGENT_TIMEOUT = 120.0
+DEFAULT_CASE_DEADLINE = 300.0  # seconds for all attempts of one case: a hung case costs at most this
 
 
 def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,8 +64,12 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
         help="retries of a transient agent failure (rate limit, overload, network) per call (default 4)")
     add("--agent-retry-delay", dest="groundeval_retry_base_delay", type=float, default=1.0, metavar="SECONDS",
         help="first backoff delay between agent retries, doubled per retry, with jitter (default 1)")
-    add("--case-deadline", dest="groundeval_case_deadline", type=float, default=None, metavar="SECONDS",
-        help="time for all attempts of one case together; no retry starts past it (default: none)")
+    add("--case-deadline", dest="groundeval_case_deadline", type=float, default=DEFAULT_CASE_DEADLINE,
+        metavar="SECONDS", help="time for all attempts of one case together; no retry starts past it, so a hung "
+        f"case costs at most this (default {DEFAULT_CASE_DEADLINE:g}, 5 minutes)")
+    add("--agent-in-process", dest="groundeval_agent_in_process", action="store_true", default=False,
+        help="run a module:Class agent inside pytest's process instead of its agent host (for pdb and "
+        "profilers): the agent can then reach and change its own case's truth, score and record")
     add("--agent-max-retry-after", dest="groundeval_max_retry_after", type=float, default=60.0, metavar="SECONDS",
         help="longest wait a server's retry-after may ask for before a retry (default 60)")
     add("--max-consecutive-errors", dest="groundeval_max_consecutive_errors", type=int, default=5, metavar="N",
@@ -255,7 +260,7 @@ class Settings:
         return cls(
             agent=AgentSpec(
                 name=name, model=opt("groundeval_model"), base_url=opt("groundeval_base_url"), timeout=timeout,
-                cache_mode=opt("groundeval_model_cache"),
+                cache_mode=opt("groundeval_model_cache"), in_process=opt("groundeval_agent_in_process"),
                 cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
             ),
             policy=CallPolicy(timeout=timeout, max_attempts=opt("groundeval_retries") + 1,

@@ -153,6 +153,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
 
     judges(config, settings, tasks, evaluator.budget)  # tasks with judged items get the jury (--judge-model)
     config.stash[EVALUATOR] = evaluator
+    config.add_cleanup(evaluator.close_agent)  # (also at sessionfinish) nothing of the agent outlives the session
     _fhir_server(config, evaluator, tasks, settings.is_worker)  # a task with fhir_server = True: its server handle
     register_sharder(config, settings.shard)  # --groundeval-shard K/N, else nothing
     # an agent chosen on the command line is checked at start; so is any agent under a budget

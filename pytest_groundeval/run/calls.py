@@ -35,6 +35,11 @@ class PermanentAgentError(Exception):
     """Raise from your agent for a failure that retrying cannot fix."""
 
 
+class AgentCrash(Exception):
+    """The agent's process died while it answered (``os._exit``, a signal, out of memory):
+    the case's ``crash`` error, not retried (``agents/host.py``)."""
+
+
 class CallTimeout(TimeoutError):
     """The call took longer than ``--agent-timeout``."""
 
@@ -165,7 +170,7 @@ def is_timeout(exc: BaseException) -> bool:
 
 
 def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, PermanentAgentError):
+    if isinstance(exc, (PermanentAgentError, AgentCrash)):
         return False
     if isinstance(exc, (TransientAgentError, CallTimeout, ConnectionError, TimeoutError)):
         return True

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from pytest_groundeval.run.bounds import MAX_DEPTH, MAX_STEP, MAX_STEPS, answer_was_cut, bound, bound_output, too_deep, usage_beyond
-from pytest_groundeval.run.calls import AgentCallError, CallPolicy, call_with_policy, is_timeout, repeat_of, spending_into
+from pytest_groundeval.run.calls import AgentCallError, AgentCrash, CallPolicy, call_with_policy, is_timeout, repeat_of, spending_into
 from pytest_groundeval.model import (
     AgentOutput,
     Case,
@@ -51,8 +51,10 @@ def _short(text: str) -> str:
 
 
 def _agent_traceback(exc: BaseException) -> str:
-    """The user agent's own traceback (the last frames), kept in the record."""
-    frames = "".join(traceback.format_tb(exc.__traceback__, limit=-12))
+    """The user agent's own traceback (the last frames), kept in the record; an agent in the
+    agent host: the host's frames (agents/host.py)."""
+    remote = getattr(exc, "remote_frames", None)
+    frames = remote if isinstance(remote, str) else "".join(traceback.format_tb(exc.__traceback__, limit=-12))
     if len(frames) > MAX_TRACEBACK:
         frames = "...\n" + frames[-MAX_TRACEBACK:]
     return "Traceback (most recent call last):\n" + frames + _short(f"{type(exc).__name__}: {exc}")
@@ -67,10 +69,10 @@ def agent_name(agent: Any) -> str:
     """How the record names an agent: its own ``name``, and its class where that says more."""
     name = getattr(agent, "name", None)
     cls = type(agent)
-    path = f"{cls.__module__}:{cls.__qualname__}"
+    path = getattr(agent, "agent_class", None) or f"{cls.__module__}:{cls.__qualname__}"  # (agents/host.py)
     if not isinstance(name, str) or not name:
         return path
-    return name if cls.__module__.startswith("pytest_groundeval.") else f"{name} ({path})"
+    return name if path.startswith("pytest_groundeval.") else f"{name} ({path})"
 
 
 class _NoTrace:
@@ -304,8 +306,9 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             output, attempts = call_with_policy(attempt, policy)
     except AgentCallError as exc:
         timed_out = is_timeout(exc.last)
+        crashed = isinstance(exc.last, AgentCrash)  # the agent host died (agents/host.py)
         called.error = ErrorInfo(
-            kind="timeout" if timed_out else "agent", error_class=exc.error_class,
+            kind="crash" if crashed else "timeout" if timed_out else "agent", error_class=exc.error_class,
             message=_short(f"agent {name!r} failed after {len(exc.attempts)} attempt(s): {exc}"),
             traceback=None if timed_out else _agent_traceback(exc.last))
         called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent),
@@ -313,7 +316,8 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
         _charge(called, failed(), agent)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
-        called.error = ErrorInfo(kind="agent", message=_short(f"agent {name!r} raised {_text(exc)}"),
+        called.error = ErrorInfo(kind="crash" if isinstance(exc, AgentCrash) else "agent",
+                                 message=_short(f"agent {name!r} raised {_text(exc)}"),
                                  error_class=type(exc).__name__, traceback=_agent_traceback(exc))
         called.fields.update(attempts=1, agent=agent_name(agent), tools_offered=offered_before_failing(),
                              refused_connections=refused_before_failing())

@@ -165,3 +165,42 @@ def test_the_case_folder_is_removed_and_nothing_is_left_running(tmp_path):
     while not dead() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert dead()
+
+
+@pytest.mark.parametrize("how", ["double-fork", "setsid"])
+def test_a_process_that_left_the_commands_group_dies_with_its_case(tmp_path, how):
+    """A process that left the command's process group (a setsid child, or a grandchild of a
+    double fork into a session of its own) is still the keeper's descendant: dead when the
+    case is over, checked by pid."""
+    agent = _agent(tmp_path, f"""
+        import os, subprocess, sys
+        SLEEP = [sys.executable, "-c", "import time; time.sleep(3600)"]
+        if {how!r} == "setsid":
+            pid = subprocess.Popen(SLEEP, start_new_session=True).pid
+        else:
+            r, w = os.pipe()
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    os.write(w, str(os.getpid()).encode())
+                    os.execv(sys.executable, SLEEP)
+                os._exit(0)
+            os.close(w)
+            pid = int(os.read(r, 32))  # the grandchild is running, its parent gone
+        open(os.path.join({str(tmp_path)!r}, "pid"), "w").write(str(pid))
+        print('{{"active_medications": []}}')
+    """)
+    result = _run(agent)
+    assert result.outcome == "failed"  # answered (wrongly): the case itself ran
+    pid = int((tmp_path / "pid").read_text())
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False

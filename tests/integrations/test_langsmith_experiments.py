@@ -590,8 +590,9 @@ def test_langgraph_runs_nest_under_each_case_and_rescore_is_a_new_experiment(wri
     p, cases_dir = writeproject
     server = fake()
     _env(monkeypatch, server.url)
+    # (--agent-in-process: the graph's own runs nest under its case only in pytest's process)
     result, rec, _ = _run(p, "--write-cases", str(cases_dir), "--agent=scripted_langgraph:ScriptedLangGraph",
-                          *WRITE_SELECTION)
+                          "--agent-in-process", *WRITE_SELECTION)
     n = len(rec["cases"])
     assert n >= 2 and all(c["outcome"] == "passed" for c in rec["cases"]), result.stdout.str()[-3000:]
     runs, feedback = server.decoded()
@@ -730,7 +731,9 @@ def test_a_canary_key_reaches_no_langsmith_request(extraction, fake, monkeypatch
     _env(monkeypatch, server.url)
     monkeypatch.setenv("MY_SERVICE_API_KEY", CANARY)
     extraction.makepyfile(leaky=LEAKY)
-    result, rec, _ = _run(extraction, "--agent=leaky:Leaky", *extra)
+    # (--agent-in-process: an agent's own traced runs nest under its case only in pytest's process;
+    # in its agent host they are not traced at all)
+    result, rec, _ = _run(extraction, "--agent=leaky:Leaky", "--agent-in-process", *extra)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the zero-medication case errors
     runs, feedback = server.decoded()
     roots = _roots(runs)

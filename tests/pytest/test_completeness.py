@@ -36,7 +36,10 @@ def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def test_a_crashed_worker_s_case_is_an_error_of_kind_crash_and_the_gate_fails(evalproject):
     evalproject.makepyfile(crashing=CRASHING)
-    result = _run(evalproject, "-n", "2", "--agent=crashing:CrashOnZero", "--threshold", "extraction.f1=0.0")
+    # a worker's crash: the agent in the worker (--agent-in-process; in the agent host a crash is
+    # its case's alone: tests/agents/test_agent_host.py)
+    result = _run(evalproject, "-n", "2", "--agent=crashing:CrashOnZero", "--agent-in-process",
+                  "--threshold", "extraction.f1=0.0")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     rec = read_record(evalproject)
     cases = {c["case_id"]: c for c in rec["cases"]}

@@ -149,8 +149,13 @@ class Nosy:
         return json.dumps({"seen": seen, "wrote": [w.get("id") for w in wrote]})
 
 
+def _parent(pid):
+    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1]
+
 def _server_pids():
-    me = str(os.getpid())
+    # pytest's servers: children of this process, or of pytest when this is its agent host
+    # (the agent's process, a child of the host's keeper)
+    mine = {str(os.getpid()), _parent(os.getppid())}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
@@ -158,7 +163,7 @@ def _server_pids():
                 cmd = (proc / "cmdline").read_bytes().split(b"\\0")
             except OSError:
                 continue
-            if stat[1] == me and any(c.endswith(b"server.js") for c in cmd):
+            if stat[1] in mine and any(c.endswith(b"server.js") for c in cmd):
                 yield int(proc.name)
 
 

@@ -285,7 +285,9 @@ def test_a_crashed_worker_s_case_rescheduled_by_rerunfailures_keeps_its_crash(pr
     the crash; the second execution is in the record's reruns with its usage; the report that
     would have passed says failed; junitxml, pytest's counts and the exit status agree."""
     monkeypatch.setenv("CRASH_ON", _patient(REFS))
-    result = _run(project, "--agent=fail_first:CrashFirst", "-n", "2", "--groundeval-shard", "1/1", *how)
+    # a worker's crash: the agent in the worker (--agent-in-process)
+    result = _run(project, "--agent=fail_first:CrashFirst", "--agent-in-process", "-n", "2", "--groundeval-shard",
+                  "1/1", *how)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
     rec = read_record(project)
     assert validate_record(rec) == []

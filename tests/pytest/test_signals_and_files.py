@@ -225,7 +225,8 @@ class FillsTheDisk:
 def test_a_journal_write_failure_mid_run_stops_with_exit_3_and_names_both_paths(tmp_path):
     path = _project(tmp_path, fills=FILLS)
     env = {"FULL_ON": _patient_id(ORDER[2]), "JOURNAL": str(path / "record.jsonl")}
-    done = _run(path, "--agent=fills:FillsTheDisk", env=env)
+    # the agent caps this process's file size: it must run in it (--agent-in-process)
+    done = _run(path, "--agent=fills:FillsTheDisk", "--agent-in-process", env=env)
     out = done.stdout + done.stderr
     assert done.returncode == pytest.ExitCode.INTERNAL_ERROR, out[-3000:]
     assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
@@ -237,7 +238,8 @@ def test_a_journal_write_failure_mid_run_stops_with_exit_3_and_names_both_paths(
     assert not record.exists()
     assert [c["case_id"] for c in _cases(journal)] == ORDER[:2]  # whole lines; the torn one is skipped
     # space again: --resume runs the two cases that have no whole line
-    resumed = _run(path, "--agent=fills:FillsTheDisk", "--resume", "record.jsonl", env={**env, "FULL_ON": ""})
+    resumed = _run(path, "--agent=fills:FillsTheDisk", "--agent-in-process", "--resume", "record.jsonl",
+                   env={**env, "FULL_ON": ""})
     assert resumed.returncode == pytest.ExitCode.OK, resumed.stdout[-3000:]
     rec = json.loads(record.read_text())
     assert [c["case_id"] for c in rec["cases"]] == ORDER and not rec["completeness"]["cut_short"]
@@ -327,7 +329,9 @@ def test_only_the_case_whose_call_crashed_the_worker_is_a_crash(tmp_path):
     path = _project(tmp_path, beside=BESIDE)
     beside, crasher = ORDER[0], ORDER[1]  # the worker's current item, and its next one
     env = {"MARKS": str(path), "CRASH_PATIENT": _patient_id(crasher), "BESIDE_PATIENT": _patient_id(beside)}
-    done = _run(path, "--agent=beside:CrashBeside", "--concurrency", "8", "-n", "2", env=env)
+    # a worker's crash: the agent runs in the worker (--agent-in-process; in its agent host the
+    # crash is its case's alone, tests/agents/test_agent_host.py)
+    done = _run(path, "--agent=beside:CrashBeside", "--agent-in-process", "--concurrency", "8", "-n", "2", env=env)
     out = done.stdout + done.stderr
     assert (path / "crashed").exists() and (path / "beside-running").exists(), out[-3000:]
     rec = json.loads((path / "record.json").read_text())
@@ -347,7 +351,7 @@ def test_only_the_case_whose_call_crashed_the_worker_is_a_crash(tmp_path):
     assert "Segmentation fault" in done.stderr  # the worker's fault dump still reaches the terminal
     # --resume runs only the interrupted case
     (path / "calls.log").unlink()
-    resumed = _run(path, "--agent=beside:CrashBeside", "--resume", "record.json", env=env)
+    resumed = _run(path, "--agent=beside:CrashBeside", "--agent-in-process", "--resume", "record.json", env=env)
     assert resumed.returncode == pytest.ExitCode.OK, resumed.stdout[-3000:]
     assert (path / "calls.log").read_text().split() == [_patient_id(beside)]
 
@@ -364,7 +368,8 @@ class AlwaysCrashes:
 
 def test_when_every_case_crashes_the_record_still_knows_what_was_selected(tmp_path):
     path = _project(tmp_path, always=ALWAYS_CRASHES)
-    done = _run(path, "--agent=always:AlwaysCrashes", "--concurrency", "8", "-n", "2", "--max-worker-restart", "2")
+    done = _run(path, "--agent=always:AlwaysCrashes", "--agent-in-process", "--concurrency", "8", "-n", "2",
+                "--max-worker-restart", "2")  # workers that crash: the agent in them
     out = done.stdout + done.stderr
     rec = json.loads((path / "record.json").read_text())
     comp = rec["completeness"]

@@ -411,3 +411,16 @@ def test_bad_usage_on_the_answer_stops_the_budget_even_when_failed_attempts_were
     nxt = run_case(WRITE, _ref("aspirin-active-daily"), Mixed(), policy=policy, budget=budget)
     assert nxt.error is not None and nxt.error.kind == "budget"
     assert "not token counts" in nxt.error.message and "ibuprofen-two-tablets" in nxt.error.message
+
+
+def test_a_case_has_a_deadline_across_attempts_by_default(pytester):
+    """One hung case costs at most the default --case-deadline (5 minutes), not 5 attempts of
+    --agent-timeout (10 minutes); the help says so."""
+    from pytest_groundeval.pytest.options import DEFAULT_AGENT_TIMEOUT, DEFAULT_CASE_DEADLINE, Settings
+    from pytest_groundeval.pytest.plugin import _registry
+
+    config = pytester.parseconfigure("-p", "no:cacheprovider")
+    policy = Settings.from_config(config, _registry()).policy
+    assert policy.case_deadline == DEFAULT_CASE_DEADLINE == 300
+    assert policy.case_deadline < policy.max_attempts * DEFAULT_AGENT_TIMEOUT
+    assert "default 300, 5 minutes" in " ".join(pytester.runpytest("--help").stdout.str().split())

@@ -139,7 +139,9 @@ def test_per_call_timeout_ends_a_hanging_call(evalproject):
 # ---------------------------------------------------------------- journal, resume, rescore
 def test_sigkilled_run_resumes_to_the_uninterrupted_record(logged, monkeypatch):
     monkeypatch.setenv("SLEEP", "0.01")
-    base = ["--data-dir", "data", "-p", "no:cacheprovider", "--agent=agents_under_test:Sleepy"]
+    # the agent SIGKILLs the process it runs in: pytest's own (--agent-in-process; in its agent
+    # host that is its case's crash, tests/agents/test_agent_host.py)
+    base = ["--data-dir", "data", "-p", "no:cacheprovider", "--agent=agents_under_test:Sleepy", "--agent-in-process"]
     full = logged.runpytest_subprocess(*base, "--run-record", "full.json")
     assert full.ret == 0
     victim = sorted(SMALL_SET)[2]  # the third case in run order

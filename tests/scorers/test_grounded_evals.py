@@ -199,7 +199,8 @@ def _evals(pytester, monkeypatch, selection, agent, mode="honest", *args):
     record = pytester.path / f"{mode}.json"
     result = pytester.runpytest_subprocess(
         # the three tool-using tasks of this test (the letter task reuses reconciliation's case ids)
-        str(ROOT / "evals"), f"--agent=grounded_agents:{agent}", "-k", " or ".join(selection),
+        # (--agent-in-process: these test doubles find their answers among the task's own cases)
+        str(ROOT / "evals"), f"--agent=grounded_agents:{agent}", "--agent-in-process", "-k", " or ".join(selection),
         "-m", "extraction or write or reconciliation",
         "--write-cases", str(FIXTURES / "write_cases"), "--data-dir", str(FIXTURES / "synthea"),
         "--reconciliation-cases", str(FIXTURES / "reconciliation"), "--run-record", str(record),

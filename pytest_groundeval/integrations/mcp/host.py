@@ -245,28 +245,15 @@ class CaseHost:
 
     def call(self, name: Any, arguments: Any) -> dict[str, Any]:
         """Run one tool call through its observed wrapper: ``{"text", "error"}`` for the client."""
-        from pytest_groundeval.run.toolcalls import is_error_value, result_value
-
-        tool = self.tools.get(name) if isinstance(name, str) else None
-        if tool is None:
-            return _error(f"unknown tool {name!r}; this case's tools are {sorted(self.tools)}")
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            return _error(f"the arguments of {name} must be a JSON object")
+        problem = check_call(self.tools, name, arguments)
+        if problem is not None:
+            return problem
         with self._lock:
             if self._closed:
                 return _error("the case is over")
             self._calls += 1
             call_id = f"mcp-{self._calls}"
-        try:
-            output = tool.invoke({"type": "tool_call", "name": name, "args": arguments, "id": call_id})
-        except Exception as exc:  # recorded as raised by the wrapper; the client gets the message
-            return _error(f"{type(exc).__name__}: {exc}")
-        content = getattr(output, "content", output)
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
-        failed = getattr(output, "status", None) == "error" or is_error_value(result_value(content))
-        return {"text": text, "error": bool(failed)}
+        return invoke_tool(self.tools[name], name, arguments or {}, call_id)
 
     # -- the end of the case --
     def _drop(self, conn: socket.socket) -> None:
@@ -307,8 +294,33 @@ class CaseHost:
         self.close()
 
 
+def check_call(tools: dict[str, Any], name: Any, arguments: Any) -> dict[str, Any] | None:
+    """What is wrong with a call of ``tools`` (an error answer), or None."""
+    if not isinstance(name, str) or name not in tools:
+        return _error(f"unknown tool {name!r}; this case's tools are {sorted(tools)}")
+    if arguments is not None and not isinstance(arguments, dict):
+        return _error(f"the arguments of {name} must be a JSON object")
+    return None
+
+
+def invoke_tool(tool: Any, name: str, arguments: dict[str, Any], call_id: str, step: Any = None) -> dict[str, Any]:
+    """One call of a harness tool (its observed wrapper: the call is recorded in its case's
+    log), answered ``{"text", "error"}``. ``step``: the agent framework's step, when it said."""
+    from pytest_groundeval.run.toolcalls import is_error_value, result_value
+
+    config = {"metadata": {"langgraph_step": step}} if isinstance(step, int) else None
+    try:
+        output = tool.invoke({"type": "tool_call", "name": name, "args": arguments, "id": call_id}, config)
+    except Exception as exc:  # recorded as raised by the wrapper; the client gets the message
+        return _error(f"{type(exc).__name__}: {exc}")
+    content = getattr(output, "content", output)
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+    failed = getattr(output, "status", None) == "error" or is_error_value(result_value(content))
+    return {"text": text, "error": bool(failed)}
+
+
 def _error(message: str) -> dict[str, Any]:
     return {"text": json.dumps({"error": message}), "error": True}
 
 
-__all__ = ["CaseHost", "SERVER_MODULE", "SERVER_NAME", "tool_schema"]
+__all__ = ["CaseHost", "SERVER_MODULE", "SERVER_NAME", "check_call", "invoke_tool", "tool_schema"]

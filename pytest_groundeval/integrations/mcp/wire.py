@@ -21,30 +21,59 @@ def send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
+def _raised_by_a_handler(exc: OSError) -> None:
+    """Re-raise what a signal handler raised during a read (the harness's call timeout, a
+    ``TimeoutError`` subclass with no errno): it is not the end of the stream."""
+    if exc.errno is None and type(exc) is not TimeoutError:  # (a socket timeout is TimeoutError itself)
+        raise exc
+
+
 class Lines:
-    """The JSON messages arriving on a socket, one per line (None at end of stream)."""
+    """The JSON messages arriving on a socket, one per line (None at end of stream). A long
+    line (an agent's 50 MB answer) is gathered in one growing buffer, scanned once."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # no newline before this offset of the buffer
 
     def next(self) -> dict[str, Any] | None:
-        while b"\n" not in self._buffer:
+        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buffer)
             try:
-                chunk = self.sock.recv(1 << 16)
-            except OSError:
+                chunk = self.sock.recv(1 << 20)
+            except OSError as exc:
+                _raised_by_a_handler(exc)
                 return None
             if not chunk:
                 return None
             self._buffer += chunk
             if len(self._buffer) > MAX_LINE:
                 return None
-        line, _, self._buffer = self._buffer.partition(b"\n")
+        line = bytes(self._buffer[:end])
+        del self._buffer[:end + 1]
+        self._scanned = 0
         try:
             message = json.loads(line)
         except ValueError:
             return None
         return message if isinstance(message, dict) else None
+
+    def take(self, size: int) -> bytes | None:
+        """The next ``size`` raw bytes (a blob sent after a line that announced it), None at end of stream."""
+        while len(self._buffer) < size:
+            try:
+                chunk = self.sock.recv(max(1 << 20, size - len(self._buffer)))
+            except OSError as exc:
+                _raised_by_a_handler(exc)
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+        blob = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        self._scanned = 0
+        return blob
 
 
 __all__ = ["Lines", "send"]

@@ -1,0 +1,394 @@
+"""The agent host (the harness's side): a ``module:Class`` agent run in a process of its own.
+
+The harness process alone holds the case, its truth, the scorer, the journal and the record.
+:class:`HostedAgent` stands in for the user's agent there: each ``run_case(task, prompt,
+inputs)`` sends the agent host the prompt, the inputs and what the agent may see of the task
+(its name, system prompt, answer tool, the prompt worded for tools: ``host_server.TaskView``)
+and waits for the answer. The agent's tools are the task's harness tools, run here, in the
+attempt's context (``run/toolcalls.py``: each call observed in the case's log, as for the
+built-in agents); the host holds proxies that send each call over the channel.
+
+One host per pytest process (the controller of a serial run, each xdist worker), started once
+(the first call, or the start-up preflight) and kept for the session: ``python -m
+pytest_groundeval.agents.host_main``, a keeper (Linux child subreaper) and its child, the server
+that imports the agent. The channel is one Unix socket pair, one JSON object per line
+(``integrations/mcp/wire.py``, the MCP host's wire):
+
+==========  =====================================================================
+harness →   ``{"op": "run", "id", "prompt_bytes", "inputs", "task", "deadline", "repeat",
+            "fhir_base_url"}`` followed by the prompt's ``prompt_bytes`` raw UTF-8 bytes;
+            ``{"op": "reply", "req", "value"}``
+← host      ``{"op": "hello", "name", "model", "concurrency", "per_case", ...}`` (or
+            ``{"op": "hello", "error"}``: the agent cannot be built);
+            ``{"op": "done", "id", "output"}``; ``{"op": "failed", "id", "error"}``;
+            ``{"op": "tools", "id", "req"}``; ``{"op": "call", "id", "req", "name",
+            "arguments", "step"}``
+==========  =====================================================================
+
+Nothing the host says is executed or unpickled here: its answer is JSON, coerced to an
+:class:`~pytest_groundeval.model.AgentOutput` as an in-process agent's return value is.
+
+The host dying (``os._exit``, a signal, out of memory) ends each call in flight with
+:class:`~pytest_groundeval.run.calls.AgentCrash` (the case's ``crash`` error, not retried); the
+next case starts a new host. Every process the agent starts dies with the host (the keeper
+kills its descendants, a ``setsid`` or double-forked one included), at the end of the session
+always, and at the end of each case when the agent declares ``per_case_processes = True``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from pathlib import Path
+from typing import Any
+
+from pytest_groundeval.integrations.mcp.wire import Lines, send
+from pytest_groundeval.run.calls import (AgentCrash, PermanentAgentError, TransientAgentError, attempt_deadline,
+                                         current_repeat)
+
+HELLO_TIMEOUT = 120.0  # importing the agent's module (an SDK) may take a while on a busy machine
+
+
+class HostedError(Exception):
+    """An exception the agent raised in the host, as the harness classifies it."""
+
+
+class HostedTimeout(TimeoutError):
+    """The agent (or its SDK) raised a timeout in the host."""
+
+
+_BASES = {"timeout": HostedTimeout, "transient": TransientAgentError, "permanent": PermanentAgentError}
+_CLASSES: dict[tuple[str, str], type] = {}
+
+
+def _remote_error(error: dict[str, Any]) -> BaseException:
+    """The agent's exception as a harness exception of the same name (never its class)."""
+    if error.get("kind") == "interrupt":  # a Ctrl-C raised by the agent interrupts the session, as in-process
+        return KeyboardInterrupt(str(error.get("message", "")))
+    kind = error.get("kind") if error.get("kind") in _BASES else "permanent"
+    name = str(error.get("class") or "Exception")
+    if not name.isidentifier():
+        name = "AgentError"
+    cls = _CLASSES.setdefault((name, kind), type(name, (_BASES[kind],), {"__module__": "agent_host"}))
+    exc = cls(str(error.get("message", "")))
+    if isinstance(error.get("retry_after"), (int, float)):
+        exc.retry_after = float(error["retry_after"])
+    elif kind == "transient":
+        exc.retry_after = None
+    if isinstance(error.get("status"), int):
+        exc.status_code = error["status"]
+    if error.get("usage") is not None:
+        exc.usage = error["usage"]
+    exc.remote_frames = str(error.get("frames") or "")
+    return exc
+
+
+def _output(value: Any) -> Any:
+    """The host's answer (an ``AgentOutput``'s fields) as an :class:`AgentOutput`."""
+    from pytest_groundeval.model import AgentOutput
+
+    if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+        raise TypeError("the agent host sent no answer text")
+    fields = {k: value.get(k) for k in ("usage", "structured", "transcript", "steps", "model")}
+    extra = value.get("extra") if isinstance(value.get("extra"), dict) else {}
+    return AgentOutput(text=value["text"], extra=extra, **fields)
+
+
+class _Run:
+    """One call in flight: its task and inputs (for its tools), the attempt's context, the answer."""
+
+    def __init__(self, task: Any, inputs: dict[str, Any]) -> None:
+        self.task, self.inputs = task, inputs
+        self.context = contextvars.copy_context()  # the attempt's: its tool log, its trace
+        self.tools: dict[str, Any] | None = None
+        self.calls = 0
+        self.answer: Future = Future()
+        self.over = False
+
+
+class AgentHost:
+    """One agent host process (its keeper and server) and the channel to it."""
+
+    def __init__(self, spec: str, rootdir: Path | None) -> None:
+        self.spec = spec
+        ours, theirs = socket.socketpair()
+        ctl, ctl_theirs = socket.socketpair()
+        env = dict(os.environ, GROUNDEVAL_HOST_FD=str(theirs.fileno()), GROUNDEVAL_HOST_CTL=str(ctl_theirs.fileno()),
+                   GROUNDEVAL_HOST_PATH=json.dumps(sys.path),  # the agent is imported as it would be here
+                   # its own LangSmith traces would leave unredacted from there (nested under the case: in-process)
+                   LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGCHAIN_TRACING="false")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_groundeval.agents.host_main", spec, str(rootdir or "")],
+            pass_fds=(theirs.fileno(), ctl_theirs.fileno()), env=env, start_new_session=True, close_fds=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for pipe, fd in ((self.proc.stdout, 1), (self.proc.stderr, 2)):
+            threading.Thread(target=_relay, args=(pipe, fd), daemon=True, name="groundeval-agent-host-output").start()
+        theirs.close()
+        ctl_theirs.close()
+        self.sock, self.ctl = ours, ctl
+        self._lines = Lines(ours)
+        self._out = threading.Lock()
+        self._ctl_lock = threading.Lock()
+        self._runs: dict[int, _Run] = {}
+        self._ids = itertools.count(1)
+        self.dead: str | None = None  # why the host is gone
+        self._reading = threading.Condition()
+        self._leader = False  # a call is reading the channel (AgentHost._await)
+        self.hello = self._hello()
+
+    def _hello(self) -> dict[str, Any]:
+        self.sock.settimeout(HELLO_TIMEOUT)
+        try:
+            hello = self._lines.next()
+        finally:
+            self.sock.settimeout(None)
+        if not isinstance(hello, dict) or hello.get("op") != "hello":
+            why = self._ended()
+            self.close()
+            raise RuntimeError(f"the agent host for {self.spec} did not start ({why})")
+        if hello.get("error"):
+            self.close()
+            raise ImportError(str(hello["error"]))
+        return hello
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    # -- calls --
+    def call(self, task: Any, prompt: str, inputs: dict[str, Any]) -> Any:
+        """One ``run_case`` in the host; the answer (as ``AgentOutput.coerce`` reads it)."""
+        run = _Run(task, inputs)
+        rid = next(self._ids)
+        self._runs[rid] = run
+        deadline = attempt_deadline()
+        whole = self.hello.get("run_case", True)  # an agent with run(prompt) alone is sent the prompt alone
+        blob = prompt.encode("utf-8", "surrogatepass")  # sent raw after the line: not escaped into JSON
+        message = {"op": "run", "id": rid, "prompt_bytes": len(blob), "inputs": inputs if whole else {},
+                   "task": _view(task, prompt, inputs) if whole else {},
+                   "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
+                   "repeat": current_repeat(), "fhir_base_url": inputs.get("fhir_base_url")}
+        try:
+            self._send(message, blob)
+            if self.dead is not None:  # it died before the call was sent (or as it was): never answered
+                _fail(run, self.dead)
+            return self._await(run)
+        finally:
+            run.over = True
+            self._runs.pop(rid, None)
+
+    def _await(self, run: _Run) -> Any:
+        """Wait for ``run``'s answer, reading the channel while no other call does (one reader at
+        a time, whoever is waiting: no thread hand-off on an answer's way in)."""
+        while not run.answer.done():
+            with self._reading:
+                while self._leader and not run.answer.done():
+                    self._reading.wait()
+                if run.answer.done():
+                    break
+                self._leader = True
+            try:
+                while not run.answer.done() and self._read_one():
+                    pass
+            finally:
+                with self._reading:
+                    self._leader = False
+                    self._reading.notify_all()
+        return run.answer.result()
+
+    def _send(self, message: dict[str, Any], blob: bytes = b"") -> None:
+        try:
+            with self._out:
+                self.sock.sendall(json.dumps(message, default=str).encode("ascii") + b"\n" + blob)
+        except OSError:
+            raise AgentCrash(self._died()) from None
+
+    def _read_one(self) -> bool:
+        """Read and handle one message; False at the end of the stream (every call in flight failed)."""
+        message = self._lines.next()
+        if message is None:
+            why = self._died()  # (set before the calls in flight are failed: a call sent from now on sees it)
+            for run in list(self._runs.values()):
+                _fail(run, why)
+            return False
+        op, run = message.get("op"), self._runs.get(message.get("id"))  # type: ignore[arg-type]
+        if run is None or run.answer.done():
+            return True  # a call the harness stopped waiting for
+        if op in ("tools", "call"):
+            threading.Thread(target=self._tool, args=(run, message), daemon=True,
+                             name="groundeval-agent-host-tool").start()
+            return True
+        if op == "done":
+            try:
+                run.answer.set_result(_output(message.get("output")))
+            except Exception as exc:  # noqa: BLE001 - a malformed answer fails its call
+                run.answer.set_exception(exc)
+        elif op == "failed":
+            run.answer.set_exception(_remote_error(message.get("error") or {}))
+        with self._reading:
+            self._reading.notify_all()  # its caller, if it waits behind this reader
+        return True
+
+    def _tool(self, run: _Run, message: dict[str, Any]) -> None:
+        value = run.context.copy().run(self._tool_value, run, message)
+        try:
+            with self._out:
+                send(self.sock, {"op": "reply", "req": message.get("req"), "value": value})
+        except OSError:
+            pass
+
+    def _tool_value(self, run: _Run, message: dict[str, Any]) -> Any:
+        from pytest_groundeval.integrations.mcp.host import _error, check_call, invoke_tool, tool_schema
+        from pytest_groundeval.run.toolcalls import harness_tools
+
+        if run.over:
+            return _error("the case is over") if message.get("op") == "call" else []
+        if message.get("op") == "tools":
+            run.tools = {t.name: t for t in harness_tools(run.task, run.inputs)}  # offered: observed from here on
+            return [tool_schema(t) for t in run.tools.values()]
+        name, arguments = message.get("name"), message.get("arguments")
+        problem = check_call(run.tools or {}, name, arguments)
+        if problem is not None:
+            return problem
+        run.calls += 1
+        return invoke_tool(run.tools[name], name, arguments or {}, f"host-{run.calls}",  # type: ignore[index]
+                           message.get("step"))
+
+    # -- the end --
+    def _died(self) -> str:
+        with self._ctl_lock:  # (the reader and a sender may both find it gone: the keeper's word is read once)
+            if self.dead is None:
+                self.dead = f"the agent host (pid {self.pid}) died: {self._ended()}"
+        return self.dead
+
+    def _ended(self) -> str:
+        """How the server ended, as its keeper reports it (once it killed its descendants)."""
+        try:
+            self.ctl.settimeout(10.0)
+            status = Lines(self.ctl).next()
+        except OSError:  # (closed: the harness is done with it)
+            status = None
+        if not isinstance(status, dict):
+            return "its keeper is gone"
+        if "signal" in status:
+            try:
+                name = signal.Signals(status["signal"]).name
+            except ValueError:
+                name = str(status["signal"])
+            hint = " (out of memory, or killed)" if name == "SIGKILL" else ""
+            return f"killed by {name}{hint}"
+        return f"it exited with status {status.get('exit')} while answering (os._exit or sys.exit in the agent)"
+
+    def reset(self) -> None:
+        """The end of a case whose agent declares per-case processes: every process the agent
+        started is killed (the agent's own process is kept)."""
+        with self._ctl_lock:
+            try:
+                self.ctl.sendall(b"r")
+                self.ctl.settimeout(30.0)
+                self.ctl.recv(1)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """The host and every process it started are killed (its keeper kills them when its
+        control socket closes); returns once the keeper is gone."""
+        for sock in (self.sock, self.ctl):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.ctl.close()
+        try:
+            self.proc.wait(30.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.sock.close()
+
+
+def _relay(pipe: Any, fd: int) -> None:
+    """What the agent's processes print, line by line, through the redaction step, to this
+    process's stdout or stderr (pytest's capture of the running test, as an in-process agent's)."""
+    from pytest_groundeval.store.redact import redact_text
+
+    with pipe:
+        for line in pipe:
+            try:
+                os.write(fd, redact_text(line.decode("utf-8", "replace")).encode("utf-8"))
+            except OSError:
+                pass
+
+
+def _fail(run: _Run, why: str) -> None:
+    try:
+        run.answer.set_exception(AgentCrash(why))
+    except InvalidStateError:
+        pass  # answered (or failed) already
+
+
+def _view(task: Any, prompt: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What the agent may see of its task (``host_server.TaskView``)."""
+    worded = task.agent_prompt(prompt, inputs) if hasattr(task, "agent_prompt") else None
+    return {"name": getattr(task, "name", None), "agent_system_prompt": getattr(task, "agent_system_prompt", None),
+            "answer_tool": getattr(task, "answer_tool", None), "agent_prompt": worded}
+
+
+class HostedAgent:
+    """A ``module:Class`` agent in its agent host (see the module docstring)."""
+
+    hosted = True
+
+    def __init__(self, spec: str, rootdir: Path | None = None) -> None:
+        self.spec, self.rootdir = spec, rootdir
+        self._lock = threading.Lock()
+        self._host: AgentHost | None = None
+        hello = self._current().hello
+        self.name = hello.get("name") if isinstance(hello.get("name"), str) and hello.get("name") else spec
+        for key in ("model", "default_model", "agent_class"):
+            if isinstance(hello.get(key), str):
+                setattr(self, key, hello[key])
+        if isinstance(hello.get("concurrency"), int):
+            self.concurrency = hello["concurrency"]
+        self.per_case = bool(hello.get("per_case"))
+
+    def _current(self) -> AgentHost:
+        with self._lock:
+            if self._host is None or self._host.dead is not None or self._host.proc.poll() is not None:
+                if self._host is not None:
+                    self._host.close()
+                self._host = AgentHost(self.spec, self.rootdir)
+            return self._host
+
+    @property
+    def host_pid(self) -> int | None:
+        return self._host.pid if self._host is not None else None
+
+    def run(self, prompt: str) -> Any:
+        raise TypeError(f"--agent={self.spec} runs in the agent host: the harness calls run_case")
+
+    def run_case(self, task: Any, prompt: str, inputs: dict[str, Any]) -> Any:
+        host = self._current()
+        try:
+            return host.call(task, prompt, inputs)
+        finally:
+            if self.per_case and host.dead is None:
+                host.reset()
+
+    def close(self) -> None:
+        with self._lock:
+            host, self._host = self._host, None
+        if host is not None:
+            host.close()
+
+
+__all__ = ["AgentHost", "HostedAgent"]

@@ -1,0 +1,210 @@
+"""The agent host's server (the keeper's child, ``agents/host_main.py``): the user's
+``module:Class`` agent, answering the harness's ``run`` requests on one socket.
+
+It is given, per case, the prompt, the inputs and a stand-in for the task (:class:`TaskView`:
+its name, system prompt, answer tool, the prompt worded for tools, and its tools as proxies
+whose calls run in the harness, where they are observed); never the case, its truth, the
+scorer or anything the harness writes. Each request runs on a thread of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import queue
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from pytest_groundeval.integrations.mcp.wire import MAX_LINE, Lines
+
+
+class Channel:
+    """The server's end of the socket: sends serialised, replies to its requests routed by id."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self._out = threading.Lock()
+        self._waiting: dict[int, Future] = {}
+        self._ids = itertools.count(1)
+
+    def send(self, message: dict[str, Any]) -> None:
+        # (ASCII: a lone surrogate in an answer crosses as its escape, as json.dumps writes it; else as text)
+        data = json.dumps(message, default=str).encode("ascii") + b"\n"
+        if len(data) > MAX_LINE:  # (the harness would read it as the host gone)
+            error = {"class": "ValueError", "kind": "permanent", "frames": "",
+                     "message": f"the agent's answer is {len(data):,} bytes, beyond the agent host's limit "
+                                f"of {MAX_LINE:,}"}
+            data = json.dumps({"op": "failed", "id": message.get("id"), "error": error}).encode("utf-8") + b"\n"
+        with self._out:
+            self.sock.sendall(data)
+
+    def ask(self, message: dict[str, Any]) -> Any:
+        """Send a request to the harness and wait for its reply's value."""
+        req = next(self._ids)
+        future: Future = Future()
+        self._waiting[req] = future
+        self.send({**message, "req": req})
+        return future.result()
+
+    def reply(self, message: dict[str, Any]) -> None:
+        future = self._waiting.pop(message.get("req"), None)  # type: ignore[arg-type]
+        if future is not None:
+            future.set_result(message.get("value"))
+
+
+class TaskView:
+    """What an agent may see of its task in the host (the harness keeps the task itself)."""
+
+    def __init__(self, channel: Channel, run: int, view: dict[str, Any]) -> None:
+        self._channel, self._run, self._view = channel, run, view
+        self.name = view.get("name")
+        self.agent_system_prompt = view.get("agent_system_prompt")
+        self.answer_tool = view.get("answer_tool")
+        if view.get("agent_prompt") is not None:
+            worded = view["agent_prompt"]
+            self.agent_prompt = lambda prompt, inputs: worded
+
+    def agent_tools(self, inputs: dict[str, Any]) -> list[Any]:
+        """The case's tools: each call runs in the harness (and is observed there)."""
+        schemas = self._channel.ask({"op": "tools", "id": self._run}) or []
+        return [proxy_tool(self._channel, self._run, schema) for schema in schemas]
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"task.{name} is not available to an agent in the agent host (the harness keeps the "
+                             f"task; run with --agent-in-process to give the agent the task object)")
+
+
+def proxy_tool(channel: Channel, run: int, schema: dict[str, Any]) -> Any:
+    """An MCP-shaped tool schema as a LangChain tool whose calls go to the harness."""
+    from langchain_core.tools import StructuredTool, ToolException
+
+    from pytest_groundeval.run.toolcalls import _step
+
+    step: dict[str, Any] = {}
+
+    def call(**arguments: Any) -> str:
+        answer = channel.ask({"op": "call", "id": run, "name": schema["name"], "arguments": arguments,
+                              "step": step.get("value")}) or {}
+        if answer.get("error"):
+            raise ToolException(answer.get("text", ""))
+        return str(answer.get("text", ""))
+
+    tool = StructuredTool(name=schema["name"], description=schema.get("description") or schema["name"],
+                          args_schema=schema.get("inputSchema") or {"type": "object", "properties": {}},
+                          func=call, handle_tool_error=True)
+    invoke = tool.invoke
+
+    def stepped(input: Any, config: Any = None, **kwargs: Any) -> Any:
+        step["value"] = _step(config)
+        return invoke(input, config, **kwargs)
+
+    object.__setattr__(tool, "invoke", stepped)
+    return tool
+
+
+def _output(value: Any) -> dict[str, Any]:
+    """The agent's return value as the harness reads it (what ``AgentOutput.coerce`` refuses
+    raises here, as it would in the harness)."""
+    from pytest_groundeval.model import AgentOutput
+
+    return dataclasses.asdict(AgentOutput.coerce(value))
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    from pytest_groundeval.run.calls import _retry_after, _status, is_timeout, is_transient
+
+    kind = ("interrupt" if isinstance(exc, KeyboardInterrupt) else "timeout" if is_timeout(exc)
+            else "transient" if is_transient(exc) else "permanent")
+    frames = "".join(traceback.format_tb(exc.__traceback__, limit=-12))
+    return {"class": type(exc).__name__, "message": str(exc), "kind": kind, "status": _status(exc),
+            "retry_after": _retry_after(exc), "usage": getattr(exc, "usage", None),
+            "frames": frames}
+
+
+def _run(agent: Any, channel: Channel, message: dict[str, Any]) -> None:
+    from pytest_groundeval.run import calls, fhircase
+
+    run = message["id"]
+    try:
+        deadline = message.get("deadline")
+        token = calls._DEADLINE.set(time.monotonic() + deadline) if deadline is not None else None
+        try:
+            with calls.repeat_of(message.get("repeat")), fhircase.fhir_base_of(message.get("fhir_base_url")):
+                if callable(getattr(agent, "run_case", None)):
+                    value = agent.run_case(TaskView(channel, run, message.get("task") or {}), message["prompt"],
+                                           message.get("inputs") or {})
+                else:
+                    value = agent.run(message["prompt"])
+        finally:
+            if token is not None:
+                calls._DEADLINE.reset(token)
+        channel.send({"op": "done", "id": run, "output": _output(value)})
+    except BaseException as exc:  # noqa: BLE001 - the harness's to judge
+        channel.send({"op": "failed", "id": run, "error": _error(exc)})
+
+
+def serve(spec: str, rootdir: str | None, sock: Any) -> None:
+    channel = Channel(sock)
+    try:
+        from pytest_groundeval.agents.base import load_custom
+
+        agent = load_custom(spec, Path(rootdir) if rootdir else None)
+        if callable(getattr(agent, "prepare", None)):
+            agent.prepare()  # (SDK imports, clients) before any attempt's clock
+    except BaseException as exc:  # noqa: BLE001 - told to the harness: a usage error there
+        channel.send({"op": "hello", "error": f"{type(exc).__name__}: {exc}"})
+        return
+    concurrency = getattr(agent, "concurrency", None)
+    cls = type(agent)
+    channel.send({"op": "hello", "pid": os.getpid(), "name": getattr(agent, "name", None),
+                  "agent_class": f"{cls.__module__}:{cls.__qualname__}",
+                  "model": getattr(agent, "model", None), "default_model": getattr(agent, "default_model", None),
+                  "concurrency": concurrency if isinstance(concurrency, int) else None,
+                  "per_case": bool(getattr(agent, "per_case_processes", False)),
+                  "run_case": callable(getattr(agent, "run_case", None))})
+    runs: "queue.SimpleQueue[dict[str, Any] | None]" = queue.SimpleQueue()
+    threading.Thread(target=_receive, args=(sock, agent, channel, runs), daemon=True,
+                     name="groundeval-host-read").start()
+    while True:  # a call runs on the main thread, as in pytest's (signal.signal works); more at once on threads
+        message = runs.get()
+        if message is None:
+            return  # the harness closed the channel: the keeper ends the rest
+        _run(agent, channel, message)
+        _IDLE.set()
+
+
+_IDLE = threading.Event()
+_IDLE.set()
+
+
+def _receive(sock: Any, agent: Any, channel: Channel, runs: "queue.SimpleQueue[dict[str, Any] | None]") -> None:
+    lines = Lines(sock)
+    while True:
+        message = lines.next()
+        if message is None:
+            runs.put(None)
+            return
+        op = message.get("op")
+        if op == "run":
+            blob = lines.take(int(message.get("prompt_bytes") or 0))
+            if blob is None:
+                runs.put(None)
+                return
+            message["prompt"] = blob.decode("utf-8", "surrogatepass")
+            if _IDLE.is_set():
+                _IDLE.clear()
+                runs.put(message)
+            else:
+                threading.Thread(target=_run, args=(agent, channel, message), daemon=True,
+                                 name="groundeval-host-run").start()
+        elif op == "reply":
+            channel.reply(message)
+
+
+__all__ = ["TaskView", "serve"]
