@@ -43,8 +43,10 @@ import json
 import os
 import signal
 import socket
+import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
@@ -122,7 +124,13 @@ class AgentHost:
         self.spec = spec
         ours, theirs = socket.socketpair()
         ctl, ctl_theirs = socket.socketpair()
+        # which call's thread a fatal signal hit (faulthandler's dump) and which call ran on which
+        # thread, written by the server: read when it dies with several calls in flight
+        fd, fault = tempfile.mkstemp(prefix="groundeval-host-fault-")
+        os.close(fd)
+        self.fault = Path(fault)
         env = dict(os.environ, GROUNDEVAL_HOST_FD=str(theirs.fileno()), GROUNDEVAL_HOST_CTL=str(ctl_theirs.fileno()),
+                   GROUNDEVAL_HOST_FAULT=fault,
                    GROUNDEVAL_HOST_PATH=json.dumps(sys.path),  # the agent is imported as it would be here
                    # its own LangSmith traces would leave unredacted from there (nested under the case: in-process)
                    LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGCHAIN_TRACING="false")
@@ -217,8 +225,12 @@ class AgentHost:
         message = self._lines.next()
         if message is None:
             why = self._died()  # (set before the calls in flight are failed: a call sent from now on sees it)
-            for run in list(self._runs.values()):
-                _fail(run, why)
+            culprit = self._culprit() if len(self._runs) > 1 else None
+            for rid, run in list(self._runs.items()):
+                if culprit is None or rid == culprit:
+                    _fail(run, why)
+                else:  # beside the call that crashed it: not this case's doing; another attempt runs it
+                    _interrupt(run, f"{why}, crashed by another case's call while this one was in flight")
             return False
         op, run = message.get("op"), self._runs.get(message.get("id"))  # type: ignore[arg-type]
         if run is None or run.answer.done():
@@ -270,6 +282,21 @@ class AgentHost:
                 self.dead = f"the agent host (pid {self.pid}) died: {self._ended()}"
         return self.dead
 
+    def _culprit(self) -> int | None:
+        """The call whose thread received the fatal signal (faulthandler's dump, matched to the
+        server's ``run <id> thread <ident>`` lines); None when there is no dump (``os._exit``, a
+        kill: no evidence against one call) or its thread ran no call."""
+        try:
+            text = self.fault.read_text(errors="replace")
+        except OSError:
+            return None
+        faulting = _FAULTING.search(text)
+        if faulting is None:
+            return None
+        ident = int(faulting.group(1), 16)
+        runs = [int(rid) for rid, thread in _RUN_THREAD.findall(text) if int(thread, 16) == ident]
+        return runs[-1] if runs else None
+
     def _ended(self) -> str:
         """How the server ended, as its keeper reports it (once it killed its descendants)."""
         try:
@@ -314,6 +341,7 @@ class AgentHost:
             self.proc.kill()
             self.proc.wait()
         self.sock.close()
+        self.fault.unlink(missing_ok=True)
 
 
 def _relay(pipe: Any, fd: int) -> None:
@@ -329,11 +357,21 @@ def _relay(pipe: Any, fd: int) -> None:
                 pass
 
 
-def _fail(run: _Run, why: str) -> None:
+_FAULTING = re.compile(r"^Current thread (0x[0-9a-fA-F]+)", re.MULTILINE)
+_RUN_THREAD = re.compile(r"^run (\d+) thread (0x[0-9a-fA-F]+)$", re.MULTILINE)
+
+
+def _fail(run: _Run, why: str, error: type[BaseException] = AgentCrash) -> None:
     try:
-        run.answer.set_exception(AgentCrash(why))
+        run.answer.set_exception(error(why))
     except InvalidStateError:
         pass  # answered (or failed) already
+
+
+def _interrupt(run: _Run, why: str) -> None:
+    """A call in flight when another call crashed the host: transient, so the call policy runs it
+    again (on a new host), as the case it is, not as a crash of its own."""
+    _fail(run, why, TransientAgentError)
 
 
 def _view(task: Any, prompt: str, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -131,6 +131,11 @@ def _run(agent: Any, channel: Channel, message: dict[str, Any]) -> None:
     from pytest_groundeval.run import calls, fhircase
 
     run = message["id"]
+    if _FAULT is not None:  # which thread runs which call, beside faulthandler's dump (agents/host.py reads it)
+        try:
+            os.write(_FAULT.fileno(), f"run {run} thread {threading.get_ident():#x}\n".encode())
+        except OSError:
+            pass
     try:
         deadline = message.get("deadline")
         token = calls._DEADLINE.set(time.monotonic() + deadline) if deadline is not None else None
@@ -149,7 +154,25 @@ def _run(agent: Any, channel: Channel, message: dict[str, Any]) -> None:
         channel.send({"op": "failed", "id": run, "error": _error(exc)})
 
 
+_FAULT: Any = None  # the file faulthandler dumps into (GROUNDEVAL_HOST_FAULT)
+
+
+def _fault_file() -> None:
+    global _FAULT
+    path = os.environ.pop("GROUNDEVAL_HOST_FAULT", None)
+    if not path:
+        return
+    import faulthandler
+
+    try:
+        _FAULT = open(path, "a", buffering=1)  # noqa: SIM115 - held open for the process's life
+    except OSError:
+        return
+    faulthandler.enable(file=_FAULT, all_threads=True)
+
+
 def serve(spec: str, rootdir: str | None, sock: Any) -> None:
+    _fault_file()
     channel = Channel(sock)
     try:
         from pytest_groundeval.agents.base import load_custom

@@ -71,6 +71,26 @@ class LateExit(Exits):
             os._exit(0)
         return Exits.run(self, prompt)
 
+class SegfaultBeside:
+    """Under --concurrency 2: the call of one case (CRASH_ON) waits until another case's call is
+    in flight (its marker), then segfaults the host; the other call waits for the crash, the
+    first time only (then answers right)."""
+    name = "segfault-beside"
+    def run(self, prompt):
+        import ctypes, pathlib
+        folder = pathlib.Path(os.environ["MARKS"])
+        if os.environ["CRASH_ON"] in prompt:
+            if (folder / "crashed").exists():
+                return Exits.run(self, prompt)
+            while not (folder / "beside").exists():
+                threading.Event().wait(0.01)
+            (folder / "crashed").write_text("")
+            ctypes.string_at(0)
+        if not (folder / "crashed").exists() and not (folder / "beside").exists():
+            (folder / "beside").write_text("")
+            threading.Event().wait(3600)  # in flight until the host dies
+        return Exits.run(self, prompt)
+
 class Spawns:
     """Starts a sleeper in a session of its own (setsid) and a double-forked one."""
     name = "spawns"
@@ -178,6 +198,22 @@ def test_a_prefetched_call_that_ends_its_process_is_its_own_cases_crash(cheats, 
     cases = _cases(cheats)
     assert cases[last]["error"]["kind"] == "crash"
     assert all(c["outcome"] == "passed" for k, c in cases.items() if k != last)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_call_beside_the_one_that_crashed_the_host_is_run_again_not_blamed(cheats, monkeypatch, tmp_path):
+    """faulthandler names the thread the fatal signal hit; its call's case is the crash, the call
+    in flight beside it is interrupted and run again on a new host (it passes)."""
+    monkeypatch.setenv("CRASH_ON", ZERO.split("_")[0])
+    monkeypatch.setenv("MARKS", str(tmp_path))
+    result = cheats.runpytest_subprocess(*RUN, "--agent=cheats:SegfaultBeside", "--concurrency", "2",
+                                         "-p", "no:randomly")
+    cases = _cases(cheats)
+    assert (tmp_path / "beside").exists() and (tmp_path / "crashed").exists()  # both were in flight
+    assert cases[ZERO]["outcome"] == "error" and cases[ZERO]["error"]["kind"] == "crash", cases[ZERO]
+    assert "killed by SIGSEGV" in cases[ZERO]["error"]["message"]
+    assert all(c["outcome"] == "passed" for k, c in cases.items() if k != ZERO), \
+        {k: (c["outcome"], c["error"]) for k, c in cases.items()}
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
