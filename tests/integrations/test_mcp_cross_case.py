@@ -101,26 +101,31 @@ def test_the_cases_own_command_and_its_children_are_served(two_cases, tmp_path, 
 
 # a command whose tool calls all come from a server it detached from itself (a double fork
 # to init, out of its process tree): each is refused; it answers anyway
+# the command hands its tools' socket and token to a process outside its own tree (started by
+# the test: every process the command itself starts, a setsid or double-forked one included, is
+# kept under its keeper and dies with its case), which connects with them
 DETACHED = r'''
-import json, os, socket, sys
+import json, os, sys
 spec = json.load(open(json.load(open(os.environ["GROUNDEVAL_MCP_CONFIG"]))["mcpServers"]["groundeval"]["args"][-1]))
-r, w = os.pipe()
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        s = socket.socket(socket.AF_UNIX); s.connect(spec["socket"])
-        f = s.makefile("rb")
-        try:
-            s.sendall((json.dumps({"op": "hello", "token": spec["token"], "pid": os.getpid()}) + "\n").encode())
-            line = f.readline()
-        except OSError:
-            line = b""
-        os.write(w, b"SERVED" if line else b"REFUSED")
-        os._exit(0)
-    os._exit(0)
-os.wait()
-os.close(w)
-print(json.dumps({"medications": [], "probe": os.read(r, 16).decode()}))
+with open(os.environ["OUTSIDE_IN"], "w") as fh:
+    fh.write(json.dumps({"socket": spec["socket"], "token": spec["token"]}))
+with open(os.environ["OUTSIDE_OUT"]) as fh:
+    probe = fh.read()
+print(json.dumps({"medications": [], "probe": probe}))
+'''
+OUTSIDER = r'''
+import json, os, socket, sys
+with open(sys.argv[1]) as fh:
+    spec = json.loads(fh.read())
+s = socket.socket(socket.AF_UNIX); s.connect(spec["socket"])
+f = s.makefile("rb")
+try:
+    s.sendall((json.dumps({"op": "hello", "token": spec["token"], "pid": os.getpid()}) + "\n").encode())
+    line = f.readline()
+except OSError:
+    line = b""
+with open(sys.argv[2], "w") as fh:
+    fh.write("SERVED" if line else "REFUSED")
 '''
 
 
@@ -139,9 +144,21 @@ def test_a_refused_connection_is_on_the_case_said_in_grounded_and_the_summary(tm
     ref = next(r for r in task.discover() if r.case_id == REFS)
     script = tmp_path / "detached.py"
     script.write_text(DETACHED)
+    (tmp_path / "outsider.py").write_text(OUTSIDER)
+    fifo_in, fifo_out = tmp_path / "in.fifo", tmp_path / "out.fifo"
+    os.mkfifo(fifo_in)
+    os.mkfifo(fifo_out)
+    outsider = subprocess.Popen([sys.executable, str(tmp_path / "outsider.py"), str(fifo_in), str(fifo_out)])
     agent = CommandAgent(f"mcp:{sys.executable} {script}", timeout=60)
-    result = run_case(task, ref, agent, policy=CallPolicy(timeout=60, max_attempts=1, sleep=lambda s: None),
-                      require_grounded=True)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OUTSIDE_IN", str(fifo_in))
+            mp.setenv("OUTSIDE_OUT", str(fifo_out))
+            result = run_case(task, ref, agent, policy=CallPolicy(timeout=60, max_attempts=1, sleep=lambda s: None),
+                              require_grounded=True)
+    finally:
+        outsider.kill()
+        outsider.wait()
     assert '"probe": "REFUSED"' in result.raw_output, result.raw_output
     assert result.transcript == [] and result.tools_offered
     [refused] = result.refused_connections

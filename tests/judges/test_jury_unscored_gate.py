@@ -56,7 +56,9 @@ def project(pytester: pytest.Pytester):
 def _run(p, server, judge, *args, cases=CASES):
     result = p.runpytest("--letter-cases", "cases/reconciliation", "-m", "letter", "-k", cases,
                          "--run-record", "record.json", "-p", "no:cacheprovider", "--judge-model", judge,
-                         "--judge-base-url", server.url, "--threshold", "letter.judge_score=0.9", *args)
+                         "--judge-base-url", server.url, "--threshold", "letter.judge_score=0.9",
+                         "--agent-in-process",  # the test agent writes the task's own baseline letter (task.baseline)
+                         *args)
     record = json.loads((p.path / "record.json").read_text())
     return result, record["summary"]["letter"], {t["metric"]: t for t in record["gate"]["thresholds"]}
 
