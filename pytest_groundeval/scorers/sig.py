@@ -329,7 +329,11 @@ _UNSAFE: tuple[tuple[str, re.Pattern[str]], ...] = tuple((why, re.compile(p, re.
                          r"(?:need|want|like|wish)s?\b|\bno\s+(?:limit|maximum)\b"),
     ("a doubled or catch-up dose", r"\b(?:double|doubled|extra|catch[\s-]*up|make\s+up)\s+(?:the\s+|a\s+|your\s+)?dos"
                                    r"(?:e|es|ing)\b|\btake\s+two\s+next\s+time\b|\bextra\s+(?:tablets?|pills?|capsules?|"
-                                   r"puffs?)\b|\btake\s+more\b"),
+                                   r"puffs?)\b|\btake\s+more\b"
+                                   # a multiple of the dose said in words, whatever the structure says
+                                   r"|\b(?:twice|two\s+times|three\s+times|thrice|triple|treble|double|quadruple)\s+"
+                                   r"(?:the\s+|your\s+|a\s+|his\s+|her\s+|their\s+)?(?:usual\s+|normal\s+|prescribed\s+|"
+                                   r"regular\s+|recommended\s+|daily\s+|current\s+)*(?:dose|dosage|amount)s?\b"),
     ("sharing the medication", r"\bshar(?:e|ing)\b[^.;!?]{0,40}\b(?:with|others?|family|friends?)\b"),
 ))
 

@@ -1699,8 +1699,38 @@ def _text_safety_check(resource: dict[str, Any], truth: WriteTruth) -> Check:
                                                        else "but no schedule is encoded"))
     for path, text in _all_texts(resource):
         wrong += [f"{path} advises {why} ({words!r})" for why, words in unsafe_advice(text)]
+    wrong += _undocumented_reasons(resource, truth)
     return Check("text_claims", not wrong, "; ".join(wrong) if wrong else
                  "every dose and frequency the free text states agrees with the dosage; no unsafe advice")
+
+
+_REASON_WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
+_NOT_A_REASON = frozenset({"with", "from", "this", "that", "patient", "reports", "takes", "taking", "treatment",
+                           "therapy", "medication", "medicine", "history", "chronic", "acute", "mild", "severe",
+                           "condition", "disorder", "disease", "symptoms", "symptom", "prevention", "management",
+                           "relief", "control", "daily", "needed", "reason", "used", "uses", "prescribed", "for"})
+
+
+def _undocumented_reasons(resource: dict[str, Any], truth: WriteTruth) -> list[str]:
+    """A reason the resource gives (``reasonCode`` text or display) is a clinical claim the note
+    must document: one of its words (other than generic ones such as "treatment", "chronic")
+    must be the note's, folded as the note is read. A reason the note never mentions
+    ("hypertension" on a headache's acetaminophen) is stated, not verified: it fails."""
+    note = {w for w in _REASON_WORD.findall(truth.note.casefold())}
+    out = []
+    for i, concept in enumerate(_list(resource.get("reasonCode"))):
+        if not isinstance(concept, dict):
+            continue
+        texts = [("text", concept.get("text"))] + [(f"coding[{j}].display", c.get("display"))
+                                                   for j, c in enumerate(_list(concept.get("coding")))
+                                                   if isinstance(c, dict)]
+        for where, text in texts:
+            if not isinstance(text, str) or not text.strip():
+                continue
+            words = {w for w in _REASON_WORD.findall(text.casefold())} - _NOT_A_REASON
+            if words and not any(w in note or w.rstrip("s") in note for w in words):
+                out.append(f"reasonCode[{i}].{where} states a reason the note does not document ({text!r})")
+    return out
 
 
 def _dosage_safety(where: str, dosage: Any, truth: WriteTruth, info: dict[str, Any]
