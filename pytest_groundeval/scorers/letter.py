@@ -682,7 +682,15 @@ def _mentioned(segment: str, drugs: list[Drug], vocab: drugtext.Vocabulary, *, c
     for _phrase, members in drugtext.class_names(segment) if classes else ():
         if not any(d.product.ingredients & members for d in [*kept, *beside]):
             kept += [d for d in drugs if d.product.ingredients & members and d not in kept]
+    if classes and _ALL_OF_THEM.search(segment):  # "stop all your medicines": every drug of the review
+        kept += [d for d in drugs if d not in kept and d not in beside]  # "all ... except X": not X
     return kept, words - named
+
+
+# every medicine at once ("all your medicines", "all of the tablets"); not "all your other
+# medicines" (those the letter has not named: no drug by itself)
+_ALL_OF_THEM = re.compile(r"\ball\s+(?:of\s+)?(?:your|the|these|those|my)\s+(?:medicines|medications|meds|pills|"
+                          r"tablets|drugs|prescriptions)\b", re.I)
 
 
 def _has_strengths(d: Drug, strengths: Iterable[tuple[float, str | None]]) -> bool:
@@ -726,7 +734,8 @@ def _events(sentence: str, drugs: list[Drug], vocab: drugtext.Vocabulary,
     cuts.append(len(sentence))
     cue_spans = [(m.start(), m.end()) for m in _CUE_RE.finditer(sentence)]
     # drugs: the text between cues, cut at commas and "and"/"or" so each piece is one mention
-    by_name = _mentioned(sentence, drugs, vocab, classes=False)[0] if drugtext.class_names(sentence) else []
+    by_name = _mentioned(sentence, drugs, vocab, classes=False)[0] \
+        if drugtext.class_names(sentence) or _ALL_OF_THEM.search(sentence) else []
     pos = 0
     for start, end in cue_spans + [(len(sentence), len(sentence))]:
         chunk = sentence[pos:start]
@@ -1051,7 +1060,10 @@ _DOSE_CHANGE = re.compile(
     rf"(?:[a-z]+\s+){{0,2}}?{_DOSE_OBJECT}\b"
     r"|double\s+up\b"
     rf"|take\s+(?:an?\s+|one\s+|two\s+)?(?:extra|additional|double|more)\s+(?:[a-z]+\s+)?{_DOSE_OBJECT}\b"
-    r"|take\s+(?:twice|three times|double)\s+as\s+(?:much|many))", re.I)
+    r"|take\s+(?:twice|three times|double)\s+as\s+(?:much|many)"
+    # a fraction of a medicine ("take only half of your amlodipine", "a quarter of a tablet")
+    r"|\b(?:take|use|have)\s+(?:only\s+|just\s+)?(?:a\s+|one\s+)?(?:half|quarter|third)\b(?!\s+(?:an?\s+)?hours?\b)"
+    rf"|\bcut\s+(?:(?:your|the|each|a|an|one)\s+)*(?:[a-z]+\s+){{0,2}}?{_DOSE_OBJECT}\s+in\s+half\b)", re.I)
 _SOMEONE_ELSE = re.compile(r"\b(?:we|they|doctor|doctors|clinician|nurse|pharmacist|team|gp|specialist|you)"
                            r"(?:\s+(?:will|would|may|might|can|could|should|need to|want to|are going to))?\s*$",
                            re.I)

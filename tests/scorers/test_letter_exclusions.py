@@ -20,7 +20,9 @@ KEEP = "Please keep taking amlodipine 5 mg every day."
     ("Keep taking amlodipine, not galantamine.", {"continue"}, {"stop"}),
     ("Continue amlodipine (not galantamine).", {"continue"}, {"stop"}),
     ("Keep taking everything except galantamine.", set(), {"stop"}),
-    ("Keep taking all your medicines except for galantamine.", set(), {"stop"}),
+    # "all your medicines" names every medicine of the review (the held-out "stop all your
+    # medicines" probe): amlodipine is kept by it, galantamine excepted
+    ("Keep taking all your medicines except for galantamine.", {"continue"}, {"stop"}),
     ("Keep taking amlodipine instead of galantamine.", {"continue"}, {"stop"}),
     ("Stop all your old medicines apart from amlodipine.", {"continue"}, set()),
     ("Stop galantamine rather than amlodipine.", {"continue"}, {"stop"}),
