@@ -21,15 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_overhead import check_eval, eval_args  # noqa: E402 - the same eval run as the overhead bench
 from _bench_util import (  # noqa: E402
     Config,
     copy_evals,
-    expect_cases,
     fixture_with_meds,
     goal,
     best_walls,
     per_case,
-    read_record,
     run_pytest,
     table,
     tagged_bundles,
@@ -42,17 +41,6 @@ HOST_GOAL = 1.1
 MODES = {"agent host": (), "in-process": ("--agent-in-process",)}
 
 
-def eval_args(proj: Path, n: int, record: Path, *extra: str) -> list[str]:
-    return ["test_extraction.py", f"--data-dir={proj / f'data-{n}'}", "--agent=bench_agents:Instant",
-            "--concurrency=1", f"--run-record={record}", *extra]
-
-
-def check_eval(record: Path, n: int, label: str):
-    def check(run) -> None:  # (run: unused)
-        expect_cases(read_record(record), label, n, passed=True)
-        record.unlink()
-        record.with_suffix(".jsonl").unlink(missing_ok=True)
-    return check
 
 
 def main(argv: list[str] | None = None) -> None:

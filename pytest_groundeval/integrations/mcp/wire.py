@@ -40,14 +40,8 @@ class Lines:
     def next(self) -> dict[str, Any] | None:
         while (end := self._buffer.find(b"\n", self._scanned)) < 0:
             self._scanned = len(self._buffer)
-            try:
-                chunk = self.sock.recv(1 << 20)
-            except OSError as exc:
-                _raised_by_a_handler(exc)
+            if not self._fill(1 << 20):
                 return None
-            if not chunk:
-                return None
-            self._buffer += chunk
             if len(self._buffer) > MAX_LINE:
                 return None
         line = bytes(self._buffer[:end])
@@ -59,17 +53,23 @@ class Lines:
             return None
         return message if isinstance(message, dict) else None
 
+    def _fill(self, size: int) -> bool:
+        """Up to ``size`` more bytes into the buffer; False at the end of the stream."""
+        try:
+            chunk = self.sock.recv(size)
+        except OSError as exc:
+            _raised_by_a_handler(exc)
+            return False
+        if not chunk:
+            return False
+        self._buffer += chunk
+        return True
+
     def take(self, size: int) -> bytes | None:
         """The next ``size`` raw bytes (a blob sent after a line that announced it), None at end of stream."""
         while len(self._buffer) < size:
-            try:
-                chunk = self.sock.recv(max(1 << 20, size - len(self._buffer)))
-            except OSError as exc:
-                _raised_by_a_handler(exc)
+            if not self._fill(max(1 << 20, size - len(self._buffer))):
                 return None
-            if not chunk:
-                return None
-            self._buffer += chunk
         blob = bytes(self._buffer[:size])
         del self._buffer[:size]
         self._scanned = 0
