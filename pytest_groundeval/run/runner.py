@@ -658,6 +658,15 @@ def reuse(task: Task, ref: CaseRef, old: CaseResult | None, run_id: str | None, 
     if error is not None or case is None:
         return CaseResult(case_id=ref.case_id, task=ref.task, repeat=ref.repeat, outcome="error", error=error,
                           content_hash=case.content_hash if case else None, rescored_from=run_id)
+    return rescored(task, case, old, run_id, scorer=scorer, require_grounded=require_grounded, started=started)
+
+
+def rescored(task: Task, case: Case, old: CaseResult, run_id: str | None, *, scorer: Any = None,
+             require_grounded: bool = False, started: float | None = None) -> CaseResult:
+    """The stored result ``old`` of the loaded ``case`` (same content) scored again from its
+    stored answer and FHIR activity, no agent call (``--rescore``; ``store/verify.py``)."""
+    started = time.perf_counter() if started is None else started
+    ref = case.ref
     if (old.raw_output is None and old.structured_output is None) or answer_was_cut(old) or (
             old.error is not None and old.error.kind == "server"):
         # the stored case never got an answer (API error, budget), or only a cut one, or its FHIR

@@ -154,16 +154,15 @@ def differs(stored: CaseResult, derived: CaseResult) -> str | None:
     return None
 
 
-def _rederive_one(task: Any, ref: CaseRef, old: CaseResult, run_id: str | None, require_grounded: bool,
-                  source: str) -> CaseResult | None:
-    from pytest_groundeval.run.runner import reuse
+def _rederive_one(task: Any, case: Any, old: CaseResult, run_id: str | None, require_grounded: bool) -> CaseResult:
+    from pytest_groundeval.run.runner import rescored
 
     if getattr(task, "judged_items", None):
         task.jury = ReplayJury(old.score.jury if old.score is not None else None)
-    return reuse(task, ref, old, run_id, rescore=True, source=source, require_grounded=require_grounded)
+    return rescored(task, case, old, run_id, require_grounded=require_grounded)
 
 
-def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | None, source: str, *,
+def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | None, *,
              tasks: dict[str, Any] | None = None) -> Rederived:
     """Every stored case scored again from its stored answer and its data's truth (module
     docstring). A case that was not answered (an error before the answer, not run, skipped)
@@ -174,7 +173,7 @@ def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | Non
     else:
         missing = {c.task: f"task {c.task!r} is not in this session" for c in cases if c.task not in tasks}
     out = Rederived(cases=[], tasks=tasks)
-    refs: dict[str, dict[str, CaseRef]] = {}
+    refs: dict[int, dict[str, CaseRef]] = {}
     fallback: dict[str, Any] = {}
     for old in cases:
         label = f"{old.task}:{old.case_id}" + (f"[r{old.repeat}]" if old.repeat is not None else "")
@@ -187,34 +186,19 @@ def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | Non
             out.cases.append(old)  # nothing was answered: nothing to score
             continue
         task = tasks[old.task]
-        if old.task not in refs:
-            refs[old.task] = _refs(task)
-        ref = refs[old.task].get(old.case_id)
-        if ref is not None:
-            loaded = _content_hash(task, ref)
-            if loaded != old.content_hash:
-                ref = None
-        if ref is None:  # not in the named data (or changed there): the packaged cases, same content only
+        case = _load(task, refs, old)
+        if case is None:  # not in the named data (or changed there): the packaged cases, same content only
             if old.task not in fallback:
                 fallback[old.task] = _packaged(task)
             other = fallback[old.task]
-            ref = _refs(other).get(old.case_id) if other is not None else None
-            if ref is not None and _content_hash(other, ref) == old.content_hash:
-                task = other
-            else:
+            case = _load(other, refs, old) if other is not None else None
+            if case is None:
                 out.unverifiable.append(f"{label}: its case is not in {task.path} with the content it was run on "
                                         "(moved, edited or deleted); give the data it ran on")
                 out.cases.append(old)
                 continue
-        if old.repeat is not None:
-            from dataclasses import replace
-
-            ref = replace(ref, repeat=old.repeat)
-        derived = _rederive_one(task, ref, old, run_id, bool(options.get("require_grounded")), source)
-        if derived is None:
-            out.unverifiable.append(f"{label}: cannot be re-scored")
-            out.cases.append(old)
-            continue
+            task = other
+        derived = _rederive_one(task, case, old, run_id, bool(options.get("require_grounded")))
         derived = derived.model_copy(update={"rescored_from": old.rescored_from, "duration_s": old.duration_s})
         why = differs(old, derived)
         if why is not None:
@@ -223,11 +207,20 @@ def rederive(cases: list[CaseResult], options: dict[str, Any], run_id: str | Non
     return out
 
 
-def _content_hash(task: Any, ref: CaseRef) -> str | None:
+def _load(task: Any, refs: dict[int, dict[str, CaseRef]], old: CaseResult) -> Any:
+    """``old``'s case loaded from ``task``'s data (as the repeat it was), when it is there with
+    the content it was run on; else None. ``refs``: each task's listed cases, listed once."""
+    from dataclasses import replace
+
     from pytest_groundeval.run.runner import load_case
 
-    case, _ = load_case(task, ref)
-    return case.content_hash if case is not None else None
+    if id(task) not in refs:
+        refs[id(task)] = _refs(task)
+    ref = refs[id(task)].get(old.case_id)
+    if ref is None:
+        return None
+    case, _ = load_case(task, replace(ref, repeat=old.repeat) if old.repeat is not None else ref)
+    return case if case is not None and case.content_hash == old.content_hash else None
 
 
 def checked(cases: list[CaseResult], options: dict[str, Any], run_id: str | None, where: str, *,
@@ -235,7 +228,7 @@ def checked(cases: list[CaseResult], options: dict[str, Any], run_id: str | None
     """:func:`rederive`, refused (:class:`Untrusted`) when anything disagrees or cannot be
     re-derived, unless ``trust_stored``: then the stored cases are kept, and ``warn`` (a
     callable taking a line) is told so."""
-    result = rederive(cases, options, run_id, where)
+    result = rederive(cases, options, run_id)
     if result.not_installed and warn is not None:
         warn(f"{where}: " + "; ".join(f"{n} {task} case(s) used as stored, unverified: task {task!r} is not "
                                       "installed here, so nothing here can re-score them"
@@ -319,7 +312,7 @@ def check_resumable(stored: Any, tasks: dict[str, Any], *, require_grounded: boo
     journal or record says (an edited line is refused, naming its case; ``--trust-stored`` uses
     it as stored, saying so). A case whose data changed or is gone is simply run again."""
     cases = [c for c in stored.cases.values() if c.finished]
-    result = rederive(cases, {"require_grounded": require_grounded}, stored.run_id, str(stored.path), tasks=tasks)
+    result = rederive(cases, {"require_grounded": require_grounded}, stored.run_id, tasks=tasks)
     if not result.disagree:
         return
     text = Rederived(cases=[], disagree=result.disagree).problems(str(stored.path))

@@ -7,24 +7,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, SMALL_SET, SYNTHEA
+from test_shard_merge import _pytest
 
 from pytest_groundeval import cli
 from pytest_groundeval.model import JudgeCall, JudgedItem, JuryRecord
 from pytest_groundeval.store.verify import ReplayJury, Untrusted, read_verified
 
-FAST = ("-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:anyio")
 GATE = ("--threshold", "write.safety=1.0")  # the baseline misses it: the honest gate fails
-
-
-def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", *FAST, *args], cwd=project, capture_output=True,
-                          text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
