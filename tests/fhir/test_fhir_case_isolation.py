@@ -148,7 +148,7 @@ def test_an_agent_that_reads_proc_the_caches_and_its_environment_reaches_no_othe
         activity = server.activity(op.handle)
         assert activity["requests"] == [] and activity["state"] == op.handle.before
     refused = server.refused()
-    assert len(refused) >= sum(got["got"].values()) - 1  # every refusal logged (the own call is not one)
+    assert len(refused) >= min(1000, sum(got["got"].values()) - 1)  # every refusal logged (the last 1000 kept)
     tokens = [op.handle.base_url.split("/case/")[1].split("/")[0] for _, op in victims + [(mine, my_handle)]]
     assert not any(t in json.dumps(refused) for t in tokens)  # the log names no case's token
     assert {r["status"] for r in refused} <= {401, 403, 404} and all(r["reason"] for r in refused)
