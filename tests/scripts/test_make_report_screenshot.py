@@ -3,7 +3,7 @@ script opens in it is the task's first failed case by id."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import struct
 import sys
 from pathlib import Path
@@ -13,11 +13,9 @@ SHOT = REPO / "docs" / "assets" / "html-report.png"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("make_report_screenshot", REPO / "scripts" / "make_report_screenshot.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_report_screenshot"] = module
-    spec.loader.exec_module(module)
-    return module
+    if str(REPO / "scripts") not in sys.path:
+        sys.path.insert(0, str(REPO / "scripts"))
+    return importlib.import_module("make_report_screenshot")
 
 
 def test_the_committed_screenshot_is_the_window_the_script_captures():
