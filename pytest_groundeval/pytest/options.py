@@ -90,6 +90,9 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     add("--model-cache", dest="groundeval_model_cache", default="off",
         choices=CACHE_MODES,
         help="model-call cache mode (default off; strict: a miss is an error)")
+    add("--no-prompt-cache", dest="groundeval_no_prompt_cache", action="store_true", default=False,
+        help="do not ask Anthropic's API to cache prompt prefixes (claude, langgraph on anthropic:...); by "
+        "default the patient's record is cached, and the same patient's cases run next to each other")
     add("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
         help="model-call cache folder (default .groundeval/cache under the rootdir)")
     add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
@@ -261,6 +264,7 @@ class Settings:
             agent=AgentSpec(
                 name=name, model=opt("groundeval_model"), base_url=opt("groundeval_base_url"), timeout=timeout,
                 cache_mode=opt("groundeval_model_cache"), in_process=opt("groundeval_agent_in_process"),
+                prompt_cache=not opt("groundeval_no_prompt_cache"),
                 cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
             ),
             policy=CallPolicy(timeout=timeout, max_attempts=opt("groundeval_retries") + 1,
@@ -322,6 +326,7 @@ class Settings:
             "retries": self.policy.max_attempts - 1,
             "max_cost_usd": self.max_cost,
             "model_cache": self.agent.cache_mode,
+            "prompt_cache": self.agent.prompt_cache,
             "resumed_from": stored_run_id if self.mode == "resume" else None,
             "rescored_from": stored_run_id if self.mode == "rescore" else None,
             "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,

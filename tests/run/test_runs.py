@@ -337,7 +337,7 @@ class FakeMessages:
     def create(self, model, max_tokens, messages):
         FakeMessages.calls += 1
         prompt = messages[0]["content"]
-        truth = active_medications(json.loads(prompt.split("Bundle:\n", 1)[1]), "prompt")
+        truth = active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\n", 1)[1])[0], "prompt")
         text = json.dumps({"active_medications": truth})
         return SimpleNamespace(content=[SimpleNamespace(type="text", text=text)], model=model,
                                usage=SimpleNamespace(input_tokens=len(prompt) // 4, output_tokens=40))

@@ -1,0 +1,215 @@
+"""An Anthropic Messages API on 127.0.0.1 that bills what it is sent as the API documents:
+the tests' and ``scripts/bench_cost.py``'s stand-in for api.anthropic.com.
+
+Tokens are counted from the request itself, a fixed estimate of one token per
+``CHARS_PER_TOKEN`` characters of each part's text (a tool's JSON), so what the harness sends
+is what is billed. Prompt caching follows the documented rules:
+
+* the prompt is read in the order tools, system, messages; a ``cache_control`` on a block
+  marks a breakpoint: the prefix up to and including that block (at most 4 breakpoints,
+  else a 400);
+* the longest marked prefix that was written within its TTL (5 minutes, refreshed by each
+  read) is read: ``cache_read_input_tokens``;
+* every later marked prefix at least the model's minimum cacheable length long is written:
+  ``cache_creation_input_tokens`` (from the read point to the last one written); a shorter
+  one is neither written nor read;
+* ``input_tokens`` is the rest (after the last cache read or write).
+
+A cache entry exists from the moment its request is answered: requests that arrive together
+for a new prefix all write it.
+
+The answer is :func:`default_answer` unless the server is given another ``answer(request)``;
+``latency`` seconds pass before a request is billed and answered (a model's time to answer:
+requests that overlap it see the cache as it was when they came).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+import uuid
+from http.server import ThreadingHTTPServer
+from typing import Any, Callable
+
+from json_http import JSONHandler
+
+CHARS_PER_TOKEN = 4
+TTL_S = 300.0
+MAX_BREAKPOINTS = 4
+
+
+def minimum_cacheable(model: str) -> int:
+    """The documented minimum cacheable prompt length of ``model`` (tokens)."""
+    if any(k in model for k in ("opus-4-5", "opus-4-6", "opus-4-7", "opus-4-8", "opus-5", "haiku-4-5", "haiku-5")):
+        return 4096
+    if "haiku-3" in model or "3-5-haiku" in model or "3-haiku" in model:
+        return 2048
+    return 1024
+
+
+def tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _plain(block: Any) -> Any:
+    return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+
+
+def parts(req: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The request's prompt as ``(text, marked)`` parts in the order the cache reads it."""
+    out: list[tuple[str, bool]] = []
+    for tool in req.get("tools") or []:
+        out.append((json.dumps(_plain(tool), sort_keys=True), "cache_control" in tool))
+    system = req.get("system")
+    blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system or []
+    for b in blocks:
+        out.append((b.get("text", ""), "cache_control" in b))
+    for m in req.get("messages") or []:
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        out.append((f"<{m.get('role')}>", False))
+        for b in blocks:
+            text = b.get("text") if b.get("type") == "text" else json.dumps(_plain(b), sort_keys=True)
+            out.append((text or "", "cache_control" in b))
+    return out
+
+
+class PromptCache:
+    """The server's prompt cache: prefix digest -> expiry (``clock()`` seconds)."""
+
+    def __init__(self, ttl: float = TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl, self.clock = ttl, clock
+        self.entries: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    def usage(self, req: dict[str, Any]) -> dict[str, int]:
+        """Bill one request answered at once (:meth:`bill`, then :meth:`commit`)."""
+        usage, writes = self.bill(req)
+        self.commit(writes)
+        return usage
+
+    def commit(self, writes: list[str]) -> None:
+        """The request that wrote ``writes`` was answered: from now on they can be read."""
+        with self.lock:
+            for key in writes:
+                self.entries[key] = self.clock() + self.ttl
+
+    def bill(self, req: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
+        """Bill one request as it arrives: its token counts, what it reads from the cache, and
+        the prefixes it writes (readable once it is answered: :meth:`commit`)."""
+        ps = parts(req)
+        marks = [i for i, (_, marked) in enumerate(ps) if marked]
+        if len(marks) > MAX_BREAKPOINTS:
+            raise ValueError(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                             f"Found {len(marks)}.")
+        sizes = [tokens(t) for t, _ in ps]
+        total = sum(sizes)
+        digest, running, prefix = hashlib.sha256(str(req.get("model")).encode()), 0, {}
+        for i, (text, _) in enumerate(ps):
+            digest.update(b"\0" + text.encode())
+            running += sizes[i]
+            if i in marks:
+                prefix[i] = (digest.hexdigest(), running)
+        now, minimum = self.clock(), minimum_cacheable(str(req.get("model")))
+        with self.lock:
+            read = 0
+            hit = None
+            for i in reversed(marks):
+                key, length = prefix[i]
+                if self.entries.get(key, -math.inf) > now:
+                    hit, read = i, length
+                    self.entries[key] = now + self.ttl  # a read refreshes the entry
+                    break
+        written, writes = read, []
+        for i in marks:
+            key, length = prefix[i]
+            if (hit is None or i > hit) and length >= minimum:
+                writes.append(key)
+                written = length
+        return {"input_tokens": total - written, "cache_creation_input_tokens": written - read,
+                "cache_read_input_tokens": read}, writes
+
+
+def default_answer(req: dict[str, Any]) -> str:
+    """The extraction task's right answer when the prompt carries a bundle, else an empty
+    reconciliation answer (the cost, not the score, is what these servers are for)."""
+    from pytest_groundeval.tasks.extraction import active_medications
+
+    text = "".join(p for p, _ in parts(req))
+    if "Bundle:\n" in text and "active_medications" in text:
+        bundle = json.JSONDecoder().raw_decode(text.split("Bundle:\n", 1)[1])[0]
+        return json.dumps({"active_medications": active_medications(bundle, "prompt")})
+    return json.dumps({"medications": []})
+
+
+def message(req: dict[str, Any], cache: PromptCache, answer: Callable[[dict[str, Any]], str],
+            latency: float = 0.0) -> dict[str, Any]:
+    """The Messages API's answer to one request (its usage billed by ``cache``), ``latency``
+    seconds after it came."""
+    text = answer(req)
+    usage, writes = cache.bill(req)
+    time.sleep(latency)  # the model's time to answer
+    cache.commit(writes)
+    usage["output_tokens"] = tokens(text)
+    return {"id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant",
+            "model": req.get("model"), "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}
+
+
+class _Handler(JSONHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _body(self) -> dict[str, Any]:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+
+    def do_GET(self) -> None:  # noqa: N802 - a probe of the base URL
+        self._send({"data": [], "has_more": False})
+
+    def do_POST(self) -> None:  # noqa: N802
+        server: Any = self.server
+        req = self._body()
+        with server.lock:
+            server.requests.append((self.path, req))
+        if self.path.rstrip("/").endswith("/v1/messages"):
+            try:
+                return self._send(message(req, server.cache, server.answer, server.latency))
+            except ValueError as e:
+                return self._send({"type": "error", "error": {"type": "invalid_request_error",
+                                                              "message": str(e)}}, 400)
+        self._send({"type": "error", "error": {"type": "not_found_error", "message": self.path}}, 404)
+
+
+class AnthropicLoopback:
+    """``with AnthropicLoopback() as api:`` a server on 127.0.0.1; ``api.url`` is its base
+    URL (``ANTHROPIC_BASE_URL``); ``api.requests`` every ``(path, body)`` it was sent."""
+
+    handler: type = _Handler
+
+    def __init__(self, answer: Callable[[dict[str, Any]], str] = default_answer,
+                 clock: Callable[[], float] = time.monotonic, latency: float = 0.0) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self.handler)
+        self.httpd.daemon_threads = True
+        self.httpd.requests, self.httpd.lock = [], threading.Lock()  # type: ignore[attr-defined]
+        self.httpd.cache, self.httpd.answer = PromptCache(clock=clock), answer  # type: ignore[attr-defined]
+        self.httpd.latency = latency  # type: ignore[attr-defined]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def requests(self) -> list[tuple[str, dict[str, Any]]]:
+        return self.httpd.requests  # type: ignore[attr-defined]
+
+    def __enter__(self) -> "AnthropicLoopback":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
