@@ -15,6 +15,12 @@ is what is billed. Prompt caching follows the documented rules:
   one is neither written nor read;
 * ``input_tokens`` is the rest (after the last cache read or write).
 
+Message Batches (``/v1/messages/batches``: create, retrieve, results as JSONL): a batch stays
+``in_progress`` until ``release`` is set (set from the start unless ``hold=True``), and ends on
+the first retrieve after that, each request then answered (and billed) as above, or given the
+result type ``outcome(custom_id, params)`` names (``errored``, ``expired``, ``canceled``).
+``batch_creations`` counts the batches created.
+
 A cache entry exists from the moment its request is answered: requests that arrive together
 for a new prefix all write it.
 
@@ -159,20 +165,73 @@ def message(req: dict[str, Any], cache: PromptCache, answer: Callable[[dict[str,
             "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}
 
 
+def _batch_json(batch: dict[str, Any], url: str) -> dict[str, Any]:
+    counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+    for r in batch["requests"]:
+        kind = batch["results"][r["custom_id"]]["type"] if batch["ended"] else "processing"
+        counts[kind] += 1
+    return {"id": batch["id"], "type": "message_batch", "processing_status": "ended" if batch["ended"] else "in_progress",
+            "request_counts": counts, "created_at": "2026-12-07T00:00:00Z", "expires_at": "2026-12-08T00:00:00Z",
+            "ended_at": "2026-12-07T00:01:00Z" if batch["ended"] else None, "cancel_initiated_at": None,
+            "archived_at": None,
+            "results_url": f"{url}/v1/messages/batches/{batch['id']}/results" if batch["ended"] else None}
+
+
+def _end(server: Any, batch: dict[str, Any]) -> None:
+    """Process every request of ``batch`` (its results, billed as direct requests)."""
+    for r in batch["requests"]:
+        kind = server.outcome(r["custom_id"], r["params"])
+        if kind == "succeeded":
+            result: dict[str, Any] = {"type": kind, "message": message(r["params"], server.cache, server.answer)}
+        elif kind == "errored":
+            result = {"type": kind, "error": {"type": "error", "error": {"type": "invalid_request_error",
+                                                                        "message": "max_tokens: too large"}}}
+        else:
+            result = {"type": kind}
+        batch["results"][r["custom_id"]] = result
+    batch["ended"] = True
+
+
 class _Handler(JSONHandler):
     protocol_version = "HTTP/1.1"
 
     def _body(self) -> dict[str, Any]:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
 
-    def do_GET(self) -> None:  # noqa: N802 - a probe of the base URL
-        self._send({"data": [], "has_more": False})
+    def do_GET(self) -> None:  # noqa: N802
+        server: Any = self.server
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if "/v1/messages/batches/" not in path:
+            return self._send({"data": [], "has_more": False})  # a probe of the base URL
+        batch_id, _, rest = path.split("/v1/messages/batches/", 1)[1].partition("/")
+        with server.lock:
+            batch = server.batches.get(batch_id)
+            if batch is not None and not batch["ended"] and server.release.is_set():
+                _end(server, batch)
+        if batch is None:
+            return self._send({"type": "error", "error": {"type": "not_found_error", "message": batch_id}}, 404)
+        if rest != "results":
+            return self._send(_batch_json(batch, server.url))
+        data = "".join(json.dumps({"custom_id": cid, "result": res}) + "\n"
+                       for cid, res in batch["results"].items()).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/binary")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self) -> None:  # noqa: N802
         server: Any = self.server
         req = self._body()
         with server.lock:
             server.requests.append((self.path, req))
+        if self.path.rstrip("/").endswith("/v1/messages/batches"):
+            batch = {"id": "msgbatch_" + uuid.uuid4().hex[:16], "requests": req["requests"], "results": {},
+                     "ended": False}
+            with server.lock:
+                server.batches[batch["id"]] = batch
+                server.batch_creations += 1
+            return self._send(_batch_json(batch, server.url))
         if self.path.rstrip("/").endswith("/v1/messages"):
             try:
                 return self._send(message(req, server.cache, server.answer, server.latency))
@@ -189,17 +248,32 @@ class AnthropicLoopback:
     handler: type = _Handler
 
     def __init__(self, answer: Callable[[dict[str, Any]], str] = default_answer,
-                 clock: Callable[[], float] = time.monotonic, latency: float = 0.0) -> None:
+                 clock: Callable[[], float] = time.monotonic, latency: float = 0.0, hold: bool = False,
+                 outcome: Callable[[str, dict[str, Any]], str] = lambda cid, params: "succeeded") -> None:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self.handler)
         self.httpd.daemon_threads = True
         self.httpd.requests, self.httpd.lock = [], threading.Lock()  # type: ignore[attr-defined]
         self.httpd.cache, self.httpd.answer = PromptCache(clock=clock), answer  # type: ignore[attr-defined]
         self.httpd.latency = latency  # type: ignore[attr-defined]
+        self.httpd.batches, self.httpd.batch_creations = {}, 0  # type: ignore[attr-defined]
+        self.httpd.release, self.httpd.outcome = threading.Event(), outcome  # type: ignore[attr-defined]
+        self.httpd.url = self.url  # type: ignore[attr-defined]
+        if not hold:
+            self.release.set()
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def release(self) -> threading.Event:
+        """Set: a batch ends at its next retrieve."""
+        return self.httpd.release  # type: ignore[attr-defined]
+
+    @property
+    def batch_creations(self) -> int:
+        return self.httpd.batch_creations  # type: ignore[attr-defined]
 
     @property
     def requests(self) -> list[tuple[str, dict[str, Any]]]:

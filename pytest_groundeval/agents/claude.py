@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from pytest_groundeval.model import AgentOutput
+from pytest_groundeval.run.batch import batch_call
 from pytest_groundeval.run.calls import attempt_deadline
 from pytest_groundeval.run.prompt_cache import PrefixGate, prefix_key, user_content
 
@@ -31,6 +32,7 @@ class ClaudeAgent:
                  traced: bool = False, prompt_cache: bool = True) -> None:
         self.name = "claude"
         self.prompt_cache = prompt_cache
+        self.batches: Any = None  # --batch: the session's Message Batches (run/batch.py), set at collection
         self._gate = PrefixGate()
         self.model = model
         self.max_tokens = max_tokens
@@ -72,6 +74,11 @@ class ClaudeAgent:
         def send() -> Any:
             return self.client.messages.create(**self.request(prompt))
 
+        if self.batches is not None:
+            value = self.answer(batch_call(self.batches, self.request(prompt)))
+            if value["usage"] is not None:
+                value["usage"]["batch_calls"] = 1  # billed at the batch price (usage.cost_usd)
+            return value
         if self.prompt_cache:
             response = self._gate.run(prefix_key(self.model, prompt), send, attempt_deadline())
         else:

@@ -159,6 +159,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     from pytest_groundeval.pytest.ordering import register_patient_order
 
     register_patient_order(config, settings.agent)  # prompt caching: a patient's cases together
+    from pytest_groundeval.pytest.batching import register_batch
+
+    register_batch(config, evaluator)  # --batch: the session's cases as one Message Batch
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error)
     chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None
