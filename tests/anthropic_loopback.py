@@ -19,7 +19,8 @@ Message Batches (``/v1/messages/batches``: create, retrieve, results as JSONL): 
 ``in_progress`` until ``release`` is set (set from the start unless ``hold=True``), and ends on
 the first retrieve after that, each request then answered (and billed) as above, or given the
 result type ``outcome(custom_id, params)`` names (``errored``, ``expired``, ``canceled``).
-``batch_creations`` counts the batches created.
+``batch_creations`` counts the batches created; ``billed`` holds ``(model, usage, batched)`` of
+every request answered, the server's own bill.
 
 A cache entry exists from the moment its request is answered: requests that arrive together
 for a new prefix all write it.
@@ -183,6 +184,7 @@ def _end(server: Any, batch: dict[str, Any]) -> None:
         kind = server.outcome(r["custom_id"], r["params"])
         if kind == "succeeded":
             result: dict[str, Any] = {"type": kind, "message": message(r["params"], server.cache, server.answer)}
+            server.billed.append((r["params"].get("model"), result["message"]["usage"], True))
         elif kind == "errored":
             result = {"type": kind, "error": {"type": "error", "error": {"type": "invalid_request_error",
                                                                         "message": "max_tokens: too large"}}}
@@ -234,7 +236,10 @@ class _Handler(JSONHandler):
             return self._send(_batch_json(batch, server.url))
         if self.path.rstrip("/").endswith("/v1/messages"):
             try:
-                return self._send(message(req, server.cache, server.answer, server.latency))
+                answered = message(req, server.cache, server.answer, server.latency)
+                with server.lock:
+                    server.billed.append((req.get("model"), answered["usage"], False))
+                return self._send(answered)
             except ValueError as e:
                 return self._send({"type": "error", "error": {"type": "invalid_request_error",
                                                               "message": str(e)}}, 400)
@@ -256,6 +261,7 @@ class AnthropicLoopback:
         self.httpd.cache, self.httpd.answer = PromptCache(clock=clock), answer  # type: ignore[attr-defined]
         self.httpd.latency = latency  # type: ignore[attr-defined]
         self.httpd.batches, self.httpd.batch_creations = {}, 0  # type: ignore[attr-defined]
+        self.httpd.billed = []  # type: ignore[attr-defined]
         self.httpd.release, self.httpd.outcome = threading.Event(), outcome  # type: ignore[attr-defined]
         self.httpd.url = self.url  # type: ignore[attr-defined]
         if not hold:
@@ -274,6 +280,10 @@ class AnthropicLoopback:
     @property
     def batch_creations(self) -> int:
         return self.httpd.batch_creations  # type: ignore[attr-defined]
+
+    @property
+    def billed(self) -> list[tuple[str, dict[str, int], bool]]:
+        return self.httpd.billed  # type: ignore[attr-defined]
 
     @property
     def requests(self) -> list[tuple[str, dict[str, Any]]]:

@@ -184,15 +184,32 @@ def _deadline_guard(at: float, stop: threading.Event) -> Any:
     return DeadlineGuard()
 
 
+def _cache_middleware(on: bool) -> list[Any]:
+    """langchain-anthropic's prompt caching (``cache_control`` on the system prompt, the last
+    tool and the conversation so far), for an Anthropic model with caching on."""
+    if not on:
+        return []
+    from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
+
+    return [AnthropicPromptCachingMiddleware(unsupported_model_behavior="ignore")]
+
+
 def _usage(messages: list[Any]) -> dict[str, int] | None:
+    """The AI messages' usage summed, in Anthropic's convention: LangChain's ``input_tokens``
+    include the prompt cache's reads and writes (``input_token_details``), counted apart here."""
     total = {"input_tokens": 0, "output_tokens": 0}
     seen = False
     for m in messages:
         usage = getattr(m, "usage_metadata", None) if getattr(m, "type", None) == "ai" else None
         if usage:
             seen = True
-            total["input_tokens"] += int(usage.get("input_tokens") or 0)
+            details = usage.get("input_token_details") or {}
+            read, wrote = int(details.get("cache_read") or 0), int(details.get("cache_creation") or 0)
+            total["input_tokens"] += max(0, int(usage.get("input_tokens") or 0) - read - wrote)
             total["output_tokens"] += int(usage.get("output_tokens") or 0)
+            if read or wrote:
+                total["cache_read_input_tokens"] = total.get("cache_read_input_tokens", 0) + read
+                total["cache_creation_input_tokens"] = total.get("cache_creation_input_tokens", 0) + wrote
     return total if seen else None
 
 
@@ -239,6 +256,7 @@ class LangGraphAgent:
         answer_tool: str | None = None,
         model_kwargs: dict[str, Any] | None = None,
         cache: Any = None,
+        prompt_cache: bool = False,
     ) -> None:
         if recursion_limit < 2:
             raise ValueError("recursion_limit must be at least 2 (one model call, one tool round)")
@@ -263,13 +281,16 @@ class LangGraphAgent:
             self.chat_model = wrap_chat_model(self.chat_model, cache, agent=self.name)
         self._graphs: dict[tuple[str, int], tuple[list[Any], Any]] = {}
         self._lock = threading.Lock()
+        # Anthropic prompt caching (--no-prompt-cache: off): the system prompt, tools and conversation
+        self.prompt_cache = prompt_cache and isinstance(self.model, str) and \
+            _provider_and_name(self.model, base_url)[0] == "anthropic"
 
     @classmethod
     def from_spec(cls, spec: AgentSpec) -> "LangGraphAgent":
         from pytest_groundeval.agents.spec import model_cache
 
         return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout,
-                   cache=model_cache(spec))
+                   cache=model_cache(spec), prompt_cache=spec.prompt_cache)
 
     @staticmethod
     def _init_model(model: str, base_url: str | None, timeout: float, max_retries: int,
@@ -313,7 +334,8 @@ class LangGraphAgent:
                 return hit[1]
             from langchain.agents import create_agent
 
-            graph = create_agent(self.chat_model, tools, system_prompt=prompt, name="groundeval-langgraph")
+            graph = create_agent(self.chat_model, tools, system_prompt=prompt, name="groundeval-langgraph",
+                                 middleware=_cache_middleware(self.prompt_cache))
             if len(self._graphs) >= MAX_CACHED_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
             self._graphs[key] = (tools, graph)  # the list is kept, so its id is not reused

@@ -215,3 +215,26 @@ def test_calls_that_start_together_on_one_record_let_the_first_write_it_and_the_
             t.join()
     assert sorted(u["cache_read_input_tokens"] > 0 for u in usages) == [False, True, True, True], usages
     assert sum(u["cache_creation_input_tokens"] > 0 for u in usages) == 1
+
+
+# ------------------------------------------------------------------ langgraph on an Anthropic model
+def test_langgraph_on_anthropic_caches_its_system_prompt_and_records_cache_tokens_apart(monkeypatch):
+    """langchain-anthropic's caching middleware marks the system prompt; the second run reads
+    it; the usage keeps LangChain's cache reads and writes out of ``input_tokens``."""
+    pytest.importorskip("langchain_anthropic")
+    from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
+
+    system = "You answer in JSON. " + "Background the answer must respect. " * 300  # ~2,700 tokens
+    with AnthropicLoopback() as api:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        agent = LangGraphAgent(model=f"anthropic:{MODEL}", system_prompt=system, prompt_cache=True)
+        first, second = agent.run("List the medications.").usage, agent.run("List the medications.").usage
+        off = LangGraphAgent(model=f"anthropic:{MODEL}", system_prompt=system).run("List them.").usage
+        sent = [body for path, body in api.requests if path.endswith("/v1/messages")]
+    assert any("cache_control" in b for b in sent[0]["system"]) if isinstance(sent[0]["system"], list) else False
+    assert first["cache_creation_input_tokens"] >= tokens(system) and "cache_read_input_tokens" in first
+    assert second["cache_read_input_tokens"] >= tokens(system) and second["cache_creation_input_tokens"] == 0
+    assert second["input_tokens"] < 100  # the cached part is not counted again as input
+    assert "cache_read_input_tokens" not in off and off["input_tokens"] >= tokens(system)  # not asked: not cached
+    assert isinstance(sent[-1]["system"], str) or not any("cache_control" in b for b in sent[-1]["system"])
