@@ -9,6 +9,7 @@ from typing import Any
 from pytest_groundeval.model import AgentOutput
 from pytest_groundeval.run.batch import batch_call
 from pytest_groundeval.run.calls import attempt_deadline
+from pytest_groundeval.run.fhircase import masked
 from pytest_groundeval.run.prompt_cache import PrefixGate, prefix_key, user_content
 
 
@@ -74,7 +75,7 @@ class ClaudeAgent:
         def send() -> Any:
             return self.client.messages.create(**self.request(prompt))
 
-        if self.batches is not None:
+        if self.batches is not None and masked(prompt) == prompt:  # (a case's FHIR server: called directly)
             value = self.answer(batch_call(self.batches, self.request(prompt)))
             if value["usage"] is not None:
                 value["usage"]["batch_calls"] = 1  # billed at the batch price (usage.cost_usd)

@@ -479,9 +479,37 @@ class ChatAgent(LangGraphAgent):
     name = "chat"
 
     NO_TOOLS: list[Any] = []  # one list: one compiled graph for every case
+    batches: Any = None  # --batch on an OpenAI model: the session's batches (run/batch.py)
 
     def run_case(self, task: Any, prompt: str, inputs: dict[str, Any]) -> AgentOutput:
+        if self.batches is not None:
+            return self._batched(prompt)
         return self._run(prompt, GENERIC_SYSTEM_PROMPT, self.NO_TOOLS, None)
+
+    # -- --batch: OpenAI's Batch API answers the same request --
+    @property
+    def batchable(self) -> bool:
+        """An OpenAI chat model (``openai:NAME``, or any model at ``--model-base-url``)."""
+        return isinstance(self.model, str) and _provider_and_name(self.model, self.base_url)[0] == "openai"
+
+    def request(self, prompt: str) -> dict[str, Any]:
+        """The Chat Completions body of one case: the system prompt and the prompt."""
+        body: dict[str, Any] = {"model": _provider_and_name(self.model, self.base_url)[1], "messages": [
+            {"role": "system", "content": GENERIC_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]}
+        limit = getattr(self.chat_model, "max_tokens", None)
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            body["max_tokens"] = limit
+        return body
+
+    def _batched(self, prompt: str) -> AgentOutput:
+        from pytest_groundeval.run.batch import batch_call
+
+        body = batch_call(self.batches, self.request(prompt))
+        message = (body.get("choices") or [{}])[0].get("message") or {}
+        usage = body.get("usage") or {}
+        return AgentOutput(text=message.get("content") or "", model=body.get("model") or self.model, usage={
+            "input_tokens": int(usage.get("prompt_tokens") or 0), "output_tokens": int(usage.get("completion_tokens") or 0),
+            "model_calls": 1, "batch_calls": 1})
 
 
 __all__ = ["DEFAULT_MODEL", "GENERIC_SYSTEM_PROMPT", "ChatAgent", "LangGraphAgent", "transcript_of"]

@@ -1,11 +1,14 @@
 """``--batch``: when the items are collected, the session's cases are submitted as one Message
 Batch (``run/batch.py``); each item's call then waits for its result.
 
-Only ``--agent=claude`` is batched: it makes one Messages call per case, so every case of the
-session is one batch request. A tool-using agent's case is several calls that each depend on
+``--agent=claude`` (Anthropic's Message Batches) and ``--agent=chat`` on an OpenAI model
+(OpenAI's Batch API) are batched: each makes one call per case, so every case of the session
+is one batch request. A tool-using agent's case is several calls that each depend on
 the last tool result, which a batch cannot answer: ``--batch`` with any other agent is a
 usage error (run those without it), and so is ``--batch`` with xdist's ``-n`` (one batch per
-session, submitted by one process).
+session, submitted by one process). A case of a task that starts a FHIR server per case
+(labs, orders) names that server in its prompt, and the server lives only for the case's call:
+those cases are called directly, at the list price.
 """
 
 from __future__ import annotations
@@ -19,17 +22,17 @@ import pytest
 
 from pytest_groundeval.pytest.items import case_ref
 
-BATCHED_AGENTS = ("claude",)
-
-
 def batch_problem(settings: Any, config: pytest.Config) -> str | None:
     """Why ``--batch`` cannot run this session, else None."""
     if not settings.batch or settings.mode == "rescore":
         return None
-    if settings.agent.name not in BATCHED_AGENTS:
-        return (f"--batch sends single-call cases as one Message Batch: --agent=claude only; --agent="
-                f"{settings.agent.name} makes several calls per case (or its own calls), which a batch cannot "
-                "answer; run it without --batch")
+    spec = settings.agent
+    openai = spec.name == "chat" and (bool(spec.base_url) or (spec.model or "").startswith("openai:"))
+    if spec.name != "claude" and not openai:
+        return (f"--batch sends single-call cases as one batch: --agent=claude (Message Batches) or --agent=chat on "
+                f"an OpenAI model (the Batch API) only; --agent={spec.name}"
+                f"{' --model ' + spec.model if spec.model else ''} makes several calls per case (or its own calls), "
+                "which a batch cannot answer; run it without --batch")
     if getattr(config.option, "numprocesses", None) or getattr(config, "workerinput", None) is not None:
         return "--batch submits one batch per session from one process: drop -n (the batch runs in parallel itself)"
     return None
@@ -79,19 +82,28 @@ class BatchSubmitter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from pytest_groundeval.run.batch import MessageBatches, custom_id
+        from pytest_groundeval.run.batch import MessageBatches, OpenAIBatches, custom_id
+        from pytest_groundeval.run.fhircase import uses_server
         from pytest_groundeval.run.runner import load_case
         from pytest_groundeval.store.journal import journal_batches
 
         ev = self.evaluator
-        refs = [ref for ref in map(case_ref, session.items) if ref is not None and ev.needs_call(ref)]
+        # a task with a FHIR server per case names it in the prompt: the server lives only for
+        # the case's call, so those cases are called directly (at the list price)
+        refs = [ref for ref in map(case_ref, session.items) if ref is not None
+                and not uses_server(ev.tasks[ref.task]) and ev.needs_call(ref)]
         if not refs:
             return
         agent = ev.get_agent()
         from pytest_groundeval.run.usage import call_floor
 
-        self.batches = agent.batches = MessageBatches(agent.client, poll_s=ev.settings.batch_poll,
-                                                      progress=self.progress, journal=self.journal)
+        if getattr(agent, "batchable", False):  # chat on an OpenAI model: the Batch API, the same client
+            self.batches = OpenAIBatches(agent.chat_model.root_client, poll_s=ev.settings.batch_poll,
+                                         progress=self.progress, journal=self.journal)
+        else:
+            self.batches = MessageBatches(agent.client, poll_s=ev.settings.batch_poll, progress=self.progress,
+                                          journal=self.journal)
+        agent.batches = self.batches
         ev.budget.floor = call_floor(agent)  # a call's least cost, at the batch price
         if ev.stored is not None and ev.settings.mode == "resume":
             for line in journal_batches(Path(ev.stored.path)):

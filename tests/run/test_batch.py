@@ -162,7 +162,7 @@ def test_max_cost_admits_requests_at_the_batch_price(project, monkeypatch):
 
 
 @pytest.mark.parametrize("args, says", [
-    (("--agent=langgraph", "--model", "anthropic:claude-sonnet-4-6"), "--agent=claude only"),
+    (("--agent=langgraph", "--model", "anthropic:claude-sonnet-4-6"), "--agent=claude (Message Batches) or --agent=chat on an OpenAI model"),
     (("--agent=claude", "-n", "2"), "drop -n"),
 ])
 def test_batch_refuses_tool_using_agents_and_xdist(project, monkeypatch, args, says):
@@ -172,3 +172,29 @@ def test_batch_refuses_tool_using_agents_and_xdist(project, monkeypatch, args, s
     result = project.runpytest_subprocess(*argv, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--batch*{says}*"])
+
+
+# ------------------------------------------------------------------ --agent=chat on OpenAI's Batch API
+def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch):
+    pytest.importorskip("langchain_openai")
+    from openai_loopback import OpenAILoopback
+
+    def outcome(cid: str, body: dict[str, Any]) -> str:
+        text = body["messages"][-1]["content"]
+        return "succeeded" if BUNDLES[0] in text else "expired"
+
+    with OpenAILoopback(outcome=outcome) as api:
+        argv = [a for a in _args(project) if a not in ("--agent=claude", MODEL, "--model")]
+        result = project.runpytest_subprocess(*argv, "--agent=chat", "--model", "openai:gpt-test",
+                                              "--model-base-url", api.url, "--agent-retries", "0")
+        result.assert_outcomes(passed=2, failed=2)
+    assert api.batch_creations == 1 and "/v1/chat/completions" not in api.requests  # no direct call
+    assert api.requests.count("/v1/files") == 1
+    result.stdout.fnmatch_lines(["*groundeval: batch batch_* submitted: 4 requests*",
+                                 "*groundeval: batch batch_* completed: 2 of 4 completed, 2 failed*"])
+    rec = _record(project)
+    kinds = {(c["case_id"], c["repeat"]): (c["outcome"], (c["error"] or {}).get("kind")) for c in rec["cases"]}
+    assert kinds == {(PATIENTS[0], 1): ("passed", None), (PATIENTS[0], 2): ("passed", None),
+                     (PATIENTS[1], 1): ("error", "timeout"), (PATIENTS[1], 2): ("error", "timeout")}
+    passed = next(c for c in rec["cases"] if c["outcome"] == "passed")
+    assert passed["usage"]["batch_calls"] == 1 and passed["usage"]["input_tokens"] > 1000
