@@ -1,8 +1,8 @@
 """What a run of the committed suites costs on Claude: plain, with prompt caching, with
 ``--batch``, with both (issue 31 item 4).
 
-Each configuration runs ``pytest evals --agent=claude --repeat 3`` (every committed suite the
-claude agent answers in one call; ``--tasks`` picks others) in a child process against a fresh
+Each configuration runs ``pytest evals --agent=claude --repeat 3`` (the committed suites whose
+cases carry their data in the prompt; ``--tasks`` picks others) in a child process against a fresh
 loopback Anthropic Messages API on 127.0.0.1 (``tests/anthropic_loopback.py``). That server
 counts the tokens of the requests the harness really sends (one token per 4 characters of
 each part) and applies the documented cache rules (breakpoints, the model's minimum cacheable
@@ -40,8 +40,9 @@ CONFIGS = {  # name -> extra pytest arguments
     "caching + batch": ["--batch", "--batch-poll", "0.2"],
 }
 GOALS = {"caching": 0.45, "batch": 0.5, "caching + batch": 0.25}
-# the suites whose cases are one call with the case's text in the prompt (labs and orders
-# give a tool-using agent a FHIR server; the claude agent has no tools)
+# the suites whose cases are one call with the case's data in the prompt (labs and orders name a
+# FHIR server started for each case's call: --batch calls them directly, at the list price;
+# --tasks adds them)
 DEFAULT_TASKS = "extraction,reconciliation,letter,write"
 
 

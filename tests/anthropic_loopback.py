@@ -38,10 +38,9 @@ import math
 import threading
 import time
 import uuid
-from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 
-from json_http import JSONHandler
+from json_http import JSONHandler, Loopback
 
 CHARS_PER_TOKEN = 4
 TTL_S = 300.0
@@ -246,7 +245,7 @@ class _Handler(JSONHandler):
         self._send({"type": "error", "error": {"type": "not_found_error", "message": self.path}}, 404)
 
 
-class AnthropicLoopback:
+class AnthropicLoopback(Loopback):
     """``with AnthropicLoopback() as api:`` a server on 127.0.0.1; ``api.url`` is its base
     URL (``ANTHROPIC_BASE_URL``); ``api.requests`` every ``(path, body)`` it was sent."""
 
@@ -255,8 +254,7 @@ class AnthropicLoopback:
     def __init__(self, answer: Callable[[dict[str, Any]], str] = default_answer,
                  clock: Callable[[], float] = time.monotonic, latency: float = 0.0, hold: bool = False,
                  outcome: Callable[[str, dict[str, Any]], str] = lambda cid, params: "succeeded") -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self.handler)
-        self.httpd.daemon_threads = True
+        super().__init__(self.handler)
         self.httpd.requests, self.httpd.lock = [], threading.Lock()  # type: ignore[attr-defined]
         self.httpd.cache, self.httpd.answer = PromptCache(clock=clock), answer  # type: ignore[attr-defined]
         self.httpd.latency = latency  # type: ignore[attr-defined]
@@ -266,11 +264,6 @@ class AnthropicLoopback:
         self.httpd.url = self.url  # type: ignore[attr-defined]
         if not hold:
             self.release.set()
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     @property
     def release(self) -> threading.Event:
@@ -288,12 +281,3 @@ class AnthropicLoopback:
     @property
     def requests(self) -> list[tuple[str, dict[str, Any]]]:
         return self.httpd.requests  # type: ignore[attr-defined]
-
-    def __enter__(self) -> "AnthropicLoopback":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()

@@ -17,11 +17,10 @@ import threading
 import uuid
 from email import policy
 from email.parser import BytesParser
-from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 
 from anthropic_loopback import default_answer, tokens
-from json_http import JSONHandler
+from json_http import JSONHandler, Loopback
 
 
 def _completion(body: dict[str, Any], answer: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
@@ -119,23 +118,19 @@ def _end(server: Any, batch: dict[str, Any]) -> None:
                                "failed": len(lines) - sum(r["response"]["status_code"] == 200 for r in out)}
 
 
-class OpenAILoopback:
+class OpenAILoopback(Loopback):
     """``with OpenAILoopback() as api:`` ``api.url`` is its ``/v1`` base URL."""
+
+    base_path = "/v1"
 
     def __init__(self, answer: Callable[[dict[str, Any]], str] = default_answer, hold: bool = False,
                  outcome: Callable[[str, dict[str, Any]], str] = lambda cid, body: "succeeded") -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.daemon_threads = True
+        super().__init__(_Handler)
         h: Any = self.httpd
         h.requests, h.lock, h.files, h.batches, h.batch_creations = [], threading.Lock(), {}, {}, 0
         h.answer, h.outcome, h.release = answer, outcome, threading.Event()
         if not hold:
             h.release.set()
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     @property
     def requests(self) -> list[str]:
@@ -144,12 +139,3 @@ class OpenAILoopback:
     @property
     def batch_creations(self) -> int:
         return self.httpd.batch_creations  # type: ignore[attr-defined]
-
-    def __enter__(self) -> "OpenAILoopback":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
