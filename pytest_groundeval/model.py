@@ -867,6 +867,8 @@ class RecordOptions(_Model):
     retries: int = 0  # --agent-retries
     max_cost_usd: float | None = None  # --max-cost
     model_cache: str | None = None  # --model-cache mode
+    prompt_cache: bool | None = None  # Anthropic prompt caching asked for (--no-prompt-cache: false)
+    batch: bool | None = None  # --batch: the cases sent as one Message Batch (half price)
     resumed_from: str | None = None  # --resume: the stored run's id
     rescored_from: str | None = None  # --rescore: the stored run's id
     shard: str | None = None  # --groundeval-shard K/N

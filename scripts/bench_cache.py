@@ -58,7 +58,7 @@ _SUBJECT = re.compile(r"for the patient (\S+?)\.?\s*\n")
 def answer(prompt: str) -> str:
     """What the fake model says: the right extraction answer, or the baseline's written resource."""
     if "Bundle:\n" in prompt:
-        bundle = json.loads(prompt.split("Bundle:\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\n", 1)[1])[0]
         return json.dumps({"active_medications": active_medications(bundle, "prompt")})
     if "Clinical note:" in prompt:
         note = prompt.split("Clinical note:", 1)[1].strip()

@@ -61,7 +61,7 @@ import json
 from pytest_groundeval.tasks.extraction import active_medications
 
 def _truth(prompt):
-    bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+    bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
     return active_medications(bundle, "prompt")
 
 class Correct:
@@ -102,7 +102,7 @@ class Raising:
         raise ConnectionError("upstream API unavailable")
 
 def _patient(prompt):
-    bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+    bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
     return next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
 
 def _log(event, **kw):

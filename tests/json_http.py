@@ -22,3 +22,31 @@ class JSONHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except OSError:  # the client gave up on this request
             pass
+
+
+class Loopback:
+    """``with Loopback(handler) as server:`` a ``ThreadingHTTPServer`` on 127.0.0.1 serving on a
+    thread until the block ends; ``url`` is its base URL (with ``base_path``)."""
+
+    base_path = ""
+
+    def __init__(self, handler: type) -> None:
+        from http.server import ThreadingHTTPServer
+        import threading
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{self.base_path}"
+
+    def __enter__(self) -> Any:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()

@@ -15,7 +15,7 @@ import re
 
 NOTE_HEAD = "Intake note (patient-reported medications):\n"
 CATALOG_HEAD = "\n\nSite RxNorm catalog"
-BUNDLE_HEAD = "\n\nBundle:\n"
+BUNDLE_HEAD = "Bundle:\n"  # the bundle opens the prompt
 RXNORM = "http://www.nlm.nih.gov/research/umls/rxnorm"
 
 _FREQUENCY = re.compile(r"\b(?:as needed|(?:once|twice|three times|four times) a (?:day|week)|daily|"
@@ -33,13 +33,13 @@ _COMMON_NAMES = {"alendronate": ["alendronic"], "vk": ["v", "potassium"], "b12":
 def sections(prompt: str) -> tuple[str, list[tuple[str, str]], dict]:
     """(intake note, catalog entries listed, bundle) from the prompt."""
     note = prompt.split(NOTE_HEAD, 1)[1].split(CATALOG_HEAD, 1)[0].strip()
-    block = prompt.split(CATALOG_HEAD, 1)[1].split(BUNDLE_HEAD, 1)[0]
+    block = prompt.split(CATALOG_HEAD, 1)[1]
     entries = []
     for line in block.split(":\n", 1)[1].splitlines():
         code, sep, display = line.partition(": ")
         if sep and code.strip().isdigit():
             entries.append((code.strip(), display.strip()))
-    return note, entries, json.loads(prompt.split(BUNDLE_HEAD, 1)[1])
+    return note, entries, json.JSONDecoder().raw_decode(prompt.split(BUNDLE_HEAD, 1)[1])[0]
 
 
 def record(bundle: dict) -> tuple[dict[str, str], dict[str, set]]:

@@ -131,7 +131,7 @@ class ActiveRequests:
     name = "active-requests"
 
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         codes = []
         for entry in bundle.get("entry", []):
             r = entry.get("resource", {})

@@ -7,6 +7,10 @@ import threading
 from typing import Any
 
 from pytest_groundeval.model import AgentOutput
+from pytest_groundeval.run.batch import batch_call
+from pytest_groundeval.run.calls import attempt_deadline
+from pytest_groundeval.run.fhircase import masked
+from pytest_groundeval.run.prompt_cache import PrefixGate, prefix_key, user_content
 
 
 class ClaudeAgent:
@@ -15,14 +19,22 @@ class ClaudeAgent:
     Retries and the per-call timeout are applied by the harness (``--retries``,
     ``--agent-timeout``) so each attempt is recorded; the SDK client gets the same timeout
     and ``max_retries=0`` unless you pass your own client.
+
+    ``prompt_cache`` (default on; ``--no-groundeval-cache`` turns it off): the message is sent
+    as text blocks with ``cache_control`` breakpoints after the patient's record and at its
+    end (``run/prompt_cache.py``), and the first request of a record goes before the others
+    of the same record, so they read it from the prompt cache. The text is the same.
     """
 
     default_model = "claude-opus-4-8"
 
     def __init__(self, model: str = default_model, *, timeout: float = 120.0, max_retries: int = 0,
                  max_tokens: int = 4096, client: Any = None, cache: Any = None,
-                 traced: bool = False) -> None:
+                 traced: bool = False, prompt_cache: bool = True) -> None:
         self.name = "claude"
+        self.prompt_cache = prompt_cache
+        self.batches: Any = None  # --batch: the session's Message Batches (run/batch.py), set at collection
+        self._gate = PrefixGate()
         self.model = model
         self.max_tokens = max_tokens
         self.cache = cache
@@ -54,12 +66,28 @@ class ClaudeAgent:
         if self.cache is None:
             self.client  # noqa: B018 - made now, not inside the attempt's time
 
+    def request(self, prompt: str) -> dict[str, Any]:
+        """The Messages request's body for ``prompt`` (also what a batch submits)."""
+        return {"model": self.model, "max_tokens": self.max_tokens,
+                "messages": [{"role": "user", "content": user_content(prompt, self.prompt_cache)}]}
+
     def _call(self, prompt: str) -> dict[str, Any]:
-        response = self.client.messages.create(
-            model=self.model,
-            max_tokens=self.max_tokens,
-            messages=[{"role": "user", "content": prompt}],
-        )
+        def send() -> Any:
+            return self.client.messages.create(**self.request(prompt))
+
+        if self.batches is not None and masked(prompt) == prompt:  # (a case's FHIR server: called directly)
+            value = self.answer(batch_call(self.batches, self.request(prompt)))
+            if value["usage"] is not None:
+                value["usage"]["batch_calls"] = 1  # billed at the batch price (usage.cost_usd)
+            return value
+        if self.prompt_cache:
+            response = self._gate.run(prefix_key(self.model, prompt), send, attempt_deadline())
+        else:
+            response = send()
+        return self.answer(response)
+
+    def answer(self, response: Any) -> dict[str, Any]:
+        """A Messages response (an SDK ``Message``) as the agent's text, model and usage."""
         text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
         usage = getattr(response, "usage", None)
         return {

@@ -184,15 +184,32 @@ def _deadline_guard(at: float, stop: threading.Event) -> Any:
     return DeadlineGuard()
 
 
+def _cache_middleware(on: bool) -> list[Any]:
+    """langchain-anthropic's prompt caching (``cache_control`` on the system prompt, the last
+    tool and the conversation so far), for an Anthropic model with caching on."""
+    if not on:
+        return []
+    from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
+
+    return [AnthropicPromptCachingMiddleware(unsupported_model_behavior="ignore")]
+
+
 def _usage(messages: list[Any]) -> dict[str, int] | None:
+    """The AI messages' usage summed, in Anthropic's convention: LangChain's ``input_tokens``
+    include the prompt cache's reads and writes (``input_token_details``), counted apart here."""
     total = {"input_tokens": 0, "output_tokens": 0}
     seen = False
     for m in messages:
         usage = getattr(m, "usage_metadata", None) if getattr(m, "type", None) == "ai" else None
         if usage:
             seen = True
-            total["input_tokens"] += int(usage.get("input_tokens") or 0)
+            details = usage.get("input_token_details") or {}
+            read, wrote = int(details.get("cache_read") or 0), int(details.get("cache_creation") or 0)
+            total["input_tokens"] += max(0, int(usage.get("input_tokens") or 0) - read - wrote)
             total["output_tokens"] += int(usage.get("output_tokens") or 0)
+            if read or wrote:
+                total["cache_read_input_tokens"] = total.get("cache_read_input_tokens", 0) + read
+                total["cache_creation_input_tokens"] = total.get("cache_creation_input_tokens", 0) + wrote
     return total if seen else None
 
 
@@ -239,6 +256,7 @@ class LangGraphAgent:
         answer_tool: str | None = None,
         model_kwargs: dict[str, Any] | None = None,
         cache: Any = None,
+        prompt_cache: bool = False,
     ) -> None:
         if recursion_limit < 2:
             raise ValueError("recursion_limit must be at least 2 (one model call, one tool round)")
@@ -263,13 +281,16 @@ class LangGraphAgent:
             self.chat_model = wrap_chat_model(self.chat_model, cache, agent=self.name)
         self._graphs: dict[tuple[str, int], tuple[list[Any], Any]] = {}
         self._lock = threading.Lock()
+        # Anthropic prompt caching (--no-prompt-cache: off): the system prompt, tools and conversation
+        self.prompt_cache = prompt_cache and isinstance(self.model, str) and \
+            _provider_and_name(self.model, base_url)[0] == "anthropic"
 
     @classmethod
     def from_spec(cls, spec: AgentSpec) -> "LangGraphAgent":
         from pytest_groundeval.agents.spec import model_cache
 
         return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout,
-                   cache=model_cache(spec))
+                   cache=model_cache(spec), prompt_cache=spec.prompt_cache)
 
     @staticmethod
     def _init_model(model: str, base_url: str | None, timeout: float, max_retries: int,
@@ -313,7 +334,8 @@ class LangGraphAgent:
                 return hit[1]
             from langchain.agents import create_agent
 
-            graph = create_agent(self.chat_model, tools, system_prompt=prompt, name="groundeval-langgraph")
+            graph = create_agent(self.chat_model, tools, system_prompt=prompt, name="groundeval-langgraph",
+                                 middleware=_cache_middleware(self.prompt_cache))
             if len(self._graphs) >= MAX_CACHED_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
             self._graphs[key] = (tools, graph)  # the list is kept, so its id is not reused
@@ -457,9 +479,37 @@ class ChatAgent(LangGraphAgent):
     name = "chat"
 
     NO_TOOLS: list[Any] = []  # one list: one compiled graph for every case
+    batches: Any = None  # --batch on an OpenAI model: the session's batches (run/batch.py)
 
     def run_case(self, task: Any, prompt: str, inputs: dict[str, Any]) -> AgentOutput:
+        if self.batches is not None:
+            return self._batched(prompt)
         return self._run(prompt, GENERIC_SYSTEM_PROMPT, self.NO_TOOLS, None)
+
+    # -- --batch: OpenAI's Batch API answers the same request --
+    @property
+    def batchable(self) -> bool:
+        """An OpenAI chat model (``openai:NAME``, or any model at ``--model-base-url``)."""
+        return isinstance(self.model, str) and _provider_and_name(self.model, self.base_url)[0] == "openai"
+
+    def request(self, prompt: str) -> dict[str, Any]:
+        """The Chat Completions body of one case: the system prompt and the prompt."""
+        body: dict[str, Any] = {"model": _provider_and_name(self.model, self.base_url)[1], "messages": [
+            {"role": "system", "content": GENERIC_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]}
+        limit = getattr(self.chat_model, "max_tokens", None)
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            body["max_tokens"] = limit
+        return body
+
+    def _batched(self, prompt: str) -> AgentOutput:
+        from pytest_groundeval.run.batch import batch_call
+
+        body = batch_call(self.batches, self.request(prompt))
+        message = (body.get("choices") or [{}])[0].get("message") or {}
+        usage = body.get("usage") or {}
+        return AgentOutput(text=message.get("content") or "", model=body.get("model") or self.model, usage={
+            "input_tokens": int(usage.get("prompt_tokens") or 0), "output_tokens": int(usage.get("completion_tokens") or 0),
+            "model_calls": 1, "batch_calls": 1})
 
 
 __all__ = ["DEFAULT_MODEL", "GENERIC_SYSTEM_PROMPT", "ChatAgent", "LangGraphAgent", "transcript_of"]

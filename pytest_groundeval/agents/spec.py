@@ -22,6 +22,7 @@ class AgentSpec:
     cache_mode: str = "off"
     cache_dir: str | None = None
     in_process: bool = False  # --agent-in-process: a module:Class agent in the harness's process
+    prompt_cache: bool = True  # Anthropic prompt caching (--no-prompt-cache: off)
 
     @property
     def hosted(self) -> bool:

@@ -25,6 +25,7 @@ CACHE_MODES = ("off", "read", "write", "readwrite", "strict")
 
 DEFAULT_AGENT_TIMEOUT = 120.0
 DEFAULT_CASE_DEADLINE = 300.0  # seconds for all attempts of one case: a hung case costs at most this
+BATCH_WAIT = 24 * 3600.0 + 600  # --batch: a batch's results come within 24 hours
 
 
 def add_options(parser: pytest.Parser, tasks: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,6 +91,15 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     add("--model-cache", dest="groundeval_model_cache", default="off",
         choices=CACHE_MODES,
         help="model-call cache mode (default off; strict: a miss is an error)")
+    add("--no-prompt-cache", dest="groundeval_no_prompt_cache", action="store_true", default=False,
+        help="do not ask Anthropic's API to cache prompt prefixes (claude, langgraph on anthropic:...); by "
+        "default the patient's record is cached, and the same patient's cases run next to each other")
+    add("--batch", dest="groundeval_batch", action="store_true", default=False,
+        help="--agent=claude: send every case of the session at once as one Message Batch (half price, results "
+        "within 24 hours), poll it, score each result; its id goes to the journal, so --resume of a killed "
+        "session waits for the same batch (no second payment)")
+    add("--batch-poll", dest="groundeval_batch_poll", type=float, default=30.0, metavar="SECONDS",
+        help="--batch: seconds between two looks at the batch's progress (default 30)")
     add("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
         help="model-call cache folder (default .groundeval/cache under the rootdir)")
     add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
@@ -191,6 +201,9 @@ def _check_values(opt: Any) -> None:
     repeat = opt("groundeval_repeat")
     if not 1 <= repeat <= MAX_REPEAT:
         bad("--repeat", repeat, f"must be between 1 and {MAX_REPEAT}")
+    poll = opt("groundeval_batch_poll")
+    if not (finite(poll) and poll > 0):
+        bad("--batch-poll", poll, "must be a positive number of seconds")
     retries = opt("groundeval_retries")
     if not 0 <= retries <= MAX_RETRIES:
         bad("--agent-retries", retries, f"must be between 0 and {MAX_RETRIES}")
@@ -228,6 +241,8 @@ class Settings:
     judge_base_url: str | None = None  # --judge-base-url
     judge_calibrate: str | None = None  # --judge-calibrate [PATH] ("default": the task's bundled set)
     trust_stored: bool = False  # --trust-stored: --resume keeps stored results that do not re-derive
+    batch: bool = False  # --batch: the session's cases as one Message Batch (run/batch.py)
+    batch_poll: float = 30.0  # --batch-poll SECONDS
 
     @classmethod
     def from_config(cls, config: pytest.Config, tasks: Mapping[str, Any]) -> "Settings":
@@ -238,7 +253,9 @@ class Settings:
 
         opt = config.getoption
         name = opt("groundeval_agent") or config.getini("groundeval_agent")
-        timeout = opt("groundeval_agent_timeout") or DEFAULT_AGENT_TIMEOUT
+        batch = bool(opt("groundeval_batch"))
+        # a batch answers within 24 hours: a call waits for it that long unless told otherwise
+        timeout = opt("groundeval_agent_timeout") or (BATCH_WAIT if batch else DEFAULT_AGENT_TIMEOUT)
         cache_dir = opt("groundeval_model_cache_dir")
         resume, rescore = opt("groundeval_resume"), opt("groundeval_rescore")
         if resume and rescore:
@@ -264,12 +281,14 @@ class Settings:
             agent=AgentSpec(
                 name=name, model=opt("groundeval_model"), base_url=opt("groundeval_base_url"), timeout=timeout,
                 cache_mode=opt("groundeval_model_cache"), in_process=opt("groundeval_agent_in_process"),
+                prompt_cache=not opt("groundeval_no_prompt_cache"),
                 cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
             ),
             policy=CallPolicy(timeout=timeout, max_attempts=opt("groundeval_retries") + 1,
                               base_delay=opt("groundeval_retry_base_delay"),
                               max_retry_after=opt("groundeval_max_retry_after"),
-                              case_deadline=opt("groundeval_case_deadline")),
+                              case_deadline=max(opt("groundeval_case_deadline"), timeout) if batch
+                              else opt("groundeval_case_deadline")),
             concurrency=opt("groundeval_concurrency"),
             max_cost=opt("groundeval_max_cost"),
             resume=resume,
@@ -299,6 +318,8 @@ class Settings:
             judge_base_url=opt("groundeval_judge_base_url"),
             judge_calibrate=opt("groundeval_judge_calibrate"),
             trust_stored=opt("groundeval_trust_stored"),
+            batch=batch,
+            batch_poll=opt("groundeval_batch_poll"),
         )
 
     @property
@@ -325,6 +346,8 @@ class Settings:
             "retries": self.policy.max_attempts - 1,
             "max_cost_usd": self.max_cost,
             "model_cache": self.agent.cache_mode,
+            "batch": self.batch,
+            "prompt_cache": self.agent.prompt_cache,
             "resumed_from": stored_run_id if self.mode == "resume" else None,
             "rescored_from": stored_run_id if self.mode == "rescore" else None,
             "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,

@@ -156,6 +156,12 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     config.add_cleanup(evaluator.close_agent)  # (also at sessionfinish) nothing of the agent outlives the session
     _fhir_server(config, evaluator, tasks)  # a task with fhir_server = True: its server handle
     register_sharder(config, settings.shard)  # --groundeval-shard K/N, else nothing
+    from pytest_groundeval.pytest.ordering import register_patient_order
+
+    register_patient_order(config, settings.agent)  # prompt caching: a patient's cases together
+    from pytest_groundeval.pytest.batching import register_batch
+
+    register_batch(config, evaluator)  # --batch: the session's cases as one Message Batch
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error)
     chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None

@@ -224,6 +224,12 @@ class Reporter:
                 self.problems.append(f"could not open the journal {self.path.with_suffix('.jsonl')}: "
                                      f"{e.strerror or e} (the cases are kept for the record)")
 
+    def journal_batch(self, info: dict[str, Any]) -> None:
+        """A batch line (``run/batch.py``), at once: a session killed after submitting resumes it."""
+        self._open_journal()
+        if self.journal is not None:
+            self.journal.append_batch(info)
+
     def _journal(self, blob: bytes, kind: str = "case", task: str | None = None) -> None:
         self._open_journal()
         if self.journal is not None:

@@ -123,8 +123,14 @@ def cost_usd(model: str | None, usage: dict[str, Any] | None) -> float | None:
     Anthropic's usage convention: ``input_tokens`` are the uncached input tokens;
     ``cache_creation_input_tokens`` (written to the prompt cache, of which
     ``cache_creation_1h_input_tokens`` with the 1-hour TTL, the rest 5-minute) and
-    ``cache_read_input_tokens`` (read from it) are counted apart and priced at their rates."""
+    ``cache_read_input_tokens`` (read from it) are counted apart and priced at their rates.
+    A case answered by a Message Batch (``batch_calls`` equal to ``model_calls``) costs half
+    of all of it (``run/batch.py``); a mix of batched and direct calls cannot be told apart
+    in summed tokens: unknown."""
     if not usage:
+        return None
+    factor = batch_factor(usage)
+    if factor is None:
         return None
     price = price_for(model)
     tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
@@ -138,7 +144,18 @@ def cost_usd(model: str | None, usage: dict[str, Any] | None) -> float | None:
              + (write - write_1h) * price["cache_write_5m_per_mtok"]
              + write_1h * price["cache_write_1h_per_mtok"]
              + read * price["cache_read_per_mtok"])
-    return round(total / 1e6, 8)
+    return round(factor * total / 1e6, 8)
+
+
+def batch_factor(usage: dict[str, Any]) -> float | None:
+    """1 for direct calls, the batch discount for a case all of whose calls a batch answered,
+    None for a mix."""
+    batched = usage.get("batch_calls")
+    if not batched:
+        return 1.0
+    from pytest_groundeval.run.batch import BATCH_DISCOUNT
+
+    return BATCH_DISCOUNT if batched == usage.get("model_calls") else None
 
 
 OFFLINE_AGENTS = ("baseline",)  # how the record names the built-in agents that call no model
@@ -281,7 +298,10 @@ def call_floor(agent: Any) -> float | None:
     price = price_for(getattr(agent, "model", None))
     if price is None or isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
         return None
-    return max_tokens * price["output_per_mtok"] / 1e6
+    from pytest_groundeval.run.batch import BATCH_DISCOUNT
+
+    factor = BATCH_DISCOUNT if getattr(agent, "batches", None) is not None else 1.0  # --batch: half price
+    return factor * max_tokens * price["output_per_mtok"] / 1e6
 
 
 def budget_record(max_cost: float | None, cases: list[CaseResult], usage: RunUsage) -> BudgetRecord | None:

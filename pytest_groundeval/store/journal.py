@@ -22,6 +22,24 @@ from pytest_groundeval.store.record import open_private
 SYNC_INTERVAL_S = 0.2
 
 
+def journal_batches(path: Path | str) -> list[dict[str, Any]]:
+    """The ``batch`` lines of a journal (none in a record or an unreadable file)."""
+    found = []
+    try:
+        lines = Path(path).read_bytes().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        if line.startswith(b'{"kind":"batch"'):
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # the line being written when the process died
+            if isinstance(obj.get("id"), str) and isinstance(obj.get("custom_ids"), list):
+                found.append(obj)
+    return found
+
+
 class JournalWriteError(OSError):
     """A line could not be written (disk full, I/O error): the journal takes no more lines and
     the message names the path and why."""
@@ -106,6 +124,12 @@ class JournalWriter:
         case: a journal is compared without its task installed, and declares only the tasks
         it holds cases of. Raises :class:`JournalWriteError` like :meth:`append_json`."""
         self._write({"kind": "specs", "task": task, "specs": specs})
+
+    def append_batch(self, info: dict[str, Any]) -> None:
+        """A batch this session's cases are answered by (``run/batch.py``): its id and the
+        ``custom_id`` of each request, so a resumed session attaches to it instead of paying
+        again. Raises :class:`JournalWriteError` like :meth:`append_json`."""
+        self._write({"kind": "batch", **info})
 
     def _close_fd(self) -> None:
         fd, self._fd = self._fd, None

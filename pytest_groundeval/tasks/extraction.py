@@ -37,12 +37,15 @@ from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseR
 from pytest_groundeval.scorers import extraction as scorer
 from pytest_groundeval.scorers.aggregate import code_set_specs
 from pytest_groundeval.tasks import BUILTIN
+from pytest_groundeval.run.prompt_cache import record_first
 from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, listed_codes_view
 from pytest_groundeval.tasks.jsontext import one_answer, refuse_hedges, unknown_keys
 
 ANSWER_KEY = "active_medications"
 
-PROMPT = """You are given one patient's FHIR R4 Bundle (JSON) below.
+# the bundle comes first (run/prompt_cache.record_first): the same leading text for every
+# task and repeat of the patient, which the prompt cache can serve
+PROMPT = """You are given one patient's FHIR R4 Bundle (JSON) above.
 
 List the patient's active medications: every MedicationRequest whose status is "active" \
 (except a request with doNotPerform true: that one says not to take it), identified by its \
@@ -52,10 +55,7 @@ List each RxNorm code once.
 
 Answer with only a JSON object of this form, and nothing else:
 {{"{key}": [{{"code": "<RxNorm code>", "display": "<RxNorm display name>"}}]}}
-If the patient has no active medications, answer {{"{key}": []}}.
-
-Bundle:
-{bundle}"""
+If the patient has no active medications, answer {{"{key}": []}}."""
 
 # A tool-using agent (``--agent=langgraph``) is not given the bundle: it gets the patient
 # id and read-only tools over this case's bundle only (:meth:`ExtractionTask.agent_tools`).
@@ -216,7 +216,7 @@ class ExtractionTask(Task):
         text = raw.decode("utf-8")
         return Case(
             ref=ref,
-            prompt=PROMPT.format(rxnorm=RXNORM, key=ANSWER_KEY, bundle=text),
+            prompt=record_first(text, PROMPT.format(rxnorm=RXNORM, key=ANSWER_KEY)),
             inputs=CaseInputs({"bundle_json": text}, verdict),
             truth=truth,
             content_hash=digest,

@@ -49,6 +49,7 @@ from pytest_groundeval.fhir.medications import distinct_codes, medication_reques
 from pytest_groundeval.model import AgentOutput, Case, CaseError, CaseRef, CaseResult, ParseError
 from pytest_groundeval.scorers import reconciliation as scorer
 from pytest_groundeval.tasks import BUILTIN
+from pytest_groundeval.run.prompt_cache import record_first
 from pytest_groundeval.tasks.base import CaseSource, CaseView, Task, listed_codes_view, require_keys
 from pytest_groundeval.tasks.jsontext import one_answer, refuse_hedges, unknown_keys
 
@@ -80,19 +81,18 @@ Answer with only a JSON object of this form, and nothing else:
 
 """
 
-PROMPT = """You are reconciling one patient's medications at intake. Below are the nurse's \
-intake note of what the patient reports taking, the site RxNorm catalog's entries that share a \
-medication name with the note, and the patient's FHIR R4 Bundle (JSON).
+# the bundle comes first (run/prompt_cache.record_first): the same leading text for every
+# task, case and repeat of the patient, which the prompt cache can serve
+PROMPT = """You are reconciling one patient's medications at intake. Above is the patient's FHIR R4 \
+Bundle (JSON); below are the nurse's intake note of what the patient reports taking and the site \
+RxNorm catalog's entries that share a medication name with the note.
 
 """ + _RULES + """Intake note (patient-reported medications):
 {report}
 
 Site RxNorm catalog, the entries sharing a word with the note (code: display); code a \
 medication the record does not have with one of these:
-{catalog}
-
-Bundle:
-{bundle}"""
+{catalog}"""
 
 # for tool-using agents: the record is read with the tools, not pasted (the same rules and answer)
 TOOL_PROMPT = """You are reconciling one patient's medications at intake: {patient}. Below is the \
@@ -439,8 +439,9 @@ class ReconciliationTask(Task):
         report = item["patient_report"]
         return Case(
             ref=ref,
-            prompt=PROMPT.format(rxnorm=RXNORM, key=ANSWER_KEY, report=report, bundle=text,
-                                 catalog=render_candidates(catalog_candidates(report, site_catalog()))),
+            prompt=record_first(text, PROMPT.format(
+                rxnorm=RXNORM, key=ANSWER_KEY, report=report,
+                catalog=render_candidates(catalog_candidates(report, site_catalog())))),
             inputs={"bundle_json": text, "patient_report": report},
             truth=truth,
             content_hash=case_hash(raw, bundle_raw),

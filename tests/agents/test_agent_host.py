@@ -58,7 +58,7 @@ class Exits:
     def run(self, prompt):
         if os.environ["CRASH_ON"] in prompt:
             os._exit(0)
-        return json.dumps({"active_medications": active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "p")})
+        return json.dumps({"active_medications": active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0], "p")})
 
 class LateExit(Exits):
     """Prefetched (--concurrency 2): the call of the last case ends the process once the

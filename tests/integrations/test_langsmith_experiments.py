@@ -715,7 +715,7 @@ class Leaky:
     def run(self, prompt):
         key = os.environ["MY_SERVICE_API_KEY"]
         lookup(f"token={key}", key)
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         truth = active_medications(bundle, "prompt")
         if not truth:
             raise RuntimeError(f"auth failed for key {key} at https://bob:hunter2@example.test/v1")

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import ThreadingHTTPServer
 from typing import Any
 
-from json_http import JSONHandler
+from json_http import JSONHandler, Loopback
 
 JARGON = ("bid", "prn", "hypertension", "antihypertensive", "hyperlipidemia", "titrate", "po ")
 
@@ -104,26 +103,14 @@ class _Handler(JSONHandler):
                     "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
 
 
-class JudgeServer:
+class JudgeServer(Loopback):
+    base_path = "/v1"
+
     def __init__(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.httpd.lock = threading.Lock()  # type: ignore[attr-defined]
         self.httpd.log = []  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     @property
     def log(self) -> list[tuple[str, str]]:
         return self.httpd.log  # type: ignore[attr-defined]
-
-    def __enter__(self) -> "JudgeServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()

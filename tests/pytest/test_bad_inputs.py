@@ -98,7 +98,7 @@ class Surrogate:
     """Right codes, but text no UTF-8 encoder accepts: a lone surrogate in prose and in a display."""
     name = "surrogate"
     def run(self, prompt):
-        meds = active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "prompt")
+        meds = active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0], "prompt")
         meds = [dict(m, display=m["display"] + "\\ud800") for m in meds]
         return "Here \\udc80 you go: " + json.dumps({"active_medications": meds}, ensure_ascii=False)
 '''

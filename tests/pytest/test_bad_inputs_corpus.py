@@ -59,7 +59,7 @@ def test_write(case, agent, scorer, evaluate):
 '''
 
 # A user agent that answers right and appends, for every call, the SHA-256 of the bundle it
-# was shown (the prompt ends with the bundle's text, exactly the file's bytes) to AGENT_CALLS.
+# was shown (the prompt opens with the bundle's text, exactly the file's bytes) to AGENT_CALLS.
 RECORDING_EXTRACTION = '''
 import hashlib, json, os
 from pytest_groundeval.tasks.extraction import active_medications
@@ -67,7 +67,7 @@ from pytest_groundeval.tasks.extraction import active_medications
 class Recording:
     name = "recording"
     def run(self, prompt):
-        text = prompt.split("Bundle:\\n", 1)[1]
+        text = prompt.split("Bundle:\\n", 1)[1].split("\\n(End of the bundle.)\\n", 1)[0]
         with open(os.environ["AGENT_CALLS"], "a") as fh:
             fh.write(hashlib.sha256(text.encode("utf-8")).hexdigest() + "\\n")
         return json.dumps({"active_medications": active_medications(json.loads(text), "prompt")})

@@ -17,7 +17,7 @@ class CrashOnZero:
     """Right answers, but the process dies (no exception, no report) on one patient."""
     name = "crash-on-zero"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         if not active_medications(bundle, "prompt"):
             os._exit(1)
         return json.dumps({"active_medications": active_medications(bundle, "prompt")})
@@ -93,7 +93,7 @@ class House:
     name = "house-agent"
     model = "house-model-7"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         return json.dumps({"active_medications": active_medications(bundle, "prompt")})
 
 @pytest.fixture(scope="session")

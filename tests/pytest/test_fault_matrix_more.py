@@ -122,7 +122,7 @@ class BadDay:
         self._lock = threading.Lock()
         self._calls = {}
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         with self._lock:
             n = self._calls[pid] = self._calls.get(pid, 0) + 1
@@ -226,7 +226,7 @@ class CrashOnce:
     (a marker file), after the cases before it were journaled (WAIT_FOR_JOURNAL of them)."""
     name = "crash-once"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         with open(os.environ["AGENT_LOG"], "a") as fh:
             fh.write(json.dumps({"patient": pid}) + "\\n")
@@ -316,7 +316,7 @@ class Paced:
     """Deterministic right answers, each after a pause (PACE: seconds per patient id, JSON)."""
     name = "paced"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         if os.environ.get("AGENT_LOG"):
             with open(os.environ["AGENT_LOG"], "a") as fh:

@@ -16,7 +16,7 @@ import json, os
 from pytest_groundeval.tasks.extraction import active_medications
 
 def _truth(prompt):
-    return active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "prompt")
+    return active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0], "prompt")
 
 class ReturnsNone:
     name = "returns-none"
@@ -95,7 +95,7 @@ class Interrupts:
         Interrupts.calls += 1
         if Interrupts.calls == 3:
             raise KeyboardInterrupt
-        return json.dumps({"active_medications": active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "p")})
+        return json.dumps({"active_medications": active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0], "p")})
 '''
 
 

@@ -19,7 +19,7 @@ class Mixed:
     name = "mixed"
 
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         if pid == {ZERO.split("_")[-1]!r}:
             raise ValueError("the model server went away")

@@ -138,7 +138,7 @@ from pytest_groundeval.tasks.extraction import active_medications
 class BadUsage:
     name = "bad-usage"
     def run(self, prompt):
-        truth = active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "p")
+        truth = active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0], "p")
         return {"text": json.dumps({"active_medications": truth}), "usage": {"input_tokens": "n/a"}}
 '''
 

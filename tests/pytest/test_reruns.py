@@ -26,7 +26,7 @@ import json, os
 from pytest_groundeval.tasks.extraction import active_medications
 
 def _read(prompt):
-    bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+    bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
     pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
     return pid, active_medications(bundle, "prompt")
 

@@ -35,7 +35,7 @@ SLOW = PRELUDE + '''
 class Blocks:
     name = "blocks"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         if pid == os.environ.get("BLOCK_PATIENT"):
             deadline = time.monotonic() + 10
@@ -213,7 +213,7 @@ from pytest_groundeval.tasks.extraction import active_medications
 class FillsTheDisk:
     name = "fills-the-disk"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         if pid == os.environ["FULL_ON"]:
             size = os.path.getsize(os.environ["JOURNAL"])
@@ -308,7 +308,7 @@ def _wait(path):
 class CrashBeside:
     name = "crash-beside"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         marks = os.environ["MARKS"]
         with open(os.path.join(marks, "calls.log"), "a") as fh:
@@ -391,7 +391,7 @@ class HangsOn:
     """Right answers, except that the call for HANG_ON never returns (until the process ends)."""
     name = "hangs-on"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         with open(os.environ["CALLS"], "a") as fh:
             fh.write(pid + "\\n")

@@ -224,7 +224,7 @@ def nest(levels):
 class Unbounded:
     name = "unbounded"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         pid = next(e["resource"]["id"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient")
         answer = json.dumps({"active_medications": active_medications(bundle, "prompt")})
         role = ROLES.get(pid)

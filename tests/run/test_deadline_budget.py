@@ -158,7 +158,7 @@ import json, time
 from pytest_groundeval.tasks.extraction import active_medications
 
 def _answer(prompt):
-    truth = active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]), "p")
+    truth = active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0], "p")
     return json.dumps({"active_medications": truth})
 
 class Priced:

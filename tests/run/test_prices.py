@@ -217,7 +217,7 @@ import json
 from pytest_groundeval.tasks.extraction import active_medications
 
 def _answer(prompt):
-    return json.dumps({"active_medications": active_medications(json.loads(prompt.split("Bundle:\\n", 1)[1]),
+    return json.dumps({"active_medications": active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0],
                                                                 "prompt")})
 
 class Reporting:

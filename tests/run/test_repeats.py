@@ -21,7 +21,7 @@ class Flaky:
     double that knows its repeat, so the flakiness is the same however the items run)."""
     name = "flaky"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         truth = active_medications(bundle, "prompt")
         if not truth and current_repeat() == 3:
             truth = [{"code": "1049630", "display": "made up"}]

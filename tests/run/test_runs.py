@@ -336,8 +336,9 @@ class FakeMessages:
 
     def create(self, model, max_tokens, messages):
         FakeMessages.calls += 1
-        prompt = messages[0]["content"]
-        truth = active_medications(json.loads(prompt.split("Bundle:\n", 1)[1]), "prompt")
+        content = messages[0]["content"]  # the prompt, or its text blocks (prompt caching's breakpoints)
+        prompt = content if isinstance(content, str) else "".join(b["text"] for b in content)
+        truth = active_medications(json.JSONDecoder().raw_decode(prompt.split("Bundle:\n", 1)[1])[0], "prompt")
         text = json.dumps({"active_medications": truth})
         return SimpleNamespace(content=[SimpleNamespace(type="text", text=text)], model=model,
                                usage=SimpleNamespace(input_tokens=len(prompt) // 4, output_tokens=40))

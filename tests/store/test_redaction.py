@@ -138,7 +138,7 @@ class Leaky:
         print(f"stderr says {key}", file=sys.stderr)
         logging.getLogger("leaky").warning("key %s, encoded %s, others %s", key, encoded, others)
         echoed = ask_the_service()
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         truth = active_medications(bundle, "prompt")
         if not truth:
             raise RuntimeError(f"auth failed for key {key} at {os.environ['SERVICE_URL']}: {echoed} {others} {encoded}")

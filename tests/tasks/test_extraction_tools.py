@@ -79,7 +79,8 @@ class ReadingModel(BaseChatModel):
         human = next(m.content for m in messages if m.type == "human")
         done = {m.name: json.loads(m.content) for m in messages if m.type == "tool"}
         if "Bundle:\n" in human:  # single call: the bundle is in the prompt
-            listed = list_medication_requests(human.split("Bundle:\n", 1)[1], "active")
+            listed = list_medication_requests(
+                human.split("Bundle:\n", 1)[1].split("\n(End of the bundle.)\n", 1)[0], "active")
             msg = AIMessage(content=_answer(listed["medication_requests"]))
         elif self.bad_reference and "read_resource" not in done:
             msg = AIMessage(content="", tool_calls=[{"name": "read_resource", "args": {"reference": self.bad_reference},
@@ -218,7 +219,7 @@ class _Server(JSONHandler):
         tool = [m for m in req["messages"] if m["role"] == "tool"]
         if not req.get("tools"):  # --agent=chat: one call, the bundle in the prompt
             user = next(m["content"] for m in req["messages"] if m["role"] == "user")
-            bundle = json.loads(user.split("Bundle:\n", 1)[1])
+            bundle = json.JSONDecoder().raw_decode(user.split("Bundle:\n", 1)[1])[0]
             message = {"role": "assistant", "content": _answer(active_medications(bundle, "prompt"))}
             finish = "stop"
         elif not tool:

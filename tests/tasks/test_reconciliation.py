@@ -241,7 +241,7 @@ def test_agent_inputs_and_prompt_hold_no_truth_or_choices(cases):
         # the catalog section is the site catalog's entries sharing a word with the note:
         # a function of the note alone, never of the truth or the recorded choices
         head, rest = case.prompt.split("\n\nSite RxNorm catalog", 1)
-        section, bundle = rest.split("\n\nBundle:\n", 1)
+        section, bundle = rest, case.inputs["bundle_json"]  # the bundle opens the prompt (in head)
         listed = catalog_candidates(data["patient_report"], site_catalog())
         assert section.split(":\n", 1)[1] == render_candidates(listed)
         for t in case.truth:

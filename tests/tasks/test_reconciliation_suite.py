@@ -29,7 +29,7 @@ class AllMatched:
     """Reads the bundle out of the prompt and calls every active medication matched."""
     name = "all-matched"
     def run(self, prompt):
-        bundle = json.loads(prompt.split("Bundle:\\n", 1)[1])
+        bundle = json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0]
         meds = {}
         for e in bundle["entry"]:
             r = e["resource"]

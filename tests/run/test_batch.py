@@ -1,0 +1,200 @@
+"""``--batch`` (issue 31 item 3): ``--agent=claude``'s cases as one Anthropic Message Batch,
+through the real ``anthropic`` SDK against a loopback Messages API on 127.0.0.1 that
+implements the batch endpoints (create, retrieve, JSONL results) and bills the requests
+(``tests/anthropic_loopback.py``). One batch holds every case; each result is scored; its cost
+is half the list price; an errored or expired request is an error of its kind; a session
+killed after submitting resumes the same batch (no second batch); --max-cost admits requests
+at the batch price; tool-using agents and -n are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic_loopback import AnthropicLoopback, _Handler
+from conftest import ROOT
+
+pytest.importorskip("anthropic")
+
+from pytest_groundeval.run.usage import cost_usd  # noqa: E402
+from pytest_groundeval.store.journal import journal_batches  # noqa: E402
+from pytest_groundeval.store.record import validate_record  # noqa: E402
+
+PATIENTS = ("Adalberto_Hartmann_44ec4447-9e2c-4eb9-bd4f-0bdb416b806e",
+            "Chiquita638_Vandervort697_269c9001-961e-5c04-c250-442ec7c276c5")
+MODEL = "claude-sonnet-4-6"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    data = pytester.mkdir("synthea")
+    for stem in PATIENTS:
+        shutil.copy(ROOT / "fixtures" / "synthea" / f"{stem}.json", data / f"{stem}.json")
+    return pytester
+
+
+def _args(p: pytest.Pytester, *extra: str) -> list[str]:
+    return [str(ROOT / "evals"), "-m", "extraction", "--data-dir", "synthea", "--agent=claude", "--model", MODEL,
+            "--repeat", "2", "--batch", "--batch-poll", "0.05", "--run-record", "record.json",
+            "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(p.path), *extra]
+
+
+def _env(monkeypatch: pytest.MonkeyPatch, api: AnthropicLoopback) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+
+def _record(p: pytest.Pytester) -> dict[str, Any]:
+    rec = json.loads((p.path / "record.json").read_text())
+    assert validate_record(rec) == []
+    return rec
+
+
+def _paths(api: AnthropicLoopback) -> list[str]:
+    return [path for path, _ in api.requests]
+
+
+def test_every_case_goes_in_one_batch_and_costs_half(project, monkeypatch):
+    with AnthropicLoopback() as api:
+        _env(monkeypatch, api)
+        result = project.runpytest_subprocess(*_args(project))
+        result.assert_outcomes(passed=4)
+    assert api.batch_creations == 1 and "/v1/messages" not in _paths(api)  # no direct call
+    (body,) = [b for path, b in api.requests if path == "/v1/messages/batches"]
+    assert len(body["requests"]) == 4 and len({r["custom_id"] for r in body["requests"]}) == 4  # 2 cases x 2 repeats
+    assert all(r["params"]["model"] == MODEL for r in body["requests"])
+    result.stdout.fnmatch_lines(["*groundeval: batch msgbatch_* submitted: 4 requests*",
+                                 "*groundeval: batch msgbatch_* ended: 0 processing, 4 succeeded*"])
+    rec = _record(project)
+    assert rec["options"]["batch"] is True
+    for c in rec["cases"]:
+        assert c["outcome"] == "passed" and c["usage"]["batch_calls"] == 1
+        direct = cost_usd(MODEL, {k: v for k, v in c["usage"].items() if k != "batch_calls"})
+        assert c["cost_usd"] == pytest.approx(direct / 2) and c["cost_usd"] > 0
+    assert not (project.path / "record.jsonl").exists()  # a complete record replaced its journal
+
+
+BUNDLES = [(ROOT / "fixtures" / "synthea" / f"{stem}.json").read_text() for stem in PATIENTS]
+
+
+def _patient(params: dict[str, Any]) -> int:
+    """Which patient's bundle the request carries."""
+    text = "".join(b["text"] for b in params["messages"][0]["content"])
+    return next(i for i, bundle in enumerate(BUNDLES) if bundle in text)
+
+
+def test_an_errored_request_is_an_agent_error_and_an_expired_one_a_timeout(project, monkeypatch):
+    with AnthropicLoopback(outcome=lambda cid, params: ("errored", "expired")[_patient(params)]) as api:
+        _env(monkeypatch, api)
+        project.runpytest_subprocess(*_args(project, "--agent-retries", "0")).assert_outcomes(failed=4)
+    rec = _record(project)
+    kinds = {(c["case_id"], c["repeat"]): c["error"]["kind"] for c in rec["cases"]}
+    assert kinds == {(PATIENTS[0], 1): "agent", (PATIENTS[0], 2): "agent",
+                     (PATIENTS[1], 1): "timeout", (PATIENTS[1], 2): "timeout"}
+    errored = next(c for c in rec["cases"] if c["error"]["kind"] == "agent")
+    assert "errored: invalid_request_error: max_tokens: too large" in errored["error"]["message"]
+    assert all(c["cost_usd"] in (None, 0) for c in rec["cases"])
+    assert api.batch_creations == 1
+
+
+def test_a_session_killed_after_submitting_resumes_the_same_batch(project, monkeypatch):
+    polled = threading.Event()
+    handle = _Handler.do_GET
+
+    def watch(self: Any) -> None:
+        handle(self)
+        if "/v1/messages/batches/" in self.path:
+            polled.set()  # the journal has the batch id: it is written before the first poll
+
+    monkeypatch.setattr(_Handler, "do_GET", watch)
+    with AnthropicLoopback(hold=True) as api:
+        _env(monkeypatch, api)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *_args(project)], cwd=project.path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            assert polled.wait(120), "the batch was never polled"
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert api.batch_creations == 1 and not (project.path / "record.json").exists()
+        (line,) = journal_batches(project.path / "record.jsonl")  # what a killed session leaves
+        (body,) = [b for path, b in api.requests if path == "/v1/messages/batches"]
+        assert sorted(line["custom_ids"]) == sorted(r["custom_id"] for r in body["requests"])
+        api.release.set()  # the batch ends (the API kept processing while nobody watched)
+        result = project.runpytest_subprocess(*_args(project, "--resume", "record.jsonl", "--run-record",
+                                                     "resumed.json"))
+        result.assert_outcomes(passed=4)
+    assert api.batch_creations == 1 and "/v1/messages" not in _paths(api)  # nothing paid twice
+    rec = json.loads((project.path / "resumed.json").read_text())
+    assert validate_record(rec) == [] and rec["options"]["resumed_from"] and len(rec["cases"]) == 4
+    assert all(c["outcome"] == "passed" and c["usage"]["batch_calls"] == 1 for c in rec["cases"])
+    assert journal_batches(project.path / "record.jsonl")[0]["id"] == line["id"]
+
+
+def test_max_cost_admits_requests_at_the_batch_price(project, monkeypatch):
+    from pytest_groundeval.pytest.batching import estimate
+
+    with AnthropicLoopback() as api:
+        _env(monkeypatch, api)
+        probe = project.runpytest_subprocess(*_args(project))
+        probe.assert_outcomes(passed=4)
+        (body,) = [b for path, b in api.requests if path == "/v1/messages/batches"]
+        costs = sorted(estimate(r["params"], MODEL) for r in body["requests"])
+        full = [2 * c for c in costs]
+        cap = costs[0] + costs[1] + 0.5 * costs[2]  # room for two requests at the batch price (one at full)
+        assert full[0] + full[1] > cap
+        result = project.runpytest_subprocess(*_args(project, "--max-cost", f"{cap:.8f}"))
+    second = [b for path, b in api.requests if path == "/v1/messages/batches"][1]
+    assert len(second["requests"]) == 2
+    rec = _record(project)
+    refused = [c for c in rec["cases"] if c["outcome"] == "error"]
+    assert len(refused) == 2 and all("--max-cost" in c["error"]["message"] for c in refused)
+    assert sum(c["outcome"] == "passed" for c in rec["cases"]) == 2, result.stdout.str()[-2000:]
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--agent=langgraph", "--model", "anthropic:claude-sonnet-4-6"), "--agent=claude (Message Batches) or --agent=chat on an OpenAI model"),
+    (("--agent=claude", "-n", "2"), "drop -n"),
+])
+def test_batch_refuses_tool_using_agents_and_xdist(project, monkeypatch, args, says):
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    argv = [a for a in _args(project) if a not in ("--agent=claude",)]
+    result = project.runpytest_subprocess(*argv, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--batch*{says}*"])
+
+
+# ------------------------------------------------------------------ --agent=chat on OpenAI's Batch API
+def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch):
+    pytest.importorskip("langchain_openai")
+    from openai_loopback import OpenAILoopback
+
+    def outcome(cid: str, body: dict[str, Any]) -> str:
+        text = body["messages"][-1]["content"]
+        return "succeeded" if BUNDLES[0] in text else "expired"
+
+    with OpenAILoopback(outcome=outcome) as api:
+        argv = [a for a in _args(project) if a not in ("--agent=claude", MODEL, "--model")]
+        result = project.runpytest_subprocess(*argv, "--agent=chat", "--model", "openai:gpt-test",
+                                              "--model-base-url", api.url, "--agent-retries", "0")
+        result.assert_outcomes(passed=2, failed=2)
+    assert api.batch_creations == 1 and "/v1/chat/completions" not in api.requests  # no direct call
+    assert api.requests.count("/v1/files") == 1
+    result.stdout.fnmatch_lines(["*groundeval: batch batch_* submitted: 4 requests*",
+                                 "*groundeval: batch batch_* completed: 2 of 4 completed, 2 failed*"])
+    rec = _record(project)
+    kinds = {(c["case_id"], c["repeat"]): (c["outcome"], (c["error"] or {}).get("kind")) for c in rec["cases"]}
+    assert kinds == {(PATIENTS[0], 1): ("passed", None), (PATIENTS[0], 2): ("passed", None),
+                     (PATIENTS[1], 1): ("error", "timeout"), (PATIENTS[1], 2): ("error", "timeout")}
+    passed = next(c for c in rec["cases"] if c["outcome"] == "passed")
+    assert passed["usage"]["batch_calls"] == 1 and passed["usage"]["input_tokens"] > 1000
