@@ -101,6 +101,7 @@ class Batches:
 
     def start(self) -> None:
         if self._thread is None and self._open:
+            _import_httpx()
             self._thread = threading.Thread(target=self._poll, daemon=True, name="groundeval-batch")
             self._thread.start()
 
@@ -153,6 +154,18 @@ class Batches:
                 raise PermanentAgentError(str(self._failed))
             kind, payload = self._results[cid]
         return _answer_of(kind, payload, self._owner[cid])
+
+
+def _import_httpx() -> None:
+    """Finish importing ``httpx`` in the calling thread before the poll thread starts.
+
+    openai's ``_httpx2`` reads ``sys.modules["httpx"]`` without the import lock: while another
+    thread is importing httpx (anthropic and langsmith import it lazily), the poll thread would
+    meet a partially initialised module (FRICTION P)."""
+    try:
+        import httpx  # noqa: F401
+    except ImportError:  # not installed: openai has nothing to look up
+        pass
 
 
 class MessageBatches(Batches):
