@@ -22,6 +22,7 @@ import pytest
 
 from pytest_groundeval.pytest.keys import EVALUATOR, REPORTER
 from pytest_groundeval.pytest.options import add_options, option_defaults
+from pytest_groundeval.pytest.outcomes import ERROR_ATTR, teststatus
 from pytest_groundeval.tasks import TaskLoadError, task_infos
 
 if TYPE_CHECKING:
@@ -344,9 +345,8 @@ def evaluate(request: pytest.FixtureRequest) -> Any:
     evaluator = _evaluator(request)
 
     from pytest_groundeval.pytest.items import RESULT
+    from pytest_groundeval.pytest.outcomes import line, not_run
     from pytest_groundeval.pytest.reruns import first_result
-    from pytest_groundeval.store.record import escape_unencodable
-    from pytest_groundeval.store.redact import redact_text
 
     def run(case: Any, agent: Any, scorer: Any = None) -> "CaseResult":
         item = evaluator.current_item
@@ -356,26 +356,24 @@ def evaluate(request: pytest.FixtureRequest) -> Any:
             result = evaluator.evaluate(case, agent, scorer)
         if item is not None:
             item.stash[RESULT] = result
-        if result.outcome == "skipped":
+        # the report says what the result says (outcomes.apply, at makereport): a case not run
+        # is a skip with its reason, an errored case a pytest error, a failed one a failure
+        if result.outcome == "skipped" or not_run(result):
             pytest.skip(result.reason or "skipped")
         if result.outcome != "passed":
-            label = "ERROR" if result.outcome == "error" else "FAILED"
-            text = f"{label} {case.task}:{case.case_id}: {result.reason}"
-            error = result.error
-            if error is not None and error.kind == "agent" and error.traceback:
-                from pytest_groundeval.reporting.terminal import agent_frame
-
-                where = agent_frame(error.traceback)
-                text += f" (at {where})" if where else ""
-                if item is not None and item.config.option.tbstyle in ("long", "short", "native"):
-                    text += "\n" + error.traceback  # the agent's own traceback, as --tb asked
-            pytest.fail(redact_text(escape_unencodable(text)), pytrace=False)
+            pytest.fail(line(result, item.config.option.tbstyle if item is not None else None), pytrace=False)
         return result
 
     return run
 
 
 # ------------------------------------------------------------------ reporting
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: Any, config: pytest.Config) -> Any:
+    """An errored eval case is a pytest error (``E``, "errors"), as the record says (``outcomes.py``)."""
+    return teststatus(report) if getattr(report, ERROR_ATTR, False) else None
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
@@ -438,6 +436,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         _redact_report(item, report)
     result = _result_for(item, report, call.when)
     if result is not None:
+        from pytest_groundeval.pytest.items import RESULT
+        from pytest_groundeval.pytest.outcomes import apply, item_location
+
+        apply(report, result, item_location(item), tbstyle=item.config.option.tbstyle,
+              evaluated=item.stash.get(RESULT, None) is result)
         from pytest_groundeval.pytest.items import REPORT_ATTR, properties
         from pytest_groundeval.store.record import case_json
 

@@ -105,7 +105,7 @@ class Reporter:
         self.unresolved_crashes: list[str] = []
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
-        self.own_failure_lines = False
+        self.failure_lines: list[str] = []  # the lines above pytest's short summary (_one_line_failures)
         self._failed_reports: dict[tuple, pytest.TestReport] = {}  # each failed eval case's report, by result key
 
     @property
@@ -275,6 +275,10 @@ class Reporter:
         result, data, blob = case_json(not_run(refs[0], error=error, task=self.tasks.get(refs[0].task),
                                                tool_using=self.settings.agent.tool_using, tools_offered=tools))
         setattr(report, REPORT_ATTR, data)
+        from pytest_groundeval.pytest.outcomes import apply
+
+        path, lineno = report.location[0], report.location[1]
+        apply(report, result, (str(self.config.rootpath / path), (lineno if lineno is not None else -1) + 1))
         self.hand_over(report, result, blob)
 
     @pytest.hookimpl(wrapper=True)
@@ -328,32 +332,33 @@ class Reporter:
                             shard=self.shard()[0])
 
     def _one_line_failures(self, config: pytest.Config) -> None:
-        """pytest's FAILURES section looks up teardown sections once per failure by scanning
-        every passed report (O(failures x items): 5,000 mostly failing cases cost 9x 1,000).
-        An eval failure is one line with no traceback, so when every failure of the session is
-        an eval case and ``--tb`` was left at its default, pytest's section is switched off
-        (``--tb=no``) and the terminal summary lists each failed case with its whole reason,
-        the cases that errored the very same way as one line (``failure_lines``)."""
+        """Each failing case is said once. An eval failure is one line with no traceback: when
+        every failure of the session is an eval case and ``--tb`` was left at its default,
+        pytest's FAILURES / ERRORS sections are switched off (``--tb=no``; they cost O(failures x
+        items) at the end of a run and would say each case again), and pytest's short test
+        summary (``-rfE``) is the list: one line per failed or errored case, its reason as the
+        message. What that list cannot say once is said above it (``failure_lines``): the cases
+        that errored the very same way (one line, each case's own line points at it) and the
+        cases not run (pytest's skips, not listed by default)."""
+        from pytest_groundeval.reporting.terminal import failure_lines
+
         failing = any(r.outcome in ("failed", "error") for r in self.results.values())
         if failing and self.other_failures == 0 and config.option.tbstyle == "auto":
             config.option.tbstyle = "no"
-            self.own_failure_lines = True
+        if self.record is not None and failing:
+            self.failure_lines = failure_lines(self.record)
             self._point_to_the_grouped_line()
 
     def _point_to_the_grouped_line(self) -> None:
-        """pytest's short test summary (``-rfE``, after ours) keeps one line per failed test,
-        with the test's message: the whole of it on CI (``$CI`` set) or under ``-vv``, else as
-        much as the terminal's width holds. A case of a group that errored the same way says
-        where the group's one line is instead of repeating the error (an agent bug over 45
-        cases is one line of it, not 46). Its message only: the test stays failed, junitxml
-        wrote its element when the report came in (and pytest/junit.py rewrites it from the
-        record), and no other pytest section shows it under ``--tb=no``."""
-        if self.record is None:
-            return
+        """A case of a group that errored the same way says, in pytest's short summary, where
+        the group's one line is instead of repeating the error (an agent bug over 45 cases is
+        one line of it, not 46). Its message only: the test stays an error, and junitxml wrote
+        its element when the report came in (pytest/junit.py rewrites it from the record)."""
+        assert self.record is not None
         from pytest_groundeval.reporting.terminal import failure_groups, pointer
 
-        for outcome, task, _reason, cases in failure_groups(self.record):
-            if outcome != "error" or len(cases) < 2:
+        for word, task, _reason, cases in failure_groups(self.record):
+            if word != "error" or len(cases) < 2:
                 continue
             for c in cases:
                 report = self._failed_reports.get(c.result_key)
@@ -388,6 +393,9 @@ class Reporter:
             pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED
         ):
             session.exitstatus = pytest.ExitCode.OK if gate.passed else pytest.ExitCode.TESTS_FAILED
+        elif gate is None and exitstatus == pytest.ExitCode.OK and any(c.outcome == "error" for c in self.record.cases):
+            # a case not run is a pytest skip (outcomes.py), still an error of the run: not an OK
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._write_html(session)
 
     def _build(self, session: pytest.Session, exitstatus: int) -> RunRecord:
@@ -498,15 +506,15 @@ class Reporter:
             return
         if self.record is None:
             return
-        from pytest_groundeval.reporting.terminal import failure_lines, subset_line, terminal_lines
+        from pytest_groundeval.reporting.terminal import SECTION, subset_line, terminal_lines
 
         tr = terminalreporter
-        if self.own_failure_lines:
-            tr.write_sep("=", "groundeval failures")
-            for line in failure_lines(self.record):
+        if self.failure_lines:
+            tr.write_sep("=", SECTION)
+            for line in self.failure_lines:
                 tr.write_line(line, red=True)
         tr.write_sep("=", "groundeval summary")
-        for line in terminal_lines(self.record):
+        for line in terminal_lines(self.record, quiet=config.get_verbosity() < 0):
             tr.write_line(line)
         if self.problems:
             tr.write_line("groundeval: some case results could not be recorded (a groundeval bug):", red=True)

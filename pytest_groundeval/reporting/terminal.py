@@ -47,13 +47,25 @@ def usage_line(record: RunRecord) -> str:
     return line + f"cost ${u.cost_usd:.4f}"
 
 
+def _not_run(case: Any) -> bool:
+    """An errored case never run to its answer (its message says "not run"): pytest's skip
+    (``pytest/outcomes.py``, which holds the one rule), still an error in the record."""
+    from pytest_groundeval.pytest.outcomes import not_run
+
+    return not_run(case)
+
+
 def errors_line(record: RunRecord) -> str | None:
-    """The errored cases counted by ``error.kind``, most first: "errors: 2 timeout, 1 agent"."""
-    kinds = Counter(c.error.kind if c.error is not None else "unknown"
-                    for c in record.cases if c.outcome == "error")
-    if not kinds:
-        return None
-    return "errors: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    """The errored cases counted by ``error.kind``, most first, then those not run the same way:
+    "errors: 2 timeout, 1 agent; not run: 40 budget"."""
+    parts = []
+    for label, want in (("errors", False), ("not run", True)):
+        kinds = Counter(c.error.kind if c.error is not None else "unknown"
+                        for c in record.cases if c.outcome == "error" and _not_run(c) == want)
+        if kinds:
+            parts.append(f"{label}: " + ", ".join(f"{n} {k}" for k, n in
+                                                  sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))))
+    return "; ".join(parts) or None
 
 
 def completeness_line(record: RunRecord) -> str:
@@ -103,38 +115,48 @@ def agent_frame(traceback: str | None) -> str | None:
 
 
 def failure_groups(record: RunRecord) -> list[tuple[str, str, str, list[Any]]]:
-    """``(outcome, task, reason, cases)`` in the record's order: the cases that errored the
-    very same way (an agent bug hitting every case, the cases not run after the
-    consecutive-error stop) together; each failure on its own (its reason is its own)."""
+    """``(word, task, reason, cases)`` in the record's order (``word``: ``failed``, ``error`` or
+    ``not run``): the cases that errored, or were not run, the very same way (an agent bug hitting
+    every case, the cases not run after the consecutive-error stop) together; each failure on its
+    own (its reason is its own)."""
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for c in record.cases:
         if c.outcome == "error":
-            groups.setdefault((c.outcome, c.task, c.reason or ""), []).append(c)
+            groups.setdefault(("not run" if _not_run(c) else "error", c.task, c.reason or ""), []).append(c)
         elif c.outcome == "failed":
             groups[(c.outcome, c.task, c.case_id)] = [c]  # a failure: its own line, always
-    return [(outcome, task, reason if outcome == "error" else (cases[0].reason or ""), cases)
-            for (outcome, task, reason), cases in groups.items()]
+    return [(word, task, reason if word != "failed" else (cases[0].reason or ""), cases)
+            for (word, task, reason), cases in groups.items()]
+
+
+SECTION = "groundeval failures"  # the title of the lines below (the reporter's)
 
 
 def pointer(task: str, case_id: str, n: int) -> str:
     """What pytest's own line for one case of a group of ``n`` says instead of the error
     (its short test summary, ``-rfE``: the whole message on CI or under ``-vv``): where the
     one line with the error is."""
-    return f"ERROR {task}:{case_id}: errored as {n - 1} other {task} case(s) did: one line under 'groundeval failures'"
+    return f"errored as {n - 1} other {task} case{'' if n == 2 else 's'} did: one line under '{SECTION}'"
 
 
 def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
-    """The failed and errored cases, one line each (a failure's whole reason); cases that
-    errored the very same way as one line with their count and the first few ids. An agent
-    error names the agent's own file and line, from the kept traceback."""
+    """What pytest's short test summary does not say once: the cases that errored the very same
+    way, as one line with their count, the first few ids and, for an agent error, the agent's own
+    file and line (from the kept traceback); and the cases not run (pytest skips them, listing
+    none by default), one line per reason. A failure, and an error of its own, is pytest's one
+    line (``FAILED``/``ERROR`` node id - reason), not repeated here."""
     lines = []
-    for outcome, task, reason, cases in failure_groups(record):
-        label = "ERROR" if outcome == "error" else "FAILED"
+    for word, task, reason, cases in failure_groups(record):
+        if word == "failed" or (word == "error" and len(cases) == 1):
+            continue
+        label = "NOT RUN" if word == "not run" else "ERROR"
         where = next((agent_frame(c.error.traceback) for c in cases
                       if c.error is not None and c.error.kind == "agent" and c.error.traceback), None)
         at = f" (at {where})" if where else ""
+        if word == "not run":
+            reason = reason.removeprefix("not run: ")  # the label says it
         if len(cases) == 1:
-            lines.append(f"{label} {task}:{cases[0].case_id}: {cases[0].reason or ''}{at}")
+            lines.append(f"{label} {task}:{cases[0].case_id}: {reason}{at}")
             continue
         ids = ", ".join(c.case_id for c in cases[:examples]) + (f", and {len(cases) - examples} more"
                                                                  if len(cases) > examples else "")
@@ -205,15 +227,33 @@ def _no_value_lines(names: list[str]) -> list[str]:
     return [f"  no value: {', '.join(parts)}"]
 
 
-def terminal_lines(record: RunRecord) -> list[str]:
+def counts_line(record: RunRecord, task: str) -> str:
+    """A task's cases in pytest's words: passed, failed, errors, not run (pytest's skips that
+    count as errors in the record), skipped."""
+    summary = record.summary[task]
+    not_run = sum(1 for c in record.cases if c.task == task and c.outcome == "error" and _not_run(c))
+    line = (f"{task}: {_plural(summary.n_cases, 'case')}, {summary.n_passed} passed, {summary.n_failed} failed, "
+            f"{_plural(summary.n_errors - not_run, 'error')}")
+    if not_run:
+        line += f", {not_run} not run"
+    if summary.n_skipped:
+        line += f", {summary.n_skipped} skipped"
+    return line
+
+
+def terminal_lines(record: RunRecord, quiet: bool = False) -> list[str]:
+    """The summary; ``quiet`` (``-q``): each task's counts and its headline figure on one line,
+    no table of figures."""
+    from pytest_groundeval.model import headline_of
+
     lines = [f"agent: {record.agent}" + (f"  model: {record.model}" if record.model else "")]
     for task, summary in record.summary.items():
-        counts = (
-            f"{task}: {summary.n_cases} cases, {summary.n_passed} passed, "
-            f"{summary.n_failed} failed, {summary.n_errors} errors"
-        )
-        if summary.n_skipped:
-            counts += f", {summary.n_skipped} skipped"
+        counts = counts_line(record, task)
+        if quiet:
+            head = headline_of(summary.specs.values())
+            value = summary.value(head) if head is not None else None
+            lines.append(counts + (f"; {head} {_fmt(value)}" if value is not None else ""))
+            continue
         lines.append(counts)
         repeats = (record.repeats or {}).get(task)
         if repeats is not None:  # --repeat N
