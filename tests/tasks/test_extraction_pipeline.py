@@ -91,7 +91,7 @@ def test_unparseable_answers_are_failures_with_raw_output_kept(evalproject, agen
 
 def test_raising_agent_is_an_error_counted_in_every_denominator(evalproject):
     result = run(evalproject, "--agent=agents_under_test:Raising")
-    result.assert_outcomes(failed=len(SMALL_SET))
+    result.assert_outcomes(errors=len(SMALL_SET))  # pytest's word too (issue 30 item 4)
     rec = read_record(evalproject)
     assert validate_record(rec) == []
     for c in rec["cases"]:
