@@ -251,8 +251,7 @@ def test_the_reporter_lives_only_on_the_controller(evalproject, monkeypatch):
 def test_a_plain_test_session_writes_no_record(pytester):
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
-    assert not (pytester.path / "runs").exists()
-    shutil.rmtree(pytester.path / "runs", ignore_errors=True)
+    assert not (pytester.path / ".groundeval" / "runs").exists() and not (pytester.path / "runs").exists()
     assert SYNTHEA.is_dir()
 
 

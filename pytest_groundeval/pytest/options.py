@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # imported where Settings are made: registering the options i
 CACHE_MODES = ("off", "read", "write", "readwrite", "strict")
 
 DEFAULT_AGENT_TIMEOUT = 120.0
+RUNS_DIR = ".groundeval/runs"  # the run records' default folder, under the rootdir
 DEFAULT_CASE_DEADLINE = 300.0  # seconds for all attempts of one case: a hung case costs at most this
 
 
@@ -93,9 +94,15 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     add("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
         help="model-call cache folder (default .groundeval/cache under the rootdir)")
     add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
-        help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
+        help=f"where to write the JSON run record (default {RUNS_DIR}/<run_id>.json under the rootdir)")
+    add("--groundeval-runs-dir", dest="groundeval_runs_dir", default=None, metavar="DIR",
+        help=f"the folder of the run records, their HTML reports and journals, and of --resume/--rescore last "
+        f"(default {RUNS_DIR} under the rootdir, which the first run makes with a .gitignore: records hold case data)")
     add("--groundeval-html", dest="groundeval_html", default=None, metavar="PATH",
-        help="also write the run's HTML report (one self-contained file) to PATH, after the record")
+        help="where to write the run's HTML report (one self-contained file), after the record (default: beside "
+        "the record, <run_id>.html)")
+    add("--no-groundeval-html", dest="groundeval_no_html", action="store_true", default=False,
+        help="write no HTML report")
     add("--threshold", dest="groundeval_thresholds", action="append", default=[], metavar="TASK.METRIC=VALUE",
         help=f"CI gate, repeatable, e.g. {next(iter(tasks), 'TASK')}.METRIC=0.95 (a metric of the task's "
         "summary); when set, the thresholds decide the exit status")
@@ -158,6 +165,13 @@ def source_setting(config: pytest.Config, task: Any) -> str:
     return f"the {task.name} suite's default; point it elsewhere with {src.flag} or the ini key {src.ini}"
 
 
+def _runs_dir(config: pytest.Config) -> Path:
+    """``--groundeval-runs-dir`` (relative to the current folder), else ``.groundeval/runs``
+    under the rootdir."""
+    given = config.getoption("groundeval_runs_dir")
+    return Path(given).absolute() if given else config.rootpath / RUNS_DIR
+
+
 MAX_CONCURRENCY = 256
 MAX_RETRIES = 20
 MAX_REPEAT = 1000
@@ -218,7 +232,8 @@ class Settings:
     selection: Mapping[str, Any] = field(default_factory=dict)
     shard: tuple[int, int] | None = None  # --groundeval-shard K/N
     repeat: int = 1  # --repeat N
-    html_report: Path | None = None  # --groundeval-html PATH
+    html_report: Path | None = None  # --groundeval-html PATH (default: beside the record)
+    html: bool = True  # --no-groundeval-html: False
     require_grounded: bool = False  # --require-grounded
     spend_file: Path | None = None  # an xdist worker under --max-cost: the session's shared spend (spend.py)
     judge_models: tuple[str, ...] = ()  # --judge-model (repeatable): the jury of tasks with judged items
@@ -272,7 +287,7 @@ class Settings:
             resume=resume,
             rescore=rescore,
             run_record=Path(record).absolute() if record else None,  # fixed now: an agent's chdir moves nothing
-            runs_dir=config.rootpath / "runs",
+            runs_dir=_runs_dir(config),
             rootdir=config.rootpath,
             thresholds=tuple(thresholds),
             task_paths={n: _task_path(config, t) for n, t in tasks.items()},
@@ -289,6 +304,7 @@ class Settings:
             shard=shard,
             repeat=opt("groundeval_repeat"),
             html_report=Path(opt("groundeval_html")) if opt("groundeval_html") else None,
+            html=not opt("groundeval_no_html"),
             require_grounded=bool(opt("groundeval_require_grounded")),
             spend_file=Path(workerinput["groundeval_spend"]) if workerinput and workerinput.get("groundeval_spend")
             else None,

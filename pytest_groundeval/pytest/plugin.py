@@ -374,6 +374,15 @@ def pytest_report_teststatus(report: Any, config: pytest.Config) -> Any:
     return teststatus(report) if getattr(report, ERROR_ATTR, False) else None
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """groundeval's terminal lines end with where the run is: the record, the HTML report, and
+    ``groundeval report`` for the history (after every other plugin's summary)."""
+    reporter = config.stash.get(REPORTER, None)
+    if reporter is not None:
+        reporter.path_lines(terminalreporter)
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)

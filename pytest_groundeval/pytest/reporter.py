@@ -40,6 +40,14 @@ FREEZE_EVERY = 256  # results kept between two gc.freeze() calls
 __all__ = ["REPORT_ATTR", "Local", "Reporter"]
 
 
+def _shown(path: Path) -> str:
+    """A path as the terminal shows it: relative to the current folder when under it."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _plain(value: Any) -> Any:
     """Typed parts of the record as the JSON it will hold."""
     return orjson.loads(orjson.dumps(value, default=lambda v: v.model_dump(mode="json")))
@@ -77,6 +85,24 @@ def stopped_tool_users(cases: list[CaseResult]) -> list[CaseResult]:
             c = c.model_copy(update={"applicable": [*(c.applicable or []), GROUNDED]})
         out.append(c)
     return out
+
+
+IGNORED = ".groundeval"  # under the rootdir: run records, journals, HTML reports, the model-call cache, verdicts
+GITIGNORE = ("# groundeval's run records, journals, HTML reports and caches: they hold case data (prompts, answers,\n"
+             "# ground truth); not for version control. Written by the first run; delete this file to commit them.\n*\n")
+
+
+def ignore_runs(rootdir: Path, record: Path) -> None:
+    """The first run to write under ``<rootdir>/.groundeval`` writes its ``.gitignore`` (``*``):
+    what lands there holds case data. A record written elsewhere (``--run-record``,
+    ``--groundeval-runs-dir``) is the user's choice: nothing is written beside it."""
+    folder = rootdir / IGNORED
+    if folder not in record.absolute().parents:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(GITIGNORE, encoding="utf-8")
 
 
 class Reporter:
@@ -218,6 +244,7 @@ class Reporter:
     def _open_journal(self) -> None:
         if self.journal is None and not self.journal_failed:
             try:
+                ignore_runs(self.settings.rootdir, self.path)
                 self.journal = JournalWriter(self.path.with_suffix(".jsonl"), self.header())
             except OSError as e:
                 self.journal_failed = True
@@ -485,11 +512,12 @@ class Reporter:
         return bool(getattr(config.option, "numprocesses", None)) or bool(getattr(config.option, "dist", "no") != "no")
 
     def _write_html(self, session: pytest.Session) -> None:
-        """``--groundeval-html``: the report of the record just written (read back: the page
-        shows exactly the file). A failure is one terminal line and INTERNAL_ERROR."""
-        target = self.settings.html_report
-        if target is None:
-            return
+        """The HTML report of the record just written (read back: the page shows exactly the
+        file), beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A
+        failure is one terminal line and INTERNAL_ERROR."""
+        if not self.settings.html:
+            return  # --no-groundeval-html
+        target = self.settings.html_report or self.path.with_suffix(".html")
         from pytest_groundeval.reporting.html import write as write_html
 
         try:
@@ -526,8 +554,17 @@ class Reporter:
             tr.write_line(subset, yellow=True)
         if comp.cut_short:
             tr.write_line(f"groundeval: the run was cut short: {comp.reason}", red=True)
-        tr.write_line(f"run record: {self.record_path}")
+
+    def path_lines(self, terminalreporter: Any) -> None:
+        """The last of groundeval's lines (``plugin.py`` calls it after every other summary): the
+        record, the HTML report, and the history of the records' folder."""
+        if self.record is None or self.record_path is None:
+            return
+        tr = terminalreporter
+        tr.write_line(f"run record: {_shown(self.record_path)}")
         if self.html_error is not None:
             tr.write_line(f"groundeval: {self.html_error}", red=True)
         elif self.html_path is not None:
-            tr.write_line(f"HTML report: {self.html_path}")
+            tr.write_line(f"HTML report: {_shown(self.html_path)}")
+        folder = self.record_path.parent
+        tr.write_line(f"history: groundeval report {_shown(folder)} (every run in that folder, one page)")

@@ -49,7 +49,7 @@ def test_an_empty_case_folder_is_an_error_naming_it(evalproject):
     (empty / "README.txt").write_text("not a case")
     result = evalproject.runpytest("--data-dir", "empty", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error, before any case runs
-    assert not (evalproject.path / "runs").exists()
+    assert not (evalproject.path / ".groundeval" / "runs").exists()
     result.stdout.fnmatch_lines(["*no extraction case files (*.json.gz or *.json) in *empty*"])
 
 

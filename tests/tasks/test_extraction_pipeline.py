@@ -293,14 +293,14 @@ def test_xdist_gives_the_same_record_as_serial(evalproject):
     assert b["options"]["numprocesses"] == 2 and validate_record(b) == []
 
 
-def test_default_record_path_is_runs_run_id(evalproject):
+def test_default_record_path_is_groundeval_runs_run_id(evalproject):
     result = evalproject.runpytest("--data-dir", "data", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=len(SMALL_SET))
-    files = list((evalproject.path / "runs").glob("*.json"))
+    files = list((evalproject.path / ".groundeval" / "runs").glob("*.json"))  # (issue 30 item 5: was runs/)
     assert len(files) == 1
     rec = json.loads(files[0].read_text())
     assert files[0].stem == rec["run_id"] and validate_record(rec) == []
-    assert not [p for p in os.listdir(evalproject.path / "runs") if p.endswith(".tmp")]
+    assert not [p for p in os.listdir(evalproject.path / ".groundeval" / "runs") if p.endswith(".tmp")]
 
 
 def test_stopped_and_active_code_counts_once_as_active(evalproject):
