@@ -109,6 +109,8 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     add("--repeat", dest="groundeval_repeat", type=int, default=1, metavar="N",
         help="run every eval case N times (items <case>[r1]..[rN]): per-case pass rate, pass^k, pass@k, "
         "and the share of flaky cases in the summary (default 1)")
+    add("--groundeval-limit", dest="groundeval_limit", type=int, default=None, metavar="N",
+        help="run only the first N eval cases of each task (after -k / -m and the shard): a quick look")
     add("--groundeval-shard", dest="groundeval_shard", default=None, metavar="K/N",
         help="run shard K of N of the eval cases (split by a stable hash of task and case id), for CI jobs "
         "on several machines; `groundeval merge` makes one record of the N shard records")
@@ -199,6 +201,9 @@ def _check_values(opt: Any) -> None:
         bad("--agent-timeout", timeout, "must be a positive number of seconds")
     if opt("groundeval_max_consecutive_errors") < 0:
         bad("--max-consecutive-errors", opt("groundeval_max_consecutive_errors"), "must be 0 (never stop) or more")
+    limit = opt("groundeval_limit")
+    if limit is not None and limit < 1:
+        bad("--groundeval-limit", limit, "must be 1 or more (the cases of each task to run)")
     repeat = opt("groundeval_repeat")
     if not 1 <= repeat <= MAX_REPEAT:
         bad("--repeat", repeat, f"must be between 1 and {MAX_REPEAT}")
@@ -299,6 +304,7 @@ class Settings:
                 "keyword": opt("keyword", None) or None,
                 "markexpr": opt("markexpr", None) or None,
                 "numprocesses": opt("numprocesses", None),
+                "limit": opt("groundeval_limit"),
                 "args": list(config.args),
             },
             shard=shard,
@@ -333,7 +339,7 @@ class Settings:
             "base_url": self.agent.base_url,
             "agent_timeout": self.agent.timeout,
             "thresholds": [f"{t.label}={t.value}" for t in self.thresholds],
-            **{k: v for k, v in self.selection.items() if k != "args"},
+            **{k: v for k, v in self.selection.items() if k not in ("args", "limit")},  # (limit: completeness.selection)
             "concurrency": concurrency,
             "retries": self.policy.max_attempts - 1,
             "max_cost_usd": self.max_cost,

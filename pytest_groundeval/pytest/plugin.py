@@ -157,6 +157,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     config.add_cleanup(evaluator.close_agent)  # (also at sessionfinish) nothing of the agent outlives the session
     _fhir_server(config, evaluator, tasks, settings.is_worker)  # a task with fhir_server = True: its server handle
     register_sharder(config, settings.shard)  # --groundeval-shard K/N, else nothing
+    from pytest_groundeval.pytest.limit import register_limit
+
+    register_limit(config, settings.selection.get("limit"))  # --groundeval-limit N, else nothing
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error)
     chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None

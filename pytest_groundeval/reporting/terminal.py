@@ -183,6 +183,8 @@ def subset_line(record: RunRecord) -> str | None:
     shard = getattr(c, "shard", None)
     if shard is not None:
         how.append(f"--groundeval-shard {shard.index}/{shard.count}")
+    if sel.get("limit"):
+        how.append(f"--groundeval-limit {sel['limit']}")
     if c.selected is None:
         counts = f"{c.deselected} deselected"
     else:
