@@ -136,7 +136,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
 
     classes = _registry()
     settings = Settings.from_config(config, classes)
-    problem = settings.agent.check(needs_key=settings.mode != "rescore")
+    problem = settings.agent.check(needs_key=settings.mode != "rescore", check_model=settings.preflight)
     if problem:
         raise pytest.UsageError(f"groundeval: {problem}")
     tasks = {name: cls(settings.task_paths[name]) for name, cls in classes.items()}
@@ -315,8 +315,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except (FileNotFoundError, ValueError) as e:
         from pytest_groundeval.pytest.options import source_setting
 
+        from pytest_groundeval.store.redact import redact_text
+
         where = source_setting(metafunc.config, evaluator.tasks[task])
-        raise _redacted(pytest.UsageError(f"{e} [{where}]")) from None
+        # pytest's collection error with its message alone (no traceback of pluggy's frames):
+        # "ERROR collecting <file>" then the file, line and column of the bad cases file
+        raise pytest.Collector.CollectError(redact_text(f"{e} [{where}]")) from None
     metafunc.parametrize("case", refs, ids=[r.item_id for r in refs])
 
 

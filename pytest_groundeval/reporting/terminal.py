@@ -31,20 +31,25 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def cost_words(cost_usd: float | None, unpriced: int = 0, unreported: int = 0, priced: int = 0) -> str:
+    """The cost as groundeval says it everywhere (terminal, HTML): ``$0.0123``; or "unknown" when
+    a case with usage had no price, or its agent ran and reported no usage (unknown, not $0),
+    with why and what the priced cases cost."""
+    if not unpriced and not unreported:
+        return f"${(cost_usd or 0.0):.4f}"
+    why = []
+    if unpriced:
+        why.append(f"{_plural(unpriced, 'case')} unpriced")
+    if unreported:
+        why.append(f"{_plural(unreported, 'case')} without reported usage")
+    return f"unknown: {', '.join(why)} (${(cost_usd or 0.0):.4f} for the {priced} priced)"
+
+
 def usage_line(record: RunRecord) -> str:
-    """Tokens in and out and the cost; "cost unknown" when a case with usage had no price,
-    or its agent ran and reported no usage (unknown, not $0)."""
+    """Tokens in and out and the cost (:func:`cost_words`)."""
     u = record.usage
-    line = f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; "
-    silent = getattr(u, "cases_unreported", 0)
-    if u.cases_unpriced or silent:
-        why = []
-        if u.cases_unpriced:
-            why.append(f"{_plural(u.cases_unpriced, 'case')} unpriced")
-        if silent:
-            why.append(f"{_plural(silent, 'case')} without reported usage")
-        return line + f"cost unknown: {', '.join(why)} (${u.cost_usd:.4f} for the {u.cases_priced} priced)"
-    return line + f"cost ${u.cost_usd:.4f}"
+    cost = cost_words(u.cost_usd, u.cases_unpriced, getattr(u, "cases_unreported", 0) or 0, u.cases_priced)
+    return f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; cost {cost}"
 
 
 def _not_run(case: Any) -> bool:

@@ -47,3 +47,24 @@ def test_the_output_options_still_decide(evalproject):
     assert (evalproject.path / "record.json").is_file() and (evalproject.path / "page.html").is_file()
     assert not (evalproject.path / "record.html").exists()
 
+
+
+WRITE_EVAL = '''
+import pytest
+
+@pytest.mark.write
+def test_write(case, agent, scorer, evaluate):
+    evaluate(case, agent, scorer)
+'''
+
+
+def test_a_json_error_in_a_cases_file_is_one_line_naming_file_line_and_column(pytester):
+    pytester.makepyfile(test_w=WRITE_EVAL)
+    (pytester.path / "bad.json").write_text('{"cases": [\n  {"id": "a",}\n]}\n')
+    result = pytester.runpytest("--write-cases", "bad.json", "--run-record", "record.json", "-p", "no:cacheprovider")
+    assert result.ret == 2  # a collection error: nothing ran
+    out = result.stdout.str()
+    said = [ln for ln in result.outlines if "bad.json: not valid JSON" in ln]
+    assert said and said[0].startswith("groundeval: bad.json: not valid JSON: ") and "line 2 column 13" in said[0]
+    assert "pluggy/" not in out and "_hookexec" not in out and "plugin.py" not in out, out  # no traceback of ours
+    assert not (pytester.path / "record.json").exists()
