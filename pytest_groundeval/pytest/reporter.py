@@ -19,6 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_groundeval.reporting.gate import run_gate
+from pytest_groundeval.reporting.terminal import plural
 from pytest_groundeval.store import read, write
 from pytest_groundeval.store.files import StoredRun
 from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
@@ -342,18 +343,18 @@ class Reporter:
         if session.shouldfail:
             reasons.append(f"-x / --maxfail: {session.shouldfail}")
         if budget is not None and budget.stopped:
-            reasons.append(f"--max-cost reached ({budget.cases_not_run} cases not run)")
+            reasons.append(f"--max-cost reached ({plural(budget.cases_not_run, 'case')} not run)")
         stops = [o.stop_reason for o in self.outputs()]
         reasons += sorted({r.split(":", 1)[0] for r in stops if r})
         crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
         if crashed:
-            reasons.append(f"a worker crashed ({crashed} case(s))")
+            reasons.append(f"a worker crashed ({plural(crashed, 'case')})")
         interrupted = sum(c.error_kind == "interrupted" for c in cases)
         if interrupted:
-            reasons.append(f"{interrupted} case(s) interrupted by another case's crash")
+            reasons.append(f"{plural(interrupted, 'case')} interrupted by another case's crash")
         missing = (selected - len(cases)) if selected is not None else 0
         if missing > 0:
-            reasons.append(f"{missing} selected case(s) have no result")
+            reasons.append(f"{missing} selected {'case has' if missing == 1 else 'cases have'} no result")
         return Completeness(selected=selected, deselected=deselected, recorded=len(cases), subset=subset,
                             selection=sel, cut_short=bool(reasons), reason="; ".join(reasons) or None,
                             shard=self.shard()[0])

@@ -27,8 +27,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 case``, ``2 cases`` (``many``: an irregular plural): every count groundeval writes."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def cost_words(cost_usd: float | None, unpriced: int = 0, unreported: int = 0, priced: int = 0) -> str:
@@ -39,9 +40,9 @@ def cost_words(cost_usd: float | None, unpriced: int = 0, unreported: int = 0, p
         return f"${(cost_usd or 0.0):.4f}"
     why = []
     if unpriced:
-        why.append(f"{_plural(unpriced, 'case')} unpriced")
+        why.append(f"{plural(unpriced, 'case')} unpriced")
     if unreported:
-        why.append(f"{_plural(unreported, 'case')} without reported usage")
+        why.append(f"{plural(unreported, 'case')} without reported usage")
     return f"unknown: {', '.join(why)} (${(cost_usd or 0.0):.4f} for the {priced} priced)"
 
 
@@ -81,10 +82,10 @@ def completeness_line(record: RunRecord) -> str:
     prefix = "completeness: " + (f"shard {shard.index}/{shard.count}, " if shard is not None else "")
     notes = []
     if c.selected is None:
-        line = prefix + f"{c.recorded} cases recorded"
+        line = prefix + f"{plural(c.recorded, 'case')} recorded"
         notes.append("selected count unknown")
     else:
-        line = prefix + f"{c.recorded}/{c.selected} selected cases recorded"
+        line = prefix + f"{c.recorded}/{c.selected} selected {'case' if c.selected == 1 else 'cases'} recorded"
     if c.subset:
         notes.append(f"a subset, {c.deselected} deselected")
     if c.cut_short:
@@ -141,7 +142,7 @@ def pointer(task: str, case_id: str, n: int) -> str:
     """What pytest's own line for one case of a group of ``n`` says instead of the error
     (its short test summary, ``-rfE``: the whole message on CI or under ``-vv``): where the
     one line with the error is."""
-    return f"errored as {n - 1} other {task} case{'' if n == 2 else 's'} did: one line under '{SECTION}'"
+    return f"errored as {n - 1} other {task} {'case' if n == 2 else 'cases'} did: one line under '{SECTION}'"
 
 
 def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
@@ -184,7 +185,7 @@ def subset_line(record: RunRecord) -> str | None:
         how.append("--lf")
     nodes = [a for a in sel.get("args") or [] if "::" in a]
     if nodes:
-        how.append(f"{_plural(len(nodes), 'node id')}")
+        how.append(f"{plural(len(nodes), 'node id')}")
     shard = getattr(c, "shard", None)
     if shard is not None:
         how.append(f"--groundeval-shard {shard.index}/{shard.count}")
@@ -239,8 +240,8 @@ def counts_line(record: RunRecord, task: str) -> str:
     count as errors in the record), skipped."""
     summary = record.summary[task]
     not_run = sum(1 for c in record.cases if c.task == task and c.outcome == "error" and _not_run(c))
-    line = (f"{task}: {_plural(summary.n_cases, 'case')}, {summary.n_passed} passed, {summary.n_failed} failed, "
-            f"{_plural(summary.n_errors - not_run, 'error')}")
+    line = (f"{task}: {plural(summary.n_cases, 'case')}, {summary.n_passed} passed, {summary.n_failed} failed, "
+            f"{plural(summary.n_errors - not_run, 'error')}")
     if not_run:
         line += f", {not_run} not run"
     if summary.n_skipped:
@@ -281,7 +282,7 @@ def terminal_lines(record: RunRecord, quiet: bool = False) -> list[str]:
     warned = [c for c in record.cases if c.warnings]
     if warned:
         first = warned[0]
-        lines.append(f"groundeval: {len(warned)} case(s) with warnings (cases[].warnings in the record); "
+        lines.append(f"groundeval: {plural(len(warned), 'case')} with warnings (cases[].warnings in the record); "
                      f"first, {first.task}:{first.case_id}: {first.warnings[0]}")
     refused = refused_line(record)
     if refused is not None:
@@ -302,5 +303,5 @@ def refused_line(record: RunRecord) -> str | None:
     r = first.refused_connections[0]  # type: ignore[index]
     who = f"pid {r.pid}" + (f" ({r.command})" if r.command else "")
     ids = ", ".join(f"{c.task}:{c.case_id}" for c in hit[:5]) + (", ..." if len(hit) > 5 else "")
-    return (f"groundeval: {n} MCP connection(s) refused in {len(hit)} case(s) ({ids}; cases[].refused_connections "
+    return (f"groundeval: {plural(n, 'MCP connection')} refused in {plural(len(hit), 'case')} ({ids}; cases[].refused_connections "
             f"in the record); first, {first.task}:{first.case_id}: {who}: {r.reason}")

@@ -153,7 +153,7 @@ def test_bad_agent_usage_is_dropped_with_a_warning_on_each_case_and_in_the_termi
     for c in rec["cases"]:
         assert c["outcome"] == "passed" and c.get("usage") is None
         assert c["warnings"] and c["warnings"][0].startswith("usage dropped")
-    result.stdout.fnmatch_lines([f"groundeval: {len(SMALL_SET)} case(s) with warnings*usage dropped*"])
+    result.stdout.fnmatch_lines([f"groundeval: {len(SMALL_SET)} cases with warnings*usage dropped*"])
 
 
 MODULES_PROBE = '''

@@ -3,6 +3,7 @@ one case), tokens and cost, errors by kind, completeness; and, through pytest, t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,14 @@ def test_under_x_the_counts_are_selected_of_collected_and_the_gate_says_one_thin
     assert gate[1].endswith("(1/2 thresholds met)") and "PASSED" not in result.stdout.str()
     # xdist ends a -x session as interrupted (exit 2), pytest as failed (1): never success
     assert result.ret == (pytest.ExitCode.INTERRUPTED if extra else pytest.ExitCode.TESTS_FAILED)
+
+
+def test_counts_are_said_in_the_singular_for_one():
+    """"1 case", never "1 cases" (issue 30 item 5), in every count line of the summary."""
+    one = record([errored(0, "agent")], completeness=completeness(1, cut_short=True, reason="x"))
+    lines = terminal_lines(one)
+    assert "write: 1 case, 0 passed, 0 failed, 1 error" in lines
+    assert "completeness: 1/1 selected case recorded (cut short)" in lines
+    assert not [ln for ln in lines if re.search(r"\b1 (cases|errors)\b|\(s\)", ln)], lines
+    two = terminal_lines(record([errored(0, "agent"), errored(1, "agent")]))
+    assert "write: 2 cases, 0 passed, 0 failed, 2 errors" in two
