@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from conftest import SMALL_SET
+from test_bad_inputs_corpus import WRITE_EVAL
 
 
 def _run(p, *args: str):
@@ -47,15 +48,6 @@ def test_the_output_options_still_decide(evalproject):
     assert (evalproject.path / "record.json").is_file() and (evalproject.path / "page.html").is_file()
     assert not (evalproject.path / "record.html").exists()
 
-
-
-WRITE_EVAL = '''
-import pytest
-
-@pytest.mark.write
-def test_write(case, agent, scorer, evaluate):
-    evaluate(case, agent, scorer)
-'''
 
 
 def test_a_json_error_in_a_cases_file_is_one_line_naming_file_line_and_column(pytester):
