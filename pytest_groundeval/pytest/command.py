@@ -11,9 +11,9 @@ record, the summary, the HTML report and the exit status are those of that pytes
 ``--model M``           ``--model M`` (and ``--agent claude`` when no ``--agent``: the seed's
                         ``--model`` was a Claude model id)
 ``--limit N``           ``--groundeval-limit N`` (the first N cases of each task)
-``--data-dir D``        one task: that task's case option (``--write-cases D``, ...); several:
+``--data-dir D``        one task: that task's own cases option (``Task.source.flag``); several:
                         ``D`` laid out as the bundled data, each task's cases in ``D/<its
-                        default folder>`` (``synthea``, ``write_cases``, ...)
+                        default folder>`` (``Task.source.default``)
 ``--out-dir O``         ``--groundeval-runs-dir O`` (the record and its HTML report)
 ``-- ARGS``             passed to pytest as they are (``-- -n 2 -q``)
 =====================  ===========================================================
@@ -103,7 +103,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--model", metavar="MODEL", help="the model id (without --agent: --agent claude)")
     p.add_argument("--limit", type=_positive, metavar="N", help="only the first N cases of each task")
     p.add_argument("--data-dir", metavar="DIR", help="the cases: with one --task, its cases' folder or file; "
-                   "else a folder laid out as the bundled data (synthea/, write_cases/, ...)")
+                   "else a folder laid out as the bundled data (each task's cases in its default folder's name)")
     p.add_argument("--out-dir", metavar="DIR", help="where the run record and its HTML report go "
                    "(default .groundeval/runs)")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS",

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # (imports nothing: the record's readers use not_run / word without pytest)
+from pytest_groundeval.pytest.keys import ERROR_ATTR  # True on the report of an errored eval case
+
+if TYPE_CHECKING:
     import pytest
 
     from pytest_groundeval.model import CaseResult
-
-ERROR_ATTR = "groundeval_error"  # True on the report of an errored eval case (plain: travels through xdist)
 NOT_RUN = "not run"  # how the message of a case not run begins (runner, evaluator, fhircase, crashes)
 
 

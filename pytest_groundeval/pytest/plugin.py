@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_groundeval.pytest.keys import EVALUATOR, REPORTER
+from pytest_groundeval.pytest.keys import ERROR_ATTR, EVALUATOR, REPORTER
 from pytest_groundeval.pytest.options import add_options, option_defaults
-from pytest_groundeval.pytest.outcomes import ERROR_ATTR, teststatus
 from pytest_groundeval.tasks import TaskLoadError, task_infos
 
 if TYPE_CHECKING:
@@ -378,7 +377,11 @@ def evaluate(request: pytest.FixtureRequest) -> Any:
 @pytest.hookimpl(tryfirst=True)
 def pytest_report_teststatus(report: Any, config: pytest.Config) -> Any:
     """An errored eval case is a pytest error (``E``, "errors"), as the record says (``outcomes.py``)."""
-    return teststatus(report) if getattr(report, ERROR_ATTR, False) else None
+    if not getattr(report, ERROR_ATTR, False):
+        return None
+    from pytest_groundeval.pytest.outcomes import teststatus
+
+    return teststatus(report)
 
 
 @pytest.hookimpl(trylast=True)
