@@ -515,7 +515,8 @@ class Reporter:
     def _write_html(self, session: pytest.Session) -> None:
         """The HTML report of the record just written (read back: the page shows exactly the
         file), beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A
-        failure is one terminal line and INTERNAL_ERROR."""
+        failure is one terminal line; the page asked for (``--groundeval-html``) makes it
+        INTERNAL_ERROR, the default one leaves the exit status to the run (the record stands)."""
         if not self.settings.html:
             return  # --no-groundeval-html
         target = self.settings.html_report or self.path.with_suffix(".html")
@@ -526,7 +527,8 @@ class Reporter:
         except Exception as e:  # noqa: BLE001 - disk, permissions, or a bug of the page: said, not raised
             why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
             self.html_error = f"could not write the HTML report {target}: {why}"
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            if self.settings.html_report is not None:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.write_error is not None:

@@ -60,3 +60,11 @@ def test_a_json_error_in_a_cases_file_is_one_line_naming_file_line_and_column(py
     assert said and said[0].startswith("groundeval: bad.json: not valid JSON: ") and "line 2 column 13" in said[0]
     assert "pluggy/" not in out and "_hookexec" not in out and "plugin.py" not in out, out  # no traceback of ours
     assert not (pytester.path / "record.json").exists()
+
+
+def test_a_default_page_that_cannot_be_written_is_one_line_and_leaves_the_exit_status(evalproject):
+    (evalproject.path / "record.html").mkdir()  # where the default page would go
+    result = _run(evalproject, "--run-record", "record.json")
+    assert result.ret == 0  # the record stands; the page was not asked for
+    result.stdout.fnmatch_lines(["groundeval: could not write the HTML report *record.html*"])
+    assert (evalproject.path / "record.json").is_file()
