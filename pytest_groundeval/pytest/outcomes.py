@@ -30,24 +30,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_groundeval.pytest.keys import ERROR_ATTR  # True on the report of an errored eval case
+from pytest_groundeval.reporting.terminal import agent_frame, not_run  # the record's words
 
 if TYPE_CHECKING:
     import pytest
 
     from pytest_groundeval.model import CaseResult
-NOT_RUN = "not run"  # how the message of a case not run begins (runner, evaluator, fhircase, crashes)
-
-
-def not_run(result: "CaseResult") -> bool:
-    """An errored case the harness never ran to its answer (its message says so)."""
-    return result.outcome == "error" and result.error is not None and result.error.message.startswith(NOT_RUN)
-
-
-def word(result: "CaseResult") -> str:
-    """``passed``, ``failed``, ``error``, ``not run`` or ``skipped``."""
-    return NOT_RUN if not_run(result) else result.outcome
-
-
 def line(result: "CaseResult", tbstyle: str | None = None) -> str:
     """What pytest says of a failed or errored case (its short test summary's message): the
     reason, where the agent failed (from the kept traceback), and that traceback when ``--tb``
@@ -58,8 +46,6 @@ def line(result: "CaseResult", tbstyle: str | None = None) -> str:
     text = result.reason or result.outcome
     error = result.error
     if error is not None and error.kind == "agent" and error.traceback:
-        from pytest_groundeval.reporting.terminal import agent_frame
-
         where = agent_frame(error.traceback)
         text += f" (at {where})" if where else ""
         if tbstyle in ("long", "short", "native"):
@@ -101,4 +87,4 @@ def teststatus(report: "pytest.TestReport") -> tuple[str, str, tuple[str, dict[s
     return None
 
 
-__all__ = ["ERROR_ATTR", "NOT_RUN", "apply", "item_location", "line", "not_run", "teststatus", "word"]
+__all__ = ["ERROR_ATTR", "apply", "item_location", "line", "not_run", "teststatus"]

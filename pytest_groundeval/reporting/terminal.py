@@ -53,12 +53,14 @@ def usage_line(record: RunRecord) -> str:
     return f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; cost {cost}"
 
 
-def _not_run(case: Any) -> bool:
-    """An errored case never run to its answer (its message says "not run"): pytest's skip
-    (``pytest/outcomes.py``, which holds the one rule), still an error in the record."""
-    from pytest_groundeval.pytest.outcomes import not_run
+NOT_RUN = "not run"  # how the message of a case not run begins (runner, evaluator, fhircase, crashes)
 
-    return not_run(case)
+
+def not_run(case: Any) -> bool:
+    """An errored case the harness never ran to its answer (its message says "not run":
+    ``--max-cost`` reached, the stop after identical agent errors, a missing prerequisite,
+    another case's crash): pytest's skip (``pytest/outcomes.py``), still an error in the record."""
+    return case.outcome == "error" and case.error is not None and case.error.message.startswith(NOT_RUN)
 
 
 def errors_line(record: RunRecord) -> str | None:
@@ -67,7 +69,7 @@ def errors_line(record: RunRecord) -> str | None:
     parts = []
     for label, want in (("errors", False), ("not run", True)):
         kinds = Counter(c.error.kind if c.error is not None else "unknown"
-                        for c in record.cases if c.outcome == "error" and _not_run(c) == want)
+                        for c in record.cases if c.outcome == "error" and not_run(c) == want)
         if kinds:
             parts.append(f"{label}: " + ", ".join(f"{n} {k}" for k, n in
                                                   sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))))
@@ -128,7 +130,7 @@ def failure_groups(record: RunRecord) -> list[tuple[str, str, str, list[Any]]]:
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for c in record.cases:
         if c.outcome == "error":
-            groups.setdefault(("not run" if _not_run(c) else "error", c.task, c.reason or ""), []).append(c)
+            groups.setdefault(("not run" if not_run(c) else "error", c.task, c.reason or ""), []).append(c)
         elif c.outcome == "failed":
             groups[(c.outcome, c.task, c.case_id)] = [c]  # a failure: its own line, always
     return [(word, task, reason if word != "failed" else (cases[0].reason or ""), cases)
@@ -239,11 +241,11 @@ def counts_line(record: RunRecord, task: str) -> str:
     """A task's cases in pytest's words: passed, failed, errors, not run (pytest's skips that
     count as errors in the record), skipped."""
     summary = record.summary[task]
-    not_run = sum(1 for c in record.cases if c.task == task and c.outcome == "error" and _not_run(c))
+    unrun = sum(1 for c in record.cases if c.task == task and not_run(c))
     line = (f"{task}: {plural(summary.n_cases, 'case')}, {summary.n_passed} passed, {summary.n_failed} failed, "
-            f"{plural(summary.n_errors - not_run, 'error')}")
-    if not_run:
-        line += f", {not_run} not run"
+            f"{plural(summary.n_errors - unrun, 'error')}")
+    if unrun:
+        line += f", {unrun} not run"
     if summary.n_skipped:
         line += f", {summary.n_skipped} skipped"
     return line
