@@ -72,7 +72,7 @@ def test_groundeval_run_writes_the_record_the_pytest_command_writes(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert run.stderr.startswith(f"groundeval run: pytest {suites_dir()} --rootdir {tmp_path} -m write")
     assert "write: 2 cases, 2 passed, 0 failed, 0 errors" in run.stdout  # the same summary
-    assert f"run record: out/" in run.stdout and "HTML report: out/" in run.stdout
+    assert "run record: out/" in run.stdout and "HTML report: out/" in run.stdout
     ours = _record(tmp_path / "out")
     direct = subprocess.run([str(BIN / "pytest"), str(suites_dir()), "--rootdir", str(tmp_path), "-m", "write",
                              "--agent=baseline", "--groundeval-limit", "2", "--groundeval-runs-dir", "direct"],
