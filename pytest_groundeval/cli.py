@@ -13,6 +13,7 @@ import sys
 from typing import Sequence
 
 SUBCOMMANDS = (
+    "pytest_groundeval.pytest.command",  # groundeval run [--task T] [--agent A] [--model M] [--limit N] ... (pytest)
     "pytest_groundeval.store.merge",  # groundeval merge SHARD... -o RUN.json
     "pytest_groundeval.reporting.html",  # groundeval report RUN [or BASE NEW] -o REPORT.html
     "pytest_groundeval.reporting.compare",  # groundeval compare BASE NEW [--format markdown] [--fail-on-regression]
@@ -24,7 +25,8 @@ SUBCOMMANDS = (
 
 def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
-        prog="groundeval", description="groundeval's tools for run records (evals run with pytest)")
+        prog="groundeval", description="groundeval: run the bundled evals (groundeval run, a shortcut for the "
+        "pytest run) and the tools for run records")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
         importlib.import_module(module).add_parser(sub)
@@ -41,6 +43,11 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not (sys.argv[1:] if argv is None else list(argv)):  # bare `groundeval`: what to run
+        from pytest_groundeval.pytest.command import GUIDE
+
+        print(GUIDE, file=sys.stderr)
+        return 2
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

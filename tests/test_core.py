@@ -251,8 +251,7 @@ def test_the_reporter_lives_only_on_the_controller(evalproject, monkeypatch):
 def test_a_plain_test_session_writes_no_record(pytester):
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
-    assert not (pytester.path / "runs").exists()
-    shutil.rmtree(pytester.path / "runs", ignore_errors=True)
+    assert not (pytester.path / ".groundeval" / "runs").exists() and not (pytester.path / "runs").exists()
     assert SYNTHEA.is_dir()
 
 
@@ -260,16 +259,25 @@ def test_a_plain_test_session_writes_no_record(pytester):
 PLAIN_FAILING = "def test_plain_fails():\n    assert 1 == 2\n"
 
 
-def test_eval_failures_are_listed_whole_in_place_of_pytest_s_failures_section(evalproject):
+def test_eval_failures_are_listed_once_in_pytest_s_short_summary(evalproject, monkeypatch):
+    """Each failed case is one line, said once: pytest's short test summary (its reason as the
+    message: whole on CI or under -vv, cut to a terminal's width otherwise), no FAILURES
+    section, no second list (issue 30 item 4; it was listed twice)."""
+    monkeypatch.setenv("CI", "true")
     args = ("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
             "--agent=agents_under_test:Hallucinating")
     result = evalproject.runpytest(*args)
     result.assert_outcomes(failed=len(SMALL_SET))
     out = result.stdout.str()
-    assert "= FAILURES =" not in out
-    lines = [ln for ln in result.outlines if ln.startswith("FAILED extraction:")]
+    assert "= FAILURES =" not in out and "groundeval failures" not in out
+    assert out.count("hallucinated ['198440']") == len(SMALL_SET), out
+    lines = [ln for ln in result.outlines if ln.startswith("FAILED test_evals.py::")]
     assert len(lines) == len(SMALL_SET) and all(ln.endswith("hallucinated ['198440']") for ln in lines)
-    assert out.index("groundeval failures") < out.index("groundeval summary")
+    # -q: the same one line per failure, and the summary without its table of figures
+    quiet = evalproject.runpytest(*args, "-q")
+    assert [ln for ln in quiet.outlines if "hallucinated" in ln] == lines
+    assert any(ln.startswith("extraction: 4 cases, 0 passed, 4 failed, 0 errors; ") for ln in quiet.outlines), quiet.outlines
+    assert not any(ln.startswith("  micro_precision") for ln in quiet.outlines)
     # asked for tracebacks: pytest's own section, as always
     result = evalproject.runpytest(*args, "--tb=short")
     assert "= FAILURES =" in result.stdout.str() and "groundeval failures" not in result.stdout.str()

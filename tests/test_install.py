@@ -249,7 +249,7 @@ def test_the_readme_install_commands_run_as_written(tmp_path):
     proc = _run(["bash", "-euo", "pipefail", "-c", script], clone)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "45 passed" in proc.stdout
-    records = list((tmp_path / "my-evals" / "runs").glob("*.json"))
+    records = list((tmp_path / "my-evals" / ".groundeval" / "runs").glob("*.json"))  # (issue 30 item 5: was runs/)
     assert len(records) == 1 and json.loads(records[0].read_text())["summary"]["extraction"]["micro_f1"] == 1.0
 
 

@@ -5,10 +5,11 @@ settings can hold it without importing any agent (``base.build_agent`` makes the
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 
 @dataclass
@@ -66,14 +67,43 @@ class AgentSpec:
             return "ANTHROPIC_API_KEY"
         return None
 
-    def check(self, needs_key: bool = True) -> str | None:
-        """An error message if this agent can't run here, else None. Never falls back."""
+    @property
+    def claude_model(self) -> str | None:
+        """The Claude model id ``--model`` names, when this agent calls Anthropic's API with it
+        (claude, claude-agent, and langgraph / chat / langgraph-mcp with ``anthropic:ID`` or a bare
+        id): checked against the known ids at start. None for an OpenAI-compatible or other
+        provider (``openai:NAME``, ``--model-base-url``): a local server names its models freely."""
+        if not self.model or self.base_url:
+            return None
+        if self.name in ("claude", "claude-agent"):
+            return self.model
+        if self.name in ("langgraph", "chat", "langgraph-mcp"):
+            provider, sep, rest = self.model.partition(":")
+            if not sep:
+                return self.model
+            return rest if provider == "anthropic" else None
+        return None
+
+    def check(self, needs_key: bool = True, check_model: bool = True) -> str | None:
+        """An error message if this agent can't run here, else None. Never falls back. What
+        was asked is checked before the environment: a mistyped agent or model id is said as
+        such, not as a missing key. ``check_model``: the model id against the known ids
+        (``--no-preflight`` skips it, for a model newer than groundeval's table)."""
+        problem = self._check_name()
+        if problem is None and check_model and needs_key:
+            problem = model_problem(self.claude_model, self.name, shown=self.model)
+        return problem or self._check_key(needs_key)
+
+    def _check_key(self, needs_key: bool) -> str | None:
         key = self.required_key
         if needs_key and key and not os.environ.get(key) and self.cache_mode != "strict":
             return (
                 f"--agent={self.name} calls a live model and needs {key} in the environment; "
                 f"set it, or run the offline agent with --agent=baseline"
             )
+        return None
+
+    def _check_name(self) -> str | None:
         if self.is_command:
             if not self.name[len("mcp:"):].strip():
                 return f"--agent={self.name}: expected mcp:COMMAND ARGS (the command to run per case)"
@@ -82,8 +112,8 @@ class AgentSpec:
             if not module or not attr:
                 return f"--agent={self.name}: expected module:Class"
         elif self.name not in BUILT_IN:
-            return (f"--agent={self.name}: unknown agent; use baseline, claude, langgraph, chat, langgraph-mcp, "
-                    "claude-agent, mcp:COMMAND or module:Class")
+            return (f"--agent={self.name}: unknown agent{did_you_mean(self.name, BUILT_IN)}; use baseline, claude, "
+                    "langgraph, chat, langgraph-mcp, claude-agent, mcp:COMMAND or module:Class")
         if self.model and self.name not in ("claude", "langgraph", "chat", "langgraph-mcp", "claude-agent"):
             return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class or mcp:COMMAND "
                     "agent chooses its own and may report it: AgentOutput.model, the usage file's model); drop --model")
@@ -94,6 +124,38 @@ class AgentSpec:
 
 
 BUILT_IN = ("baseline", "claude", "langgraph", "chat", "langgraph-mcp", "claude-agent")
+#: Claude ids groundeval knows but does not price (run/prices.json's comment says why); every
+#: id the price table lists (models and aliases) is known too
+KNOWN_UNPRICED = ("claude-haiku-5-5",)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``" (did you mean X?)"`` (or "X or Y") for the close matches of a mistyped name, else ""."""
+    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def known_claude_models() -> list[str]:
+    """Every Claude model id groundeval knows (the price table's models and aliases, and the
+    ones it leaves unpriced on purpose)."""
+    from pytest_groundeval.run.usage import price_table
+
+    table = price_table()
+    return sorted({*table["models"], *table.get("aliases", {}), *KNOWN_UNPRICED})
+
+
+def model_problem(model: str | None, agent: str, shown: str | None = None) -> str | None:
+    """A usage error for a Claude model id groundeval does not know, with the close ones."""
+    if model is None:
+        return None
+    known = known_claude_models()
+    if model in known:
+        return None
+    hint = did_you_mean(model, known) or f" (known: {', '.join(known[:6])}, ...)"
+    local = (" (an OpenAI-compatible server: --model openai:NAME with --model-base-url URL)"
+             if agent in ("langgraph", "chat", "langgraph-mcp") else "")
+    return (f"--model {shown or model}: not a Claude model id groundeval knows{hint}{local}; a model newer than "
+            "groundeval's table (pytest_groundeval/run/prices.json): --no-preflight skips this check")
 TOOL_USING = ("langgraph", "langgraph-mcp", "claude-agent")  # built-in agents given a task's harness tools
 
 

@@ -27,5 +27,8 @@ CRASHES = pytest.StashKey["CrashLedgers"]()  # an xdist controller: what a dead 
 LANGSMITH_WORKER = pytest.StashKey["LangSmithWorker"]()  # LangSmith on, where items run
 LANGSMITH_CONTROLLER = pytest.StashKey["LangSmithController"]()  # LangSmith on, the controller
 RERUNS = pytest.StashKey["Reruns"]()  # every process groundeval is set up in
+#: on a TestReport (not a stash: the report travels through xdist as plain data): True for an
+#: errored eval case, which pytest then counts as an error (outcomes.py)
+ERROR_ATTR = "groundeval_error"
 WORKER_OUTPUT = pytest.StashKey["WorkerOutput"]()  # what this process reports of its session (workeroutput.py)
 FHIR_SERVER = pytest.StashKey["FhirServer"]()  # a process whose tasks use the FHIR server (started on first use)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # imported where Settings are made: registering the options i
 CACHE_MODES = ("off", "read", "write", "readwrite", "strict")
 
 DEFAULT_AGENT_TIMEOUT = 120.0
+RUNS_DIR = ".groundeval/runs"  # the run records' default folder, under the rootdir
 DEFAULT_CASE_DEADLINE = 300.0  # seconds for all attempts of one case: a hung case costs at most this
 BATCH_WAIT = 24 * 3600.0 + 600  # --batch: a batch's results come within 24 hours
 
@@ -103,15 +104,23 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     add("--model-cache-dir", dest="groundeval_model_cache_dir", default=None, metavar="DIR",
         help="model-call cache folder (default .groundeval/cache under the rootdir)")
     add("--run-record", dest="groundeval_run_record", default=None, metavar="PATH",
-        help="where to write the JSON run record (default runs/<run_id>.json under the rootdir)")
+        help=f"where to write the JSON run record (default {RUNS_DIR}/<run_id>.json under the rootdir)")
+    add("--groundeval-runs-dir", dest="groundeval_runs_dir", default=None, metavar="DIR",
+        help=f"the folder of the run records, their HTML reports and journals, and of --resume/--rescore last "
+        f"(default {RUNS_DIR} under the rootdir, which the first run makes with a .gitignore: records hold case data)")
     add("--groundeval-html", dest="groundeval_html", default=None, metavar="PATH",
-        help="also write the run's HTML report (one self-contained file) to PATH, after the record")
+        help="where to write the run's HTML report (one self-contained file), after the record (default: beside "
+        "the record, <run_id>.html)")
+    add("--no-groundeval-html", dest="groundeval_no_html", action="store_true", default=False,
+        help="write no HTML report")
     add("--threshold", dest="groundeval_thresholds", action="append", default=[], metavar="TASK.METRIC=VALUE",
         help=f"CI gate, repeatable, e.g. {next(iter(tasks), 'TASK')}.METRIC=0.95 (a metric of the task's "
         "summary); when set, the thresholds decide the exit status")
     add("--repeat", dest="groundeval_repeat", type=int, default=1, metavar="N",
         help="run every eval case N times (items <case>[r1]..[rN]): per-case pass rate, pass^k, pass@k, "
         "and the share of flaky cases in the summary (default 1)")
+    add("--groundeval-limit", dest="groundeval_limit", type=int, default=None, metavar="N",
+        help="run only the first N eval cases of each task (after -k / -m and the shard): a quick look")
     add("--groundeval-shard", dest="groundeval_shard", default=None, metavar="K/N",
         help="run shard K of N of the eval cases (split by a stable hash of task and case id), for CI jobs "
         "on several machines; `groundeval merge` makes one record of the N shard records")
@@ -171,6 +180,13 @@ def source_setting(config: pytest.Config, task: Any) -> str:
     return f"the {task.name} suite's default; point it elsewhere with {src.flag} or the ini key {src.ini}"
 
 
+def _runs_dir(config: pytest.Config) -> Path:
+    """``--groundeval-runs-dir`` (relative to the current folder), else ``.groundeval/runs``
+    under the rootdir."""
+    given = config.getoption("groundeval_runs_dir")
+    return Path(given).absolute() if given else config.rootpath / RUNS_DIR
+
+
 MAX_CONCURRENCY = 256
 MAX_RETRIES = 20
 MAX_REPEAT = 1000
@@ -198,6 +214,9 @@ def _check_values(opt: Any) -> None:
         bad("--agent-timeout", timeout, "must be a positive number of seconds")
     if opt("groundeval_max_consecutive_errors") < 0:
         bad("--max-consecutive-errors", opt("groundeval_max_consecutive_errors"), "must be 0 (never stop) or more")
+    limit = opt("groundeval_limit")
+    if limit is not None and limit < 1:
+        bad("--groundeval-limit", limit, "must be 1 or more (the cases of each task to run)")
     repeat = opt("groundeval_repeat")
     if not 1 <= repeat <= MAX_REPEAT:
         bad("--repeat", repeat, f"must be between 1 and {MAX_REPEAT}")
@@ -234,7 +253,8 @@ class Settings:
     selection: Mapping[str, Any] = field(default_factory=dict)
     shard: tuple[int, int] | None = None  # --groundeval-shard K/N
     repeat: int = 1  # --repeat N
-    html_report: Path | None = None  # --groundeval-html PATH
+    html_report: Path | None = None  # --groundeval-html PATH (default: beside the record)
+    html: bool = True  # --no-groundeval-html: False
     require_grounded: bool = False  # --require-grounded
     spend_file: Path | None = None  # an xdist worker under --max-cost: the session's shared spend (spend.py)
     judge_models: tuple[str, ...] = ()  # --judge-model (repeatable): the jury of tasks with judged items
@@ -294,7 +314,7 @@ class Settings:
             resume=resume,
             rescore=rescore,
             run_record=Path(record).absolute() if record else None,  # fixed now: an agent's chdir moves nothing
-            runs_dir=config.rootpath / "runs",
+            runs_dir=_runs_dir(config),
             rootdir=config.rootpath,
             thresholds=tuple(thresholds),
             task_paths={n: _task_path(config, t) for n, t in tasks.items()},
@@ -306,11 +326,13 @@ class Settings:
                 "keyword": opt("keyword", None) or None,
                 "markexpr": opt("markexpr", None) or None,
                 "numprocesses": opt("numprocesses", None),
+                "limit": opt("groundeval_limit"),
                 "args": list(config.args),
             },
             shard=shard,
             repeat=opt("groundeval_repeat"),
             html_report=Path(opt("groundeval_html")) if opt("groundeval_html") else None,
+            html=not opt("groundeval_no_html"),
             require_grounded=bool(opt("groundeval_require_grounded")),
             spend_file=Path(workerinput["groundeval_spend"]) if workerinput and workerinput.get("groundeval_spend")
             else None,
@@ -341,7 +363,7 @@ class Settings:
             "base_url": self.agent.base_url,
             "agent_timeout": self.agent.timeout,
             "thresholds": [f"{t.label}={t.value}" for t in self.thresholds],
-            **{k: v for k, v in self.selection.items() if k != "args"},
+            **{k: v for k, v in self.selection.items() if k not in ("args", "limit")},  # (limit: completeness.selection)
             "concurrency": concurrency,
             "retries": self.policy.max_attempts - 1,
             "max_cost_usd": self.max_cost,

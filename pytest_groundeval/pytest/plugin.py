@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_groundeval.pytest.keys import EVALUATOR, REPORTER
+from pytest_groundeval.pytest.keys import ERROR_ATTR, EVALUATOR, REPORTER
 from pytest_groundeval.pytest.options import add_options, option_defaults
 from pytest_groundeval.tasks import TaskLoadError, task_infos
 
@@ -135,7 +135,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
 
     classes = _registry()
     settings = Settings.from_config(config, classes)
-    problem = settings.agent.check(needs_key=settings.mode != "rescore")
+    problem = settings.agent.check(needs_key=settings.mode != "rescore", check_model=settings.preflight)
     if problem:
         raise pytest.UsageError(f"groundeval: {problem}")
     tasks = {name: cls(settings.task_paths[name]) for name, cls in classes.items()}
@@ -162,6 +162,9 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     from pytest_groundeval.pytest.batching import register_batch
 
     register_batch(config, evaluator)  # --batch: the session's cases as one Message Batch
+    from pytest_groundeval.pytest.limit import register_limit
+
+    register_limit(config, settings.selection.get("limit"))  # --groundeval-limit N, else nothing
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error)
     chosen = config.getoption("groundeval_agent") is not None or settings.max_cost is not None
@@ -310,8 +313,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except (FileNotFoundError, ValueError) as e:
         from pytest_groundeval.pytest.options import source_setting
 
+        from pytest_groundeval.store.redact import redact_text
+
         where = source_setting(metafunc.config, evaluator.tasks[task])
-        raise _redacted(pytest.UsageError(f"{e} [{where}]")) from None
+        # pytest's collection error with its message alone (no traceback of pluggy's frames):
+        # "ERROR collecting <file>" then the file, line and column of the bad cases file
+        raise pytest.Collector.CollectError(redact_text(f"{e} [{where}]")) from None
     metafunc.parametrize("case", refs, ids=[r.item_id for r in refs])
 
 
@@ -343,9 +350,8 @@ def evaluate(request: pytest.FixtureRequest) -> Any:
     evaluator = _evaluator(request)
 
     from pytest_groundeval.pytest.items import RESULT
+    from pytest_groundeval.pytest.outcomes import line, not_run
     from pytest_groundeval.pytest.reruns import first_result
-    from pytest_groundeval.store.record import escape_unencodable
-    from pytest_groundeval.store.redact import redact_text
 
     def run(case: Any, agent: Any, scorer: Any = None) -> "CaseResult":
         item = evaluator.current_item
@@ -355,26 +361,37 @@ def evaluate(request: pytest.FixtureRequest) -> Any:
             result = evaluator.evaluate(case, agent, scorer)
         if item is not None:
             item.stash[RESULT] = result
-        if result.outcome == "skipped":
+        # the report says what the result says (outcomes.apply, at makereport): a case not run
+        # is a skip with its reason, an errored case a pytest error, a failed one a failure
+        if result.outcome == "skipped" or not_run(result):
             pytest.skip(result.reason or "skipped")
         if result.outcome != "passed":
-            label = "ERROR" if result.outcome == "error" else "FAILED"
-            text = f"{label} {case.task}:{case.case_id}: {result.reason}"
-            error = result.error
-            if error is not None and error.kind == "agent" and error.traceback:
-                from pytest_groundeval.reporting.terminal import agent_frame
-
-                where = agent_frame(error.traceback)
-                text += f" (at {where})" if where else ""
-                if item is not None and item.config.option.tbstyle in ("long", "short", "native"):
-                    text += "\n" + error.traceback  # the agent's own traceback, as --tb asked
-            pytest.fail(redact_text(escape_unencodable(text)), pytrace=False)
+            pytest.fail(line(result, item.config.option.tbstyle if item is not None else None), pytrace=False)
         return result
 
     return run
 
 
 # ------------------------------------------------------------------ reporting
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: Any, config: pytest.Config) -> Any:
+    """An errored eval case is a pytest error (``E``, "errors"), as the record says (``outcomes.py``)."""
+    if not getattr(report, ERROR_ATTR, False):
+        return None
+    from pytest_groundeval.pytest.outcomes import teststatus
+
+    return teststatus(report)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """groundeval's terminal lines end with where the run is: the record, the HTML report, and
+    ``groundeval report`` for the history (after every other plugin's summary)."""
+    reporter = config.stash.get(REPORTER, None)
+    if reporter is not None:
+        reporter.path_lines(terminalreporter)
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
@@ -437,6 +454,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         _redact_report(item, report)
     result = _result_for(item, report, call.when)
     if result is not None:
+        from pytest_groundeval.pytest.items import RESULT
+        from pytest_groundeval.pytest.outcomes import apply, item_location
+
+        apply(report, result, item_location(item), tbstyle=item.config.option.tbstyle,
+              evaluated=item.stash.get(RESULT, None) is result)
         from pytest_groundeval.pytest.items import REPORT_ATTR, properties
         from pytest_groundeval.store.record import case_json
 

@@ -19,6 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_groundeval.reporting.gate import run_gate
+from pytest_groundeval.reporting.terminal import plural
 from pytest_groundeval.store import read, write
 from pytest_groundeval.store.files import StoredRun
 from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
@@ -38,6 +39,14 @@ from pytest_groundeval.run.usage import budget_record, total_usage
 FREEZE_EVERY = 256  # results kept between two gc.freeze() calls
 
 __all__ = ["REPORT_ATTR", "Local", "Reporter"]
+
+
+def _shown(path: Path) -> str:
+    """A path as the terminal shows it: relative to the current folder when under it."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _plain(value: Any) -> Any:
@@ -79,6 +88,24 @@ def stopped_tool_users(cases: list[CaseResult]) -> list[CaseResult]:
     return out
 
 
+IGNORED = ".groundeval"  # under the rootdir: run records, journals, HTML reports, the model-call cache, verdicts
+GITIGNORE = ("# groundeval's run records, journals, HTML reports and caches: they hold case data (prompts, answers,\n"
+             "# ground truth); not for version control. Written by the first run; delete this file to commit them.\n*\n")
+
+
+def ignore_runs(rootdir: Path, record: Path) -> None:
+    """The first run to write under ``<rootdir>/.groundeval`` writes its ``.gitignore`` (``*``):
+    what lands there holds case data. A record written elsewhere (``--run-record``,
+    ``--groundeval-runs-dir``) is the user's choice: nothing is written beside it."""
+    folder = rootdir / IGNORED
+    if folder not in record.absolute().parents:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(GITIGNORE, encoding="utf-8")
+
+
 class Reporter:
     def __init__(self, config: pytest.Config, settings: Settings, tasks: Mapping[str, Task],
                  stored: StoredRun | None, local: Local) -> None:
@@ -105,7 +132,7 @@ class Reporter:
         self.unresolved_crashes: list[str] = []
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
-        self.own_failure_lines = False
+        self.failure_lines: list[str] = []  # the lines above pytest's short summary (_one_line_failures)
         self._failed_reports: dict[tuple, pytest.TestReport] = {}  # each failed eval case's report, by result key
 
     @property
@@ -218,6 +245,7 @@ class Reporter:
     def _open_journal(self) -> None:
         if self.journal is None and not self.journal_failed:
             try:
+                ignore_runs(self.settings.rootdir, self.path)
                 self.journal = JournalWriter(self.path.with_suffix(".jsonl"), self.header())
             except OSError as e:
                 self.journal_failed = True
@@ -281,6 +309,10 @@ class Reporter:
         result, data, blob = case_json(not_run(refs[0], error=error, task=self.tasks.get(refs[0].task),
                                                tool_using=self.settings.agent.tool_using, tools_offered=tools))
         setattr(report, REPORT_ATTR, data)
+        from pytest_groundeval.pytest.outcomes import apply
+
+        path, lineno = report.location[0], report.location[1]
+        apply(report, result, (str(self.config.rootpath / path), (lineno if lineno is not None else -1) + 1))
         self.hand_over(report, result, blob)
 
     @pytest.hookimpl(wrapper=True)
@@ -317,49 +349,50 @@ class Reporter:
         if session.shouldfail:
             reasons.append(f"-x / --maxfail: {session.shouldfail}")
         if budget is not None and budget.stopped:
-            reasons.append(f"--max-cost reached ({budget.cases_not_run} cases not run)")
+            reasons.append(f"--max-cost reached ({plural(budget.cases_not_run, 'case')} not run)")
         stops = [o.stop_reason for o in self.outputs()]
         reasons += sorted({r.split(":", 1)[0] for r in stops if r})
         crashed = sum(c.error_kind == "crash" for c in cases) + len(self.unresolved_crashes)
         if crashed:
-            reasons.append(f"a worker crashed ({crashed} case(s))")
+            reasons.append(f"a worker crashed ({plural(crashed, 'case')})")
         interrupted = sum(c.error_kind == "interrupted" for c in cases)
         if interrupted:
-            reasons.append(f"{interrupted} case(s) interrupted by another case's crash")
+            reasons.append(f"{plural(interrupted, 'case')} interrupted by another case's crash")
         missing = (selected - len(cases)) if selected is not None else 0
         if missing > 0:
-            reasons.append(f"{missing} selected case(s) have no result")
+            reasons.append(f"{missing} selected {'case has' if missing == 1 else 'cases have'} no result")
         return Completeness(selected=selected, deselected=deselected, recorded=len(cases), subset=subset,
                             selection=sel, cut_short=bool(reasons), reason="; ".join(reasons) or None,
                             shard=self.shard()[0])
 
     def _one_line_failures(self, config: pytest.Config) -> None:
-        """pytest's FAILURES section looks up teardown sections once per failure by scanning
-        every passed report (O(failures x items): 5,000 mostly failing cases cost 9x 1,000).
-        An eval failure is one line with no traceback, so when every failure of the session is
-        an eval case and ``--tb`` was left at its default, pytest's section is switched off
-        (``--tb=no``) and the terminal summary lists each failed case with its whole reason,
-        the cases that errored the very same way as one line (``failure_lines``)."""
+        """Each failing case is said once. An eval failure is one line with no traceback: when
+        every failure of the session is an eval case and ``--tb`` was left at its default,
+        pytest's FAILURES / ERRORS sections are switched off (``--tb=no``; they cost O(failures x
+        items) at the end of a run and would say each case again), and pytest's short test
+        summary (``-rfE``) is the list: one line per failed or errored case, its reason as the
+        message. What that list cannot say once is said above it (``failure_lines``): the cases
+        that errored the very same way (one line, each case's own line points at it) and the
+        cases not run (pytest's skips, not listed by default)."""
+        from pytest_groundeval.reporting.terminal import failure_lines
+
         failing = any(r.outcome in ("failed", "error") for r in self.results.values())
         if failing and self.other_failures == 0 and config.option.tbstyle == "auto":
             config.option.tbstyle = "no"
-            self.own_failure_lines = True
+        if self.record is not None and failing:
+            self.failure_lines = failure_lines(self.record)
             self._point_to_the_grouped_line()
 
     def _point_to_the_grouped_line(self) -> None:
-        """pytest's short test summary (``-rfE``, after ours) keeps one line per failed test,
-        with the test's message: the whole of it on CI (``$CI`` set) or under ``-vv``, else as
-        much as the terminal's width holds. A case of a group that errored the same way says
-        where the group's one line is instead of repeating the error (an agent bug over 45
-        cases is one line of it, not 46). Its message only: the test stays failed, junitxml
-        wrote its element when the report came in (and pytest/junit.py rewrites it from the
-        record), and no other pytest section shows it under ``--tb=no``."""
-        if self.record is None:
-            return
+        """A case of a group that errored the same way says, in pytest's short summary, where
+        the group's one line is instead of repeating the error (an agent bug over 45 cases is
+        one line of it, not 46). Its message only: the test stays an error, and junitxml wrote
+        its element when the report came in (pytest/junit.py rewrites it from the record)."""
+        assert self.record is not None
         from pytest_groundeval.reporting.terminal import failure_groups, pointer
 
-        for outcome, task, _reason, cases in failure_groups(self.record):
-            if outcome != "error" or len(cases) < 2:
+        for word, task, _reason, cases in failure_groups(self.record):
+            if word != "error" or len(cases) < 2:
                 continue
             for c in cases:
                 report = self._failed_reports.get(c.result_key)
@@ -394,6 +427,9 @@ class Reporter:
             pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED
         ):
             session.exitstatus = pytest.ExitCode.OK if gate.passed else pytest.ExitCode.TESTS_FAILED
+        elif gate is None and exitstatus == pytest.ExitCode.OK and any(c.outcome == "error" for c in self.record.cases):
+            # a case not run is a pytest skip (outcomes.py), still an error of the run: not an OK
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._write_html(session)
 
     def _build(self, session: pytest.Session, exitstatus: int) -> RunRecord:
@@ -483,11 +519,13 @@ class Reporter:
         return bool(getattr(config.option, "numprocesses", None)) or bool(getattr(config.option, "dist", "no") != "no")
 
     def _write_html(self, session: pytest.Session) -> None:
-        """``--groundeval-html``: the report of the record just written (read back: the page
-        shows exactly the file). A failure is one terminal line and INTERNAL_ERROR."""
-        target = self.settings.html_report
-        if target is None:
-            return
+        """The HTML report of the record just written (read back: the page shows exactly the
+        file), beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A
+        failure is one terminal line; the page asked for (``--groundeval-html``) makes it
+        INTERNAL_ERROR, the default one leaves the exit status to the run (the record stands)."""
+        if not self.settings.html:
+            return  # --no-groundeval-html
+        target = self.settings.html_report or self.path.with_suffix(".html")
         from pytest_groundeval.reporting.html import write as write_html
 
         try:
@@ -495,7 +533,8 @@ class Reporter:
         except Exception as e:  # noqa: BLE001 - disk, permissions, or a bug of the page: said, not raised
             why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
             self.html_error = f"could not write the HTML report {target}: {why}"
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            if self.settings.html_report is not None:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.write_error is not None:
@@ -504,15 +543,15 @@ class Reporter:
             return
         if self.record is None:
             return
-        from pytest_groundeval.reporting.terminal import failure_lines, subset_line, terminal_lines
+        from pytest_groundeval.reporting.terminal import SECTION, subset_line, terminal_lines
 
         tr = terminalreporter
-        if self.own_failure_lines:
-            tr.write_sep("=", "groundeval failures")
-            for line in failure_lines(self.record):
+        if self.failure_lines:
+            tr.write_sep("=", SECTION)
+            for line in self.failure_lines:
                 tr.write_line(line, red=True)
         tr.write_sep("=", "groundeval summary")
-        for line in terminal_lines(self.record):
+        for line in terminal_lines(self.record, quiet=config.get_verbosity() < 0):
             tr.write_line(line)
         if self.problems:
             tr.write_line("groundeval: some case results could not be recorded (a groundeval bug):", red=True)
@@ -524,8 +563,17 @@ class Reporter:
             tr.write_line(subset, yellow=True)
         if comp.cut_short:
             tr.write_line(f"groundeval: the run was cut short: {comp.reason}", red=True)
-        tr.write_line(f"run record: {self.record_path}")
+
+    def path_lines(self, terminalreporter: Any) -> None:
+        """The last of groundeval's lines (``plugin.py`` calls it after every other summary): the
+        record, the HTML report, and the history of the records' folder."""
+        if self.record is None or self.record_path is None:
+            return
+        tr = terminalreporter
+        tr.write_line(f"run record: {_shown(self.record_path)}")
         if self.html_error is not None:
             tr.write_line(f"groundeval: {self.html_error}", red=True)
         elif self.html_path is not None:
-            tr.write_line(f"HTML report: {self.html_path}")
+            tr.write_line(f"HTML report: {_shown(self.html_path)}")
+        folder = self.record_path.parent
+        tr.write_line(f"history: groundeval report {_shown(folder)} (every run in that folder, one page)")

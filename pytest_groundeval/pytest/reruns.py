@@ -215,6 +215,7 @@ class Reruns:
 
 def _set_outcome(report: pytest.TestReport, first: "CaseResult") -> None:
     """The report of a later execution says what the case's first result says."""
+    from pytest_groundeval.pytest.outcomes import ERROR_ATTR, not_run
     from pytest_groundeval.store.record import escape_unencodable
     from pytest_groundeval.store.redact import redact_text
 
@@ -222,13 +223,15 @@ def _set_outcome(report: pytest.TestReport, first: "CaseResult") -> None:
         return  # a plugin's own outcome for an attempt it will repeat ("rerun", "retried"): not counted
     if first.outcome == "passed":
         report.outcome, report.longrepr = "passed", None
-    elif first.outcome == "skipped":
+    elif first.outcome == "skipped" or not_run(first):  # (a case not run is a skip: outcomes.py)
         path, lineno = report.location[0], report.location[1]
         report.outcome, report.longrepr = "skipped", (str(path), lineno if lineno is not None else -1,
-                                                      f"Skipped: {first.skip_reason}")
+                                                      f"Skipped: {first.reason}")
     else:
         label = "ERROR" if first.outcome == "error" else "FAILED"
         report.outcome = "failed"
+        if first.outcome == "error":
+            setattr(report, ERROR_ATTR, True)  # a pytest error, as its first report was
         report.longrepr = redact_text(escape_unencodable(
             f"{label} {first.task}:{first.case_id}: {first.reason} (its first result: this case ran again, "
             "which cannot replace it)"))

@@ -781,7 +781,7 @@ def render_markdown(c: Comparison, *, max_flips: int = 20) -> str:
         out += [f"- {_md_cell(r.describe())}" for r in regs] + [""]
     out += [f"> **warning**: {_md_cell(w)}" for w in c.warnings] + ([""] if c.warnings else [])
     for t in c.tasks:
-        out += [f"#### {_md_cell(t.task)} ({t.n_cases} cases)", ""]
+        out += [f"#### {_md_cell(t.task)} ({t.n_cases} case{'' if t.n_cases == 1 else 's'})", ""]
         out += [f"_{_md_cell(n)}_" for n in t.notes] + ([""] if t.notes else [])
         if _usage_line(t):
             out += [_md_cell(_usage_line(t)), ""]

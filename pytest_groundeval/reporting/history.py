@@ -602,7 +602,9 @@ def report(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"groundeval report: could not write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(f"groundeval report: wrote {out} ({len(history.runs)} runs; their pages in {pages})")
+    from pytest_groundeval.reporting.terminal import plural
+
+    print(f"groundeval report: wrote {out} ({plural(len(history.runs), 'run')}; their pages in {pages})")
     return 0
 
 

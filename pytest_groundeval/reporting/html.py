@@ -633,12 +633,23 @@ def _task_section(task: str, record: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _cost(u: Mapping[str, Any], per_task: bool = False) -> str:
+    """The cost as the terminal says it (``terminal.cost_words``): "unknown" rather than $0 when
+    a case was unpriced or its agent reported no usage (a task's row: unpriced cases only)."""
+    from pytest_groundeval.reporting.terminal import cost_words
+
+    if not _number(u.get("cost_usd")) and not u.get("cases_unpriced") and not u.get("cases_unreported"):
+        return usd(u.get("cost_usd"))  # an old record with no cost at all: "–"
+    return cost_words(u.get("cost_usd"), int(u.get("cases_unpriced") or 0),
+                      0 if per_task else int(u.get("cases_unreported") or 0), int(u.get("cases_priced") or 0))
+
+
 def _usage_section(record: Mapping[str, Any]) -> str:
     u = record.get("usage") or {}
     run = _kv([
         ("input tokens", "usage.input_tokens", e(num(u.get("input_tokens")))),
         ("output tokens", "usage.output_tokens", e(num(u.get("output_tokens")))),
-        ("cost", "usage.cost_usd", e(usd(u.get("cost_usd")))),
+        ("cost", "usage.cost_usd", e(_cost(u))),
         ("cases priced", "usage.cases_priced", e(num(u.get("cases_priced")))),
         ("cases unpriced", "usage.cases_unpriced", e(num(u.get("cases_unpriced")))),
         ("prices as of", "usage.prices_as_of", e(u.get("prices_as_of") or "–")),
@@ -649,7 +660,7 @@ def _usage_section(record: Mapping[str, Any]) -> str:
         t = task_usage(cases_of(record, task))
         rows.append(f'<tr data-usage-task="{e(task)}"><td>{e(task)}</td>'
                     + "".join(f'<td class="num" data-usage="{k}">{e(num(t[k]))}</td>' for k in USAGE_KEYS)
-                    + f'<td class="num" data-usage="cost_usd">{e(usd(t["cost_usd"]))}</td>'
+                    + f'<td class="num" data-usage="cost_usd">{e(_cost(t, per_task=True))}</td>'
                     f'<td class="num" data-usage="cases_priced">{t["cases_priced"]}</td></tr>')
     budget = record.get("budget")
     budget_html = ""
@@ -862,7 +873,7 @@ def _overview(record: Mapping[str, Any], base: Mapping[str, Any] | None, paired:
              + "</b>",
              ('<b class="bad" data-strip="completeness">cut short</b>' if comp.get("cut_short")
               else '<span data-strip="completeness">complete</span>'),
-             f'cost <b data-strip="cost">{e(usd((record.get("usage") or {}).get("cost_usd")))}</b>']
+             f'cost <b data-strip="cost">{e(_cost(record.get("usage") or {}).split(" (")[0])}</b>']
     return ('<section id="overview"><table class="strip"><tbody>' + "".join(rows) + "</tbody></table>"
             f'<p class="facts">{" · ".join(facts)} · details below: '
             '<button type="button" class="jump" data-jump="run">run</button> '

@@ -27,33 +27,53 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 case``, ``2 cases`` (``many``: an irregular plural): every count groundeval writes."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def cost_words(cost_usd: float | None, unpriced: int = 0, unreported: int = 0, priced: int = 0) -> str:
+    """The cost as groundeval says it everywhere (terminal, HTML): ``$0.0123``; or "unknown" when
+    a case with usage had no price, or its agent ran and reported no usage (unknown, not $0),
+    with why and what the priced cases cost."""
+    if not unpriced and not unreported:
+        return f"${(cost_usd or 0.0):.4f}"
+    why = []
+    if unpriced:
+        why.append(f"{plural(unpriced, 'case')} unpriced")
+    if unreported:
+        why.append(f"{plural(unreported, 'case')} without reported usage")
+    return f"unknown: {', '.join(why)} (${(cost_usd or 0.0):.4f} for the {priced} priced)"
 
 
 def usage_line(record: RunRecord) -> str:
-    """Tokens in and out and the cost; "cost unknown" when a case with usage had no price,
-    or its agent ran and reported no usage (unknown, not $0)."""
+    """Tokens in and out and the cost (:func:`cost_words`)."""
     u = record.usage
-    line = f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; "
-    silent = getattr(u, "cases_unreported", 0)
-    if u.cases_unpriced or silent:
-        why = []
-        if u.cases_unpriced:
-            why.append(f"{_plural(u.cases_unpriced, 'case')} unpriced")
-        if silent:
-            why.append(f"{_plural(silent, 'case')} without reported usage")
-        return line + f"cost unknown: {', '.join(why)} (${u.cost_usd:.4f} for the {u.cases_priced} priced)"
-    return line + f"cost ${u.cost_usd:.4f}"
+    cost = cost_words(u.cost_usd, u.cases_unpriced, getattr(u, "cases_unreported", 0) or 0, u.cases_priced)
+    return f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; cost {cost}"
+
+
+NOT_RUN = "not run"  # how the message of a case not run begins (runner, evaluator, fhircase, crashes)
+
+
+def not_run(case: Any) -> bool:
+    """An errored case the harness never ran to its answer (its message says "not run":
+    ``--max-cost`` reached, the stop after identical agent errors, a missing prerequisite,
+    another case's crash): pytest's skip (``pytest/outcomes.py``), still an error in the record."""
+    return case.outcome == "error" and case.error is not None and case.error.message.startswith(NOT_RUN)
 
 
 def errors_line(record: RunRecord) -> str | None:
-    """The errored cases counted by ``error.kind``, most first: "errors: 2 timeout, 1 agent"."""
-    kinds = Counter(c.error.kind if c.error is not None else "unknown"
-                    for c in record.cases if c.outcome == "error")
-    if not kinds:
-        return None
-    return "errors: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    """The errored cases counted by ``error.kind``, most first, then those not run the same way:
+    "errors: 2 timeout, 1 agent; not run: 40 budget"."""
+    parts = []
+    for label, want in (("errors", False), ("not run", True)):
+        kinds = Counter(c.error.kind if c.error is not None else "unknown"
+                        for c in record.cases if c.outcome == "error" and not_run(c) == want)
+        if kinds:
+            parts.append(f"{label}: " + ", ".join(f"{n} {k}" for k, n in
+                                                  sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))))
+    return "; ".join(parts) or None
 
 
 def completeness_line(record: RunRecord) -> str:
@@ -64,10 +84,10 @@ def completeness_line(record: RunRecord) -> str:
     prefix = "completeness: " + (f"shard {shard.index}/{shard.count}, " if shard is not None else "")
     notes = []
     if c.selected is None:
-        line = prefix + f"{c.recorded} cases recorded"
+        line = prefix + f"{plural(c.recorded, 'case')} recorded"
         notes.append("selected count unknown")
     else:
-        line = prefix + f"{c.recorded}/{c.selected} selected cases recorded"
+        line = prefix + f"{c.recorded}/{c.selected} selected {'case' if c.selected == 1 else 'cases'} recorded"
     if c.subset:
         notes.append(f"a subset, {c.deselected} deselected")
     if c.cut_short:
@@ -103,38 +123,48 @@ def agent_frame(traceback: str | None) -> str | None:
 
 
 def failure_groups(record: RunRecord) -> list[tuple[str, str, str, list[Any]]]:
-    """``(outcome, task, reason, cases)`` in the record's order: the cases that errored the
-    very same way (an agent bug hitting every case, the cases not run after the
-    consecutive-error stop) together; each failure on its own (its reason is its own)."""
+    """``(word, task, reason, cases)`` in the record's order (``word``: ``failed``, ``error`` or
+    ``not run``): the cases that errored, or were not run, the very same way (an agent bug hitting
+    every case, the cases not run after the consecutive-error stop) together; each failure on its
+    own (its reason is its own)."""
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for c in record.cases:
         if c.outcome == "error":
-            groups.setdefault((c.outcome, c.task, c.reason or ""), []).append(c)
+            groups.setdefault(("not run" if not_run(c) else "error", c.task, c.reason or ""), []).append(c)
         elif c.outcome == "failed":
             groups[(c.outcome, c.task, c.case_id)] = [c]  # a failure: its own line, always
-    return [(outcome, task, reason if outcome == "error" else (cases[0].reason or ""), cases)
-            for (outcome, task, reason), cases in groups.items()]
+    return [(word, task, reason if word != "failed" else (cases[0].reason or ""), cases)
+            for (word, task, reason), cases in groups.items()]
+
+
+SECTION = "groundeval failures"  # the title of the lines below (the reporter's)
 
 
 def pointer(task: str, case_id: str, n: int) -> str:
     """What pytest's own line for one case of a group of ``n`` says instead of the error
     (its short test summary, ``-rfE``: the whole message on CI or under ``-vv``): where the
     one line with the error is."""
-    return f"ERROR {task}:{case_id}: errored as {n - 1} other {task} case(s) did: one line under 'groundeval failures'"
+    return f"errored as {n - 1} other {task} {'case' if n == 2 else 'cases'} did: one line under '{SECTION}'"
 
 
 def failure_lines(record: RunRecord, examples: int = 3) -> list[str]:
-    """The failed and errored cases, one line each (a failure's whole reason); cases that
-    errored the very same way as one line with their count and the first few ids. An agent
-    error names the agent's own file and line, from the kept traceback."""
+    """What pytest's short test summary does not say once: the cases that errored the very same
+    way, as one line with their count, the first few ids and, for an agent error, the agent's own
+    file and line (from the kept traceback); and the cases not run (pytest skips them, listing
+    none by default), one line per reason. A failure, and an error of its own, is pytest's one
+    line (``FAILED``/``ERROR`` node id - reason), not repeated here."""
     lines = []
-    for outcome, task, reason, cases in failure_groups(record):
-        label = "ERROR" if outcome == "error" else "FAILED"
+    for word, task, reason, cases in failure_groups(record):
+        if word == "failed" or (word == "error" and len(cases) == 1):
+            continue
+        label = "NOT RUN" if word == "not run" else "ERROR"
         where = next((agent_frame(c.error.traceback) for c in cases
                       if c.error is not None and c.error.kind == "agent" and c.error.traceback), None)
         at = f" (at {where})" if where else ""
+        if word == "not run":
+            reason = reason.removeprefix("not run: ")  # the label says it
         if len(cases) == 1:
-            lines.append(f"{label} {task}:{cases[0].case_id}: {cases[0].reason or ''}{at}")
+            lines.append(f"{label} {task}:{cases[0].case_id}: {reason}{at}")
             continue
         ids = ", ".join(c.case_id for c in cases[:examples]) + (f", and {len(cases) - examples} more"
                                                                  if len(cases) > examples else "")
@@ -157,10 +187,12 @@ def subset_line(record: RunRecord) -> str | None:
         how.append("--lf")
     nodes = [a for a in sel.get("args") or [] if "::" in a]
     if nodes:
-        how.append(f"{_plural(len(nodes), 'node id')}")
+        how.append(f"{plural(len(nodes), 'node id')}")
     shard = getattr(c, "shard", None)
     if shard is not None:
         how.append(f"--groundeval-shard {shard.index}/{shard.count}")
+    if sel.get("limit"):
+        how.append(f"--groundeval-limit {sel['limit']}")
     if c.selected is None:
         counts = f"{c.deselected} deselected"
     else:
@@ -205,15 +237,33 @@ def _no_value_lines(names: list[str]) -> list[str]:
     return [f"  no value: {', '.join(parts)}"]
 
 
-def terminal_lines(record: RunRecord) -> list[str]:
+def counts_line(record: RunRecord, task: str) -> str:
+    """A task's cases in pytest's words: passed, failed, errors, not run (pytest's skips that
+    count as errors in the record), skipped."""
+    summary = record.summary[task]
+    unrun = sum(1 for c in record.cases if c.task == task and not_run(c))
+    line = (f"{task}: {plural(summary.n_cases, 'case')}, {summary.n_passed} passed, {summary.n_failed} failed, "
+            f"{plural(summary.n_errors - unrun, 'error')}")
+    if unrun:
+        line += f", {unrun} not run"
+    if summary.n_skipped:
+        line += f", {summary.n_skipped} skipped"
+    return line
+
+
+def terminal_lines(record: RunRecord, quiet: bool = False) -> list[str]:
+    """The summary; ``quiet`` (``-q``): each task's counts and its headline figure on one line,
+    no table of figures."""
+    from pytest_groundeval.model import headline_of
+
     lines = [f"agent: {record.agent}" + (f"  model: {record.model}" if record.model else "")]
     for task, summary in record.summary.items():
-        counts = (
-            f"{task}: {summary.n_cases} cases, {summary.n_passed} passed, "
-            f"{summary.n_failed} failed, {summary.n_errors} errors"
-        )
-        if summary.n_skipped:
-            counts += f", {summary.n_skipped} skipped"
+        counts = counts_line(record, task)
+        if quiet:
+            head = headline_of(summary.specs.values())
+            value = summary.value(head) if head is not None else None
+            lines.append(counts + (f"; {head} {_fmt(value)}" if value is not None else ""))
+            continue
         lines.append(counts)
         repeats = (record.repeats or {}).get(task)
         if repeats is not None:  # --repeat N
@@ -234,7 +284,7 @@ def terminal_lines(record: RunRecord) -> list[str]:
     warned = [c for c in record.cases if c.warnings]
     if warned:
         first = warned[0]
-        lines.append(f"groundeval: {len(warned)} case(s) with warnings (cases[].warnings in the record); "
+        lines.append(f"groundeval: {plural(len(warned), 'case')} with warnings (cases[].warnings in the record); "
                      f"first, {first.task}:{first.case_id}: {first.warnings[0]}")
     refused = refused_line(record)
     if refused is not None:
@@ -255,5 +305,5 @@ def refused_line(record: RunRecord) -> str | None:
     r = first.refused_connections[0]  # type: ignore[index]
     who = f"pid {r.pid}" + (f" ({r.command})" if r.command else "")
     ids = ", ".join(f"{c.task}:{c.case_id}" for c in hit[:5]) + (", ..." if len(hit) > 5 else "")
-    return (f"groundeval: {n} MCP connection(s) refused in {len(hit)} case(s) ({ids}; cases[].refused_connections "
+    return (f"groundeval: {plural(n, 'MCP connection')} refused in {plural(len(hit), 'case')} ({ids}; cases[].refused_connections "
             f"in the record); first, {first.task}:{first.case_id}: {who}: {r.reason}")

@@ -169,8 +169,23 @@ def is_timeout(exc: BaseException) -> bool:
     return bool(names & {"APITimeoutError", "TimeoutException"})  # anthropic / openai, httpx
 
 
+def dns_failure(exc: BaseException) -> bool:
+    """The host's name could not be resolved (``socket.gaierror`` anywhere in the exception's
+    chain, under the SDK's connection error): a wrong URL or no network, which retrying does not
+    fix; a permanent error, so a run fails fast instead of retrying every case."""
+    import socket
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, socket.gaierror):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
 def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (PermanentAgentError, AgentCrash)):
+    if isinstance(exc, (PermanentAgentError, AgentCrash)) or dns_failure(exc):
         return False
     if isinstance(exc, (TransientAgentError, CallTimeout, ConnectionError, TimeoutError)):
         return True

@@ -366,5 +366,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {describe(r)}")
     if record.completeness.cut_short:
         print(f"groundeval merge: the run was cut short: {record.completeness.reason}", file=sys.stderr)
-    print(f"merged {len(args.shards)} shard record(s), {len(record.cases)} cases: {args.output}")
+    from pytest_groundeval.reporting.terminal import plural
+
+    print(f"merged {plural(len(args.shards), 'shard record')}, {plural(len(record.cases), 'case')}: {args.output}")
     return exit_status(record)

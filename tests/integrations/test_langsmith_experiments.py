@@ -558,7 +558,7 @@ def test_the_claude_agents_calls_nest_under_each_case(extraction, fake, monkeypa
     _env(monkeypatch, server.url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    result, rec, _ = _run(extraction, "--agent=claude", "--model", "claude-test-model")
+    result, rec, _ = _run(extraction, "--agent=claude", "--model", "claude-test-model", "--no-preflight")  # (a made-up id)
     assert len(rec["cases"]) == len(SMALL_SET) and all(c["model"] == "claude-test-model" for c in rec["cases"])
     assert server.paths().count(("POST", "/v1/messages")) == len(SMALL_SET)
     runs, _ = server.decoded()

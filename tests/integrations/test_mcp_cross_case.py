@@ -170,7 +170,7 @@ def test_a_refused_connection_is_on_the_case_said_in_grounded_and_the_summary(tm
     again = CaseResult.model_validate(case_json(result)[1])  # the store's form and back
     assert again.refused_connections == result.refused_connections
     line = refused_line(SimpleNamespace(cases=[again]))
-    assert line and f"1 MCP connection(s) refused in 1 case(s) (extraction:{REFS}" in line and str(refused.pid) in line
+    assert line and f"1 MCP connection refused in 1 case (extraction:{REFS}" in line and str(refused.pid) in line
     assert refused_line(SimpleNamespace(cases=[again.model_copy(update={"refused_connections": None})])) is None
 
 

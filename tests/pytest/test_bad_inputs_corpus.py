@@ -608,7 +608,7 @@ def test_a_cases_file_holding_only_a_broken_case(pytester, monkeypatch, tmp_path
     monkeypatch.setenv("AGENT_CALLS", str(calls))
     result = pytester.runpytest("--write-cases", "cases.json", "--run-record", "record.json",
                                 "-p", "no:cacheprovider", "--agent=recording_agent:Recording")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(errors=1)  # an errored case is a pytest error (issue 30 item 4)
     [case] = read_record(pytester)["cases"]
     assert case["case_id"] == "cases[0]" and case["outcome"] == "error" and case["error"]["kind"] == "case"
     assert case["error"]["message"].startswith(message), case["error"]["message"]

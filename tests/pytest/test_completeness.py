@@ -48,7 +48,7 @@ def test_a_crashed_worker_s_case_is_an_error_of_kind_crash_and_the_gate_fails(ev
     assert "crashed" in cases[ZERO]["error"]["message"]
     assert all(c["outcome"] == "passed" for cid, c in cases.items() if cid != ZERO)
     comp = rec["completeness"]
-    assert comp["cut_short"] and "a worker crashed (1 case(s))" in comp["reason"]
+    assert comp["cut_short"] and "a worker crashed (1 case)" in comp["reason"]
     assert comp["selected"] == comp["recorded"] == len(SMALL_SET)
     # the metric threshold is met (0.0), but the gate fails: the run was cut short
     assert rec["gate"]["thresholds"][0]["passed"] and rec["gate"]["passed"] is False

@@ -49,11 +49,11 @@ class RaisesDeep:
 '''
 
 MATRIX = [
-    ("ReturnsNone", {"failed": len(SMALL_SET)}, "error", "agent", "TypeError"),
-    ("ReturnsBytes", {"failed": len(SMALL_SET)}, "error", "agent", "TypeError"),
+    ("ReturnsNone", {"errors": len(SMALL_SET)}, "error", "agent", "TypeError"),
+    ("ReturnsBytes", {"errors": len(SMALL_SET)}, "error", "agent", "TypeError"),
     ("Garbage", {"failed": len(SMALL_SET)}, "failed", None, None),
-    ("Huge", {"failed": len(SMALL_SET)}, "error", "agent", None),
-    ("RaisesDeep", {"failed": len(SMALL_SET)}, "error", "agent", "ValueError"),
+    ("Huge", {"errors": len(SMALL_SET)}, "error", "agent", None),
+    ("RaisesDeep", {"errors": len(SMALL_SET)}, "error", "agent", "ValueError"),
 ]
 MODES = {"serial": (), "concurrency-8": ("--concurrency", "8"), "xdist": ("-n", "2")}
 

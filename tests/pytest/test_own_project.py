@@ -51,7 +51,7 @@ def test_a_plain_unit_test_run_is_not_touched(pytester, extra):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error", *extra)
     result.assert_outcomes(passed=4)
     assert result.ret == pytest.ExitCode.OK
-    assert _files(pytester) == before  # no record, no journal, no runs/ folder
+    assert _files(pytester) == before  # no record, no journal, no .groundeval/runs folder
     lines = [line for line in result.stdout.lines + result.stderr.lines if not line.startswith("plugins:")]
     assert not [line for line in lines if "groundeval" in line]  # no summary, no gate, no warning
 
@@ -84,7 +84,7 @@ def test_a_command_line_threshold_of_a_task_that_did_not_run_is_missed(evalproje
 def test_p_no_groundeval_turns_the_plugin_off(evalproject):
     result = evalproject.runpytest_subprocess("-p", "no:groundeval", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*fixture 'case' not found*"])
-    assert not (evalproject.path / "runs").exists()
+    assert not (evalproject.path / ".groundeval" / "runs").exists()
 
 
 WRITE_EVAL = '''
@@ -128,7 +128,7 @@ def test_extraction(case, agent, scorer, evaluate):
            for line in result.stdout.lines if "test_extraction[" in line}
     assert ids == {p.name.removesuffix(".json") for p in SYNTHEA.glob("*.json")}
     assert len(ids) == 45 and set(SMALL_SET) <= ids
-    assert not (pytester.path / "runs").exists()  # collecting only records nothing
+    assert not (pytester.path / ".groundeval" / "runs").exists()  # collecting only records nothing
 
 
 BAD_USAGE = '''
@@ -153,7 +153,7 @@ def test_bad_agent_usage_is_dropped_with_a_warning_on_each_case_and_in_the_termi
     for c in rec["cases"]:
         assert c["outcome"] == "passed" and c.get("usage") is None
         assert c["warnings"] and c["warnings"][0].startswith("usage dropped")
-    result.stdout.fnmatch_lines([f"groundeval: {len(SMALL_SET)} case(s) with warnings*usage dropped*"])
+    result.stdout.fnmatch_lines([f"groundeval: {len(SMALL_SET)} cases with warnings*usage dropped*"])
 
 
 MODULES_PROBE = '''

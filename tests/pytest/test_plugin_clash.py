@@ -35,7 +35,8 @@ def test_pytest_starts_with_every_common_plugin_beside_groundeval(with_all_plugi
     for option in PLUGINS.values():
         assert option in text, option
     for ours in ("--agent=NAME", "--model=MODEL", "--agent-timeout=SECONDS", "--agent-retries=N",
-                 "--agent-retry-delay=SECONDS", "--model-base-url=URL", "--data-dir=PATH"):
+                 "--agent-retry-delay=SECONDS", "--model-base-url=URL", "--data-dir=PATH",
+                 "--no-groundeval-html", "--groundeval-runs-dir=DIR"):
         assert ours in text, ours
 
 

@@ -306,7 +306,10 @@ def check_usage(dom: Node, rec: dict) -> None:
     u = rec["usage"]
     assert field(dom, "usage.input_tokens") == fmt(u["input_tokens"])
     assert field(dom, "usage.output_tokens") == fmt(u["output_tokens"])
-    assert field(dom, "usage.cost_usd") == fmt_usd(u["cost_usd"])
+    from pytest_groundeval.reporting.terminal import cost_words
+
+    assert field(dom, "usage.cost_usd") == cost_words(u["cost_usd"], u["cases_unpriced"], u.get("cases_unreported") or 0,
+                                                      u["cases_priced"])  # as the terminal says it
     assert field(dom, "usage.cases_priced") == fmt(u["cases_priced"])
     assert field(dom, "usage.prices_as_of") == u["prices_as_of"]
     for task in rec["summary"]:
@@ -315,7 +318,9 @@ def check_usage(dom: Node, rec: dict) -> None:
         for k in ("input_tokens", "output_tokens"):
             assert row.one(data_usage=k).text() == str(sum((c["usage"] or {}).get(k, 0) for c in cases))
         cost = sum(c["cost_usd"] for c in cases if c["cost_usd"] is not None)
-        assert row.one(data_usage="cost_usd").text() == fmt_usd(round(cost, 6))
+        unpriced = sum(1 for c in cases if c["cost_usd"] is None and c["usage"])
+        priced = sum(c["cost_usd"] is not None for c in cases)
+        assert row.one(data_usage="cost_usd").text() == cost_words(round(cost, 6), unpriced, 0, priced)
 
 
 def case_rows(dom: Node) -> list[Node]:

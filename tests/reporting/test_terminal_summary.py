@@ -3,6 +3,7 @@ one case), tokens and cost, errors by kind, completeness; and, through pytest, t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_one_case_shows_no_interval():
     rec = record([passed(0)])
     assert rec.summary["write"].ci95("pass") is None
     lines = terminal_lines(rec)
-    assert "write: 1 cases, 1 passed, 0 failed, 0 errors" in lines
+    assert "write: 1 case, 1 passed, 0 failed, 0 errors" in lines
     assert metric_line(lines, "pass").split() == ["pass", "1.000"]
     assert not any("CI" in line for line in lines), lines
 
@@ -69,7 +70,7 @@ def test_one_case_run_prints_no_interval_through_pytest(evalproject):
     result = _run(evalproject, "-k", ZERO.split("_")[0])
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    result.stdout.fnmatch_lines(["extraction: 1 cases, 1 passed, 0 failed, 0 errors", "  macro_f1 *1.000",
+    result.stdout.fnmatch_lines(["extraction: 1 case, 1 passed, 0 failed, 0 errors", "  macro_f1 *1.000",
                                  "  exact_match *1.000"])
     assert "95% CI" not in out and "[1.000, 1.000]" not in out and "[0.000, 0.000]" not in out
 
@@ -196,11 +197,13 @@ def test_identical_agent_errors_are_one_line_naming_the_agent_s_file_and_line(ev
     assert lines[0].startswith(f"ERROR {len(SMALL_SET)} extraction cases: agent 'broken' failed after 1 attempt(s): "
                                "KeyError: 'temperature' (at ") and where in lines[0], lines[0]
     assert out.count("KeyError: 'temperature'") == 1, out
-    # pytest still lists each failed test (its -rfE short summary), pointing at that line
-    listed = [ln for ln in result.outlines if ln.startswith("FAILED test_evals.py::")]
+    # pytest lists each errored test once, as an error (its -rfE short summary), pointing at that line
+    listed = [ln for ln in result.outlines if ln.startswith("ERROR test_evals.py::")]
     assert len(listed) == len(SMALL_SET), out
+    assert not any(ln.startswith("FAILED test_evals.py::") for ln in result.outlines), out
+    assert result.parseoutcomes() == {"errors": len(SMALL_SET)}, result.outlines[-1]  # pytest's words: errors
     if how != "terminal":  # the message whole (a terminal cuts it to its width)
-        assert all(ln.endswith(f"errored as {len(SMALL_SET) - 1} other extraction case(s) did: one line under "
+        assert all(ln.endswith(f"errored as {len(SMALL_SET) - 1} other extraction cases did: one line under "
                                "'groundeval failures'") for ln in listed), listed
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     rec = read_record(evalproject)
@@ -224,12 +227,18 @@ def test_a_lone_error_and_each_failure_keep_their_own_message_in_pytest_s_summar
     monkeypatch.setenv("CI", "true")
     result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
                                    "--agent=broken_agent:Broken", "-k", "Felicitas")
-    assert [ln for ln in result.outlines if ln.startswith("FAILED test_evals.py::")][0].endswith(
-        f"KeyError: 'temperature' (at {evalproject.path / 'broken_agent.py'}:{_broken_line(evalproject)} in run)")
+    assert [ln for ln in result.outlines if ln.startswith("ERROR test_evals.py::")][0].endswith(
+        f" - agent 'broken' failed after 1 attempt(s): KeyError: 'temperature' "
+        f"(at {evalproject.path / 'broken_agent.py'}:{_broken_line(evalproject)} in run)")
+    assert "groundeval failures" not in result.stdout.str()  # nothing to group: pytest's line is the one
     result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
                                    "--agent=agents_under_test:Omitting")
     listed = [ln for ln in result.outlines if ln.startswith("FAILED test_evals.py::")]
-    assert listed and all(" - Failed: FAILED extraction:" in ln and "groundeval failures" not in ln for ln in listed)
+    assert len(listed) == len(SMALL_SET) - 1, result.outlines  # (the zero-medication patient passes)
+    assert all(" - missed " in ln for ln in listed), listed  # the scorer's reason, once, as the message
+    assert "groundeval failures" not in result.stdout.str()
+    reasons = [c["score"]["reason"] for c in read_record(evalproject)["cases"] if c["outcome"] == "failed"]
+    assert sum(result.stdout.str().count(r) for r in reasons) == len(reasons)  # each failure said once
 
 
 def test_with_tb_long_an_agent_error_shows_the_agent_s_own_traceback(evalproject):
@@ -299,3 +308,14 @@ def test_under_x_the_counts_are_selected_of_collected_and_the_gate_says_one_thin
     assert gate[1].endswith("(1/2 thresholds met)") and "PASSED" not in result.stdout.str()
     # xdist ends a -x session as interrupted (exit 2), pytest as failed (1): never success
     assert result.ret == (pytest.ExitCode.INTERRUPTED if extra else pytest.ExitCode.TESTS_FAILED)
+
+
+def test_counts_are_said_in_the_singular_for_one():
+    """"1 case", never "1 cases" (issue 30 item 5), in every count line of the summary."""
+    one = record([errored(0, "agent")], completeness=completeness(1, cut_short=True, reason="x"))
+    lines = terminal_lines(one)
+    assert "write: 1 case, 0 passed, 0 failed, 1 error" in lines
+    assert "completeness: 1/1 selected case recorded (cut short)" in lines
+    assert not [ln for ln in lines if re.search(r"\b1 (cases|errors)\b|\(s\)", ln)], lines
+    two = terminal_lines(record([errored(0, "agent"), errored(1, "agent")]))
+    assert "write: 2 cases, 0 passed, 0 failed, 2 errors" in two

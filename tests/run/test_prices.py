@@ -269,19 +269,27 @@ def test_an_unpriced_model_costs_null_not_zero(project):
     assert rec["usage"]["cases_priced"] == N and rec["usage"]["cost_usd"] == pytest.approx(N * 0.00105)
 
 
-@pytest.mark.parametrize("args, model", [
-    (("--agent=price_agents:Unpriced",), "gpt-unlisted-1"),
-    (("--agent=price_agents:DefaultUnpriced",), "claude-opus-4-1-something-new"),
-    (("--agent=claude", "--model", "claude-opus-4-1-something-new"), "claude-opus-4-1-something-new"),
-    (("--agent=claude", "--model", "claude-opus-4"), "claude-opus-4"),
-    (("--agent=langgraph", "--model", "anthropic:claude-opus-4"), "anthropic:claude-opus-4"),
+UNKNOWN = "not a Claude model id groundeval knows"  # --model checked at start (issue 30 item 5): before the budget
+
+
+@pytest.mark.parametrize("args, model, said", [
+    (("--agent=price_agents:Unpriced",), "gpt-unlisted-1", "has no price"),
+    (("--agent=price_agents:DefaultUnpriced",), "claude-opus-4-1-something-new", "has no price"),
+    (("--agent=claude", "--model", "claude-opus-4-1-something-new"), "claude-opus-4-1-something-new", UNKNOWN),
+    (("--agent=claude", "--model", "claude-opus-4"), "claude-opus-4", UNKNOWN),
+    (("--agent=langgraph", "--model", "anthropic:claude-opus-4"), "anthropic:claude-opus-4", UNKNOWN),
+    (("--agent=claude", "--model", "claude-haiku-5-5"), "claude-haiku-5-5", "has no price"),  # known, unpriced
 ])
-def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monkeypatch, args, model):
+def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monkeypatch, args, model, said):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
     monkeypatch.setattr(anthropic, "Anthropic", lambda **kw: pytest.fail("no call may start"))
     result = _run(project, *args, "--max-cost", "5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
+    if said == UNKNOWN:
+        assert f"--model {model}: {UNKNOWN}" in err and "prices.json" in err
+        assert not (project.path / "record.json").exists()
+        return
     assert f"model {model!r} has no price" in err and "prices.json" in err
     assert "budget cannot be enforced" in err
     assert not (project.path / "record.json").exists()

@@ -132,7 +132,7 @@ def test_merging_two_shards_gives_the_unsharded_record(runs, capsys):
         {k: v for k, v in full["options"].items() if k not in OPTIONS_OF_A_MERGE}
     assert merged["options"]["merged_from"] == [load(project, "s1.json")["run_id"], load(project, "s2.json")["run_id"]]
     assert merged["git_sha"] == full["git_sha"]
-    assert "groundeval gate: FAILED (1/2 thresholds met)" in out and "merged 2 shard record(s), 52 cases" in out
+    assert "groundeval gate: FAILED (1/2 thresholds met)" in out and "merged 2 shard records, 52 cases" in out
     assert (project / "merged.json").stat().st_mode & 0o777 == 0o600
 
 
