@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 import orjson
@@ -205,6 +206,9 @@ class ExtractionTask(Task):
 
     def discover(self) -> list[CaseRef]:
         return discover_files(self.path, self.name)
+
+    def validated_bundles(self, ref: CaseRef) -> list[Path]:
+        return [ref.path]
 
     def load(self, ref: CaseRef) -> Case:
         bundle, raw = load_json(ref.path)
