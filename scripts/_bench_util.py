@@ -456,6 +456,14 @@ def write_shipped(project: Path, folders: Sequence[Path]) -> dict[str, str]:
     return {"BENCH_SHIPPED": str(path), "PYTHONPATH": str(project)}
 
 
+def all_of(*checks: Any):
+    """One ``Config.check`` that runs each of ``checks``."""
+    def check(run: Any) -> None:
+        for c in checks:
+            c(run)
+    return check
+
+
 def no_validation(project: Path, label: str):
     """A check that a run validated no bundle: nothing stored under ``.groundeval/bundles``."""
     def check(run) -> None:

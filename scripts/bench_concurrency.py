@@ -54,6 +54,7 @@ from _bench_util import (  # noqa: E402
     Config,
     inspect_python,
     no_validation,
+    all_of,
     write_shipped,
     inspect_command,
     write_inspect_script,
@@ -152,7 +153,7 @@ def bench_ideal(proj: Path, cold: Path, m: int, latency: float, conc: int, worke
                            "case-00000", expect=1)
         if state.startswith("fresh"):
             for c in (full, one):
-                c.check = _both(c.check, no_validation(cold, c.label))
+                c.check = all_of(c.check, no_validation(cold, c.label))
         pairs[state] = (full, one)
     configs = [c for pair in pairs.values() for c in pair]
     if inspect_py is not None:  # the peer, same files, prompts, latency and slots (max_samples)
@@ -203,13 +204,6 @@ def bench_ideal(proj: Path, cold: Path, m: int, latency: float, conc: int, worke
         print(f"  speed-up of --concurrency {conc} over -n {workers}: {speedup:.1f}x start-up subtracted, "
               f"{xbest[xd.label] / measured:.1f}x whole wall")
     return ratios, speedup
-
-
-def _both(*checks):
-    def check(run) -> None:
-        for c in checks:
-            c(run)
-    return check
 
 
 def bench_xdist_startup(proj: Path, env: dict[str, str], tiny: int, workers: int, repeat: int) -> tuple[float, float]:

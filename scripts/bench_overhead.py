@@ -56,6 +56,7 @@ from _bench_util import (  # noqa: E402
     Config,
     inspect_python,
     no_validation,
+    all_of,
     write_shipped,
     best_walls,
     inspect_command,
@@ -144,7 +145,7 @@ def bench_per_case(proj: Path, warm: Path, sizes: list[int], n0: int, rounds: in
         configs.append(Config(f"groundeval shipped N={n}", proj, ["-p", "bench_shipped", *eval_args(proj, n, srecord)],
                               env=child_env(**shipped_env), before=lambda: shutil.rmtree(proj / ".groundeval",
                                                                                          ignore_errors=True),
-                              check=_both(check_eval(srecord, n, f"groundeval shipped N={n}"),
+                              check=all_of(check_eval(srecord, n, f"groundeval shipped N={n}"),
                                           no_validation(proj, f"groundeval shipped N={n}"))))
         wrecord = warm / f"record-{n}.json"
         configs.append(Config(f"groundeval warm N={n}", warm, eval_args(proj, n, wrecord),
@@ -183,11 +184,6 @@ def bench_per_case(proj: Path, warm: Path, sizes: list[int], n0: int, rounds: in
           [[k, f"{median([w[f'{k} N={n}'] for w in per_round]):.2f}", f"{med[k] * 1e6:.0f}",
             " ".join(f"{x * 1e6:.0f}" for x in pcs[k])] for k in kinds])
     return med, ratio
-def _both(*checks):
-    def check(run) -> None:
-        for c in checks:
-            c(run)
-    return check
 
 
 def profile_per_case(proj: Path, n: int, n0: int) -> None:
