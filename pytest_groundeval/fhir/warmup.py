@@ -27,8 +27,18 @@ from typing import Iterable
 
 from pytest_groundeval.fhir import bundles
 
-POOL_MIN = 16  # cold bundles from which they are validated in worker processes (fewer: one thread here)
-_PRELOAD = ["pytest_groundeval.fhir.bundles", "fhir.resources.R4B.bundle"]
+# cold bundles from which they are validated in worker processes: a worker costs about a second
+# of start-up (importing the models) before its first verdict, which a few hundred validations
+# (~5 ms each) repay; fewer go to one thread here
+POOL_MIN = 256
+# imported once in the fork server, so every worker forked from it starts with the models of a
+# Synthea bundle built (a model module missing is skipped)
+_PRELOAD = ["pytest_groundeval.fhir.bundles", "fhir.resources.R4B.bundle"] + [
+    f"fhir.resources.R4B.{name}" for name in (
+        "patient", "medicationrequest", "medication", "condition", "allergyintolerance", "encounter",
+        "observation", "procedure", "immunization", "careplan", "careteam", "claim", "explanationofbenefit",
+        "diagnosticreport", "documentreference", "organization", "practitioner", "practitionerrole", "location",
+        "provenance", "imagingstudy", "device", "supplydelivery", "medicationadministration", "goal", "coverage")]
 
 
 class Ahead:

@@ -47,10 +47,22 @@ def _cases(pytester: pytest.Pytester, record: str) -> dict[str, tuple]:
     return {c["case_id"]: (c["outcome"], (c.get("error") or {}).get("message")) for c in data["cases"]}
 
 
-@pytest.mark.parametrize("n, workers", [(3, None), (warmup.POOL_MIN + 2, "2")],
+POOL_MIN = 6  # (the tests' threshold for worker processes: a conftest sets it in every pytest process)
+
+
+@pytest.mark.parametrize("n, workers", [(3, None), (POOL_MIN + 2, "2")],
                          ids=["few-cold-a-thread", "many-cold-worker-processes-n2"])
 def test_a_cold_bundle_is_validated_exactly_once_and_as_in_line(pytester, monkeypatch, n, workers):
     hashes = _project(pytester, n)
+    pytester.makeconftest(f"""
+import os
+from pytest_groundeval.fhir import warmup
+warmup.POOL_MIN = {POOL_MIN}
+
+def pytest_configure(config):  # the pytest processes (controller, workers): pids
+    with open("pytest-pids.txt", "a") as fh:
+        fh.write(f"{{os.getpid()}}\\n")
+""")
     log = pytester.path / "validations.log"
     monkeypatch.setenv(bundles.VALIDATION_LOG, str(log))
     xdist = ("-n", workers) if workers else ()
@@ -59,7 +71,12 @@ def test_a_cold_bundle_is_validated_exactly_once_and_as_in_line(pytester, monkey
     keys = {bundles.BundleMemo.key(h): name for name, h in hashes.items()}
     counted = _validations(log)
     assert set(counted) == set(keys) and set(counted.values()) == {1}, counted  # each once, in one process
-    assert len({line.split()[0] for line in log.read_text().splitlines()}) >= 1
+    validators = {line.split()[0] for line in log.read_text().splitlines()}
+    pytest_pids = set((pytester.path / "pytest-pids.txt").read_text().split())
+    if workers:  # in worker processes, none in a pytest process
+        assert validators and not validators & pytest_pids
+    else:  # a thread of the one pytest process
+        assert validators == pytest_pids
     # the same data validated in-line (no cache folder: nothing ahead, every item validates its own)
     monkeypatch.setenv("GROUNDEVAL_BUNDLE_CACHE", "off")
     log.unlink()
@@ -77,7 +94,8 @@ def test_many_cold_go_to_worker_processes_and_the_items_wait_for_their_verdicts(
     data = tmp_path / "data"
     data.mkdir()
     source = orjson.loads((SYNTHEA / f"{REFS}.json").read_bytes())
-    for i in range(warmup.POOL_MIN):
+    monkeypatch.setattr(warmup, "POOL_MIN", POOL_MIN)
+    for i in range(POOL_MIN):
         (data / f"c{i:02d}.json").write_bytes(orjson.dumps({**source, "id": f"pool-{i}"}))
     log = tmp_path / "validations.log"
     monkeypatch.setenv(bundles.VALIDATION_LOG, str(log))
@@ -93,6 +111,6 @@ def test_many_cold_go_to_worker_processes_and_the_items_wait_for_their_verdicts(
         ahead.stop()
     assert memo.builds == 0  # none on the item path (nor in this process)
     counted = _validations(log)
-    assert len(counted) == warmup.POOL_MIN and set(counted.values()) == {1}
+    assert len(counted) == POOL_MIN and set(counted.values()) == {1}
     assert str(__import__("os").getpid()) not in {line.split()[0] for line in log.read_text().splitlines()}
     assert warmup.start(path for ref in refs for path in task.validated_bundles(ref)) is None  # all known now
