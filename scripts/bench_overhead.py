@@ -186,6 +186,13 @@ def bench_per_case(proj: Path, warm: Path, sizes: list[int], n0: int, rounds: in
     return med, ratio
 
 
+def pool_min() -> int:
+    """From how many cold bundles validation goes to worker processes (``fhir/warmup.py``)."""
+    from pytest_groundeval.fhir.warmup import POOL_MIN
+
+    return POOL_MIN
+
+
 def profile_per_case(proj: Path, n: int, n0: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         stats = {}
@@ -301,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         validation = us["plain fhir"] - us["plain json"]  # R4B validation of one bundle, inside a pytest item
         floor = (validation + us["groundeval warm"]) / cores
         print(f"(reference, no goal: user data seen for the first time, cold, every bundle validated (ahead of the "
-              f"items, in worker processes): {us['groundeval cold']:.0f} µs = "
+              f"items: one thread, or worker processes from {pool_min()} cold bundles): {us['groundeval cold']:.0f} µs = "
               f"{ratio('groundeval cold', 'inspect_ai'):.2f}x inspect_ai; its floor on this machine: validating a "
               f"bundle costs {validation:.0f} µs (plain fhir - plain json) and the rest of a case "
               f"{us['groundeval warm']:.0f} µs (warm); over all {cores} cores with no loss, a cold case cannot cost "
