@@ -398,7 +398,8 @@ def inspect_python() -> str:
                 raise BenchFailure(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
         marker.write_text(want)
     leaked = subprocess.run([str(python), "-c", "import importlib.util as u; print([m for m in ('pytest_groundeval', "
-                             "'fhir', 'healthchain', 'langgraph') if u.find_spec(m)])"], capture_output=True, text=True)
+                             "'fhir', 'healthchain', 'langgraph') if u.find_spec(m)])"], capture_output=True, text=True,
+                            cwd=tempfile.gettempdir(), env=child_env())  # (not this checkout's folder on its path)
     print(f"inspect_ai side: {python} (inspect-ai=={version} alone; groundeval's packages importable there: "
           f"{leaked.stdout.strip() or leaked.stderr.strip()[-200:]})")
     return str(python)
