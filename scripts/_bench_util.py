@@ -447,12 +447,13 @@ def write_shipped(project: Path, folders: Sequence[Path]) -> dict[str, str]:
     """The ``-p bench_shipped`` plugin in ``project`` and a verdicts file for every bundle of
     ``folders`` (each validated here, with the package's own check); the env vars a child needs."""
     sys.path.insert(0, str(ROOT))
+    from make_shipped_verdicts import document
     from pytest_groundeval.fhir import shipped
     from pytest_groundeval.tasks.datasets import bundle_files
 
     files = [(f"{folder.name}/{p.name}", p.read_bytes()) for folder in folders for p in bundle_files(folder)]
     path = project / "bench-shipped-verdicts.json"
-    path.write_text(shipped.dumps(shipped.make(files)), encoding="utf-8")
+    path.write_text(shipped.dumps(document(files)), encoding="utf-8")
     (project / "bench_shipped.py").write_text(SHIPPED_PLUGIN)
     return {"BENCH_SHIPPED": str(path), "PYTHONPATH": str(project)}
 

@@ -139,6 +139,15 @@ def build(data: Any) -> Any:
     return _reject(data)
 
 
+def issues_of(raw: bytes) -> str | None:
+    """The verdict on the bundle ``raw``: None (valid) or its rejection (:func:`build`)."""
+    try:
+        build(orjson.loads(raw))
+    except InvalidBundle as e:
+        return e.issues
+    return None
+
+
 def _reject(data: Any) -> Any:
     """HealthChain's own verdict on a bundle the single pass found bad (its report, its words)."""
     from healthchain.fhir import FHIRValidationError, load_bundle
@@ -538,11 +547,7 @@ class BundleMemo:
             return (issues,)
 
     def _validate_raw(self, key: str, raw: bytes) -> str | None:
-        try:
-            build(orjson.loads(raw))
-            issues = None
-        except InvalidBundle as e:
-            issues = e.issues
+        issues = issues_of(raw)
         self._validated(key)
         return issues
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+from pytest_groundeval.tasks.datasets import content_hash
 
 PATH = Path(__file__).with_name("shipped_verdicts.json")
 FORMAT = 1
@@ -29,24 +31,16 @@ def _digest(versions: str, verdicts: dict[str, str | None]) -> str:
     return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def make(files: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
-    """The shipped document for ``files`` (``(name, bytes)``): every bundle validated afresh."""
-    import orjson
-
-    from pytest_groundeval.fhir.bundles import InvalidBundle, build, verdict_versions
-    from pytest_groundeval.tasks.datasets import content_hash
-
+def make(files: Iterable[tuple[str, bytes]], issues_of: Callable[[bytes], str | None], versions: str) -> dict[str, Any]:
+    """The shipped document for ``files`` (``(name, bytes)``), each bundle's verdict given by
+    ``issues_of`` (``bundles.issues_of``: validated afresh), under ``versions``
+    (``bundles.verdict_versions()``)."""
     names: dict[str, str] = {}
     verdicts: dict[str, str | None] = {}
     for name, raw in files:
         digest = names[name] = content_hash(raw)
         if digest not in verdicts:
-            try:
-                build(orjson.loads(raw))
-                verdicts[digest] = None
-            except InvalidBundle as e:
-                verdicts[digest] = e.issues
-    versions = verdict_versions()
+            verdicts[digest] = issues_of(raw)
     return {"format": FORMAT, "versions": versions, "digest": _digest(versions, verdicts),
             "files": dict(sorted(names.items())), "verdicts": dict(sorted(verdicts.items()))}
 

@@ -35,7 +35,7 @@ def test_every_bundled_fixture_has_a_verdict_under_its_content_hash():
 
 
 def test_the_shipped_verdicts_equal_a_fresh_validation_of_the_committed_fixtures():
-    fresh = shipped.make(make_shipped_verdicts.files())
+    fresh = make_shipped_verdicts.document(make_shipped_verdicts.files())
     assert fresh["versions"] == bundles.verdict_versions()
     assert shipped.dumps(fresh) == shipped.PATH.read_text(encoding="utf-8"), \
         "stale: run `uv run python scripts/make_shipped_verdicts.py`"
@@ -118,7 +118,7 @@ def test_a_shipped_rejection_is_the_same_case_error_as_validating(tmp_path, monk
     monkeypatch.setattr(bundles, "_MEMO", bundles.BundleMemo())
     validated = _loads(data)
     path = tmp_path / "shipped.json"
-    path.write_text(shipped.dumps(shipped.make([("b.json", (data / "b.json").read_bytes())])), encoding="utf-8")
+    path.write_text(shipped.dumps(make_shipped_verdicts.document([("b.json", (data / "b.json").read_bytes())])), encoding="utf-8")
     memo = bundles.BundleMemo(shipped=path)
     monkeypatch.setattr(bundles, "_MEMO", memo)
     assert _loads(data) == validated and validated["b"][0] == "error"  # default deny: still a case error
