@@ -405,6 +405,9 @@ def inspect_python() -> str:
     return str(python)
 
 
+bench_env_python = inspect_python  # (the old name: inspect_ai's side, now in its own clean environment)
+
+
 # a plugin the children load with -p bench_rss: their own peak RSS (getrusage RUSAGE_SELF),
 # written at the very end of the session to $BENCH_RSS_OUT
 # (Linux: VmHWM of /proc/self/status, the peak of this process's own memory since its exec;
