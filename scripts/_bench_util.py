@@ -340,7 +340,7 @@ def reidentified_bundles(folder: Path, n: int) -> None:
 
 # ------------------------------------------------------------------ the environments
 RUNTIME_VENV = ROOT / ".venv-runtime"  # `uv sync --locked --no-dev`: what a user's install runs
-BENCH_VENV = ROOT / ".venv-bench"  # the runtime plus the `bench` group (inspect_ai), for the peer side
+INSPECT_VENV = ROOT / ".venv-inspect"  # inspect_ai alone (its locked version), for the peer side
 CHILD_PYTHON = sys.executable  # the interpreter of every pytest child (use_runtime_env() sets it)
 
 
@@ -371,23 +371,111 @@ def use_runtime_env(dev: bool = False) -> str:
     return CHILD_PYTHON
 
 
-def bench_env_python() -> str:
-    """The runtime environment plus the ``bench`` group (inspect_ai), synced."""
-    return venv_python(BENCH_VENV, "bench")
+def locked_version(name: str) -> str:
+    """``name``'s version in uv.lock (the ``bench`` group pins inspect-ai there)."""
+    m = re.search(rf'\nname = "{re.escape(name)}"\nversion = "([^"]+)"', (ROOT / "uv.lock").read_text(encoding="utf-8"))
+    if m is None:
+        raise BenchFailure(f"{name} is not in uv.lock")
+    return m.group(1)
+
+
+def inspect_python() -> str:
+    """The interpreter of inspect_ai's own clean environment (``.venv-inspect``: ``uv venv`` with
+    only ``inspect-ai==<locked>`` and what it depends on, none of groundeval's dependencies),
+    made once and reused while its marker names the same version. Prints which."""
+    version = locked_version("inspect-ai")
+    python = INSPECT_VENV / "bin" / "python"
+    marker = INSPECT_VENV / ".groundeval-bench"
+    want = f"inspect-ai=={version}\n"
+    if not (python.exists() and marker.exists() and marker.read_text() == want):
+        uv = shutil.which("uv") or "uv"
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        for cmd in ([uv, "venv", "--quiet", "--clear", "--python", f"{sys.version_info[0]}.{sys.version_info[1]}",
+                     str(INSPECT_VENV)],
+                    [uv, "pip", "install", "--quiet", "--python", str(python), f"inspect-ai=={version}"]):
+            done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise BenchFailure(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+        marker.write_text(want)
+    leaked = subprocess.run([str(python), "-c", "import importlib.util as u; print([m for m in ('pytest_groundeval', "
+                             "'fhir', 'healthchain', 'langgraph') if u.find_spec(m)])"], capture_output=True, text=True,
+                            cwd=tempfile.gettempdir(), env=child_env())  # (not this checkout's folder on its path)
+    print(f"inspect_ai side: {python} (inspect-ai=={version} alone; groundeval's packages importable there: "
+          f"{leaked.stdout.strip() or leaked.stderr.strip()[-200:]})")
+    return str(python)
+
+
+bench_env_python = inspect_python  # (the old name: inspect_ai's side, now in its own clean environment)
 
 
 # a plugin the children load with -p bench_rss: their own peak RSS (getrusage RUSAGE_SELF),
 # written at the very end of the session to $BENCH_RSS_OUT
+# (Linux: VmHWM of /proc/self/status, the peak of this process's own memory since its exec;
+# ru_maxrss is not: the kernel carries the peak of the memory an exec replaced into it, so a child
+# started with vfork (subprocess's default) reads its parent's peak when that was higher)
 RSS_PLUGIN = '''import os, resource, sys
+
+
+def own_peak_rss():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
 
 
 def pytest_unconfigure(config):
     out = os.environ.get("BENCH_RSS_OUT")
     if out:
-        scale = 1 if sys.platform == "darwin" else 1024
         with open(out, "w") as f:
-            f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale))
+            f.write(str(own_peak_rss()))
 '''
+
+# a plugin the children load with -p bench_shipped: the verdicts file at $BENCH_SHIPPED stands in
+# for the package's shipped one (pytest_groundeval/fhir/shipped.py), so N generated bundles start
+# as the bundled suites do on a fresh machine (nothing on disk, every verdict shipped)
+SHIPPED_PLUGIN = '''import os
+from pathlib import Path
+
+from pytest_groundeval.fhir import shipped
+
+shipped.PATH = Path(os.environ["BENCH_SHIPPED"])
+'''
+
+
+def write_shipped(project: Path, folders: Sequence[Path]) -> dict[str, str]:
+    """The ``-p bench_shipped`` plugin in ``project`` and a verdicts file for every bundle of
+    ``folders`` (each validated here, with the package's own check); the env vars a child needs."""
+    sys.path.insert(0, str(ROOT))
+    from make_shipped_verdicts import document
+    from pytest_groundeval.fhir import shipped
+    from pytest_groundeval.tasks.datasets import bundle_files
+
+    files = [(f"{folder.name}/{p.name}", p.read_bytes()) for folder in folders for p in bundle_files(folder)]
+    path = project / "bench-shipped-verdicts.json"
+    path.write_text(shipped.dumps(document(files)), encoding="utf-8")
+    (project / "bench_shipped.py").write_text(SHIPPED_PLUGIN)
+    return {"BENCH_SHIPPED": str(path), "PYTHONPATH": str(project)}
+
+
+def all_of(*checks: Any):
+    """One ``Config.check`` that runs each of ``checks``."""
+    def check(run: Any) -> None:
+        for c in checks:
+            c(run)
+    return check
+
+
+def no_validation(project: Path, label: str):
+    """A check that a run validated no bundle: nothing stored under ``.groundeval/bundles``."""
+    def check(run) -> None:
+        stored = list((project / ".groundeval" / "bundles").rglob("*.bin"))
+        if stored:
+            raise BenchFailure(f"run {label!r} validated {len(stored)} bundles (expected every verdict shipped)")
+    return check
 
 
 # ------------------------------------------------------------------ running pytest

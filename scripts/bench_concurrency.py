@@ -19,8 +19,13 @@ them is the one that validates them.
    (no call can be split across slots). Start-up = the wall of the very same command with
    ``-k case-00000`` (1 of the M items selected: the same interpreter, imports, plugin set-up,
    collection of all M items, agent construction, thread pool and record writing) minus that
-   one call's latency.  Goal: measured <= 1.1x ideal.
-   Beside it, inspect_ai on the same files and prompts (the ``bench`` group, ``.venv-bench``):
+   one call's latency.  Goal: measured <= 1.1x ideal, in three states, each against its own
+   start-up: warm (the bundles' verdicts on disk from an untimed run), a fresh machine's run of
+   the bundled suites (``.groundeval/`` emptied before every run, every verdict in a shipped
+   file: ``-p bench_shipped``; the run must validate nothing), and cold user data
+   (``.groundeval/`` emptied, nothing shipped: every bundle validated, ahead of the items).
+   Beside it, inspect_ai on the same files and prompts (its own clean environment,
+   ``.venv-inspect``: ``uv venv`` + the locked ``inspect-ai`` alone):
    a solver that sleeps the same latency (``asyncio.sleep``), ``max_samples`` = the same
    slots; its measured / ideal and groundeval's wall / its wall (informational).
    Also (kept from the earlier benchmark): the same M cases under ``-n 2`` at
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -46,7 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_util import (  # noqa: E402
     Config,
-    bench_env_python,
+    inspect_python,
+    no_validation,
+    all_of,
+    write_shipped,
     inspect_command,
     write_inspect_script,
     median,
@@ -75,8 +84,11 @@ SPEEDUP_GOAL = 10.0
 class Suite:
     """Runs of the extraction suite over one data dir of the temp project."""
 
-    def __init__(self, proj: Path, n: int, agent: str, env: dict[str, str]) -> None:
+    def __init__(self, proj: Path, n: int, agent: str, env: dict[str, str], data: Path | None = None,
+                 pre: tuple[str, ...] = (), before=None) -> None:
         self.proj, self.n, self.agent, self.env = proj, n, agent, env
+        self.data = data if data is not None else proj / f"data-{n}"
+        self.pre, self.before = pre, before  # (pytest options first, e.g. -p bench_shipped; before each run)
 
     def config(self, label: str, *extra: str, expect: int | None = None) -> Config:
         record = self.proj / ("record-" + re.sub(r"[^A-Za-z0-9]+", "-", label) + ".json")
@@ -87,9 +99,9 @@ class Suite:
             record.unlink()
             record.with_suffix(".jsonl").unlink(missing_ok=True)  # the journal appends: start afresh
 
-        args = ["test_extraction.py", f"--data-dir={self.proj / f'data-{self.n}'}", f"--agent=bench_agents:{self.agent}",
+        args = [*self.pre, "test_extraction.py", f"--data-dir={self.data}", f"--agent=bench_agents:{self.agent}",
                 f"--run-record={record}", *extra]
-        return Config(label, self.proj, args, env=self.env, check=check)
+        return Config(label, self.proj, args, env=self.env, check=check, before=self.before)
 
 
 def bench_prefetch(proj: Path, env: dict[str, str], n: int, n0: int, conc: int, repeat: int):
@@ -118,17 +130,32 @@ def bench_prefetch(proj: Path, env: dict[str, str], n: int, n0: int, conc: int, 
     return median(ratios), pc, wall_ratio
 
 
-def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool,
+def bench_ideal(proj: Path, cold: Path, m: int, latency: float, conc: int, workers: int, repeat: int, xdist: bool,
                 inspect_py: str | None = None):
     env = child_env(BENCH_LATENCY=str(latency))
-    suite = Suite(proj, m, "Sleepy", env)
-    print(f"\n2. sleepy agent ({latency:g} s per call), {m} cases, --concurrency {conc}; "
-          f"start-up = the same command with -k case-00000 (1 item) minus {latency:g} s; {repeat} rounds interleaved")
+    empty = lambda: shutil.rmtree(cold / ".groundeval", ignore_errors=True)  # noqa: E731 - a cold start
+    shipped_env = write_shipped(cold, [proj / f"data-{m}"])
+    states = {
+        "warm": Suite(proj, m, "Sleepy", env),
+        "fresh machine, shipped": Suite(cold, m, "Sleepy", {**env, **shipped_env}, data=proj / f"data-{m}",
+                                        pre=("-p", "bench_shipped"), before=empty),
+        "cold user data": Suite(cold, m, "Sleepy", env, data=proj / f"data-{m}", before=empty),
+    }
+    print(f"\n2. sleepy agent ({latency:g} s per call), {m} cases, --concurrency {conc}, in {len(states)} states "
+          f"({', '.join(states)}); start-up = the same command with -k case-00000 (1 item) minus {latency:g} s; "
+          f"{repeat} rounds, order rotated")
     prime = Suite(proj, m, "Instant", env).config(f"prime M={m}", "--concurrency=1")  # verdicts on disk, untimed
     prime.check(run_pytest(proj, prime.args, label=prime.label, env=env))
-    full = suite.config(f"sleepy M={m} --concurrency {conc}", f"--concurrency={conc}")
-    one = suite.config(f"sleepy 1 of M={m} --concurrency {conc}", f"--concurrency={conc}", "-k", "case-00000", expect=1)
-    configs = [full, one]
+    pairs = {}
+    for state, suite in states.items():
+        full = suite.config(f"sleepy M={m} --concurrency {conc} ({state})", f"--concurrency={conc}")
+        one = suite.config(f"sleepy 1 of M={m} --concurrency {conc} ({state})", f"--concurrency={conc}", "-k",
+                           "case-00000", expect=1)
+        if state.startswith("fresh"):
+            for c in (full, one):
+                c.check = all_of(c.check, no_validation(cold, c.label))
+        pairs[state] = (full, one)
+    configs = [c for pair in pairs.values() for c in pair]
     if inspect_py is not None:  # the peer, same files, prompts, latency and slots (max_samples)
         (proj / "data-one").mkdir(exist_ok=True)
         first = proj / f"data-{m}" / "case-00000.json"
@@ -139,18 +166,25 @@ def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, rep
                     Config(f"inspect_ai sleepy 1 max_samples={conc}", proj, [], env=ienv,
                            command=inspect_command(inspect_py, proj, proj / "data-one", "sleepy", latency, conc))]
     best = median_walls(configs, repeat)
-    startup = best[one.label] - latency
     waves = math.ceil(m / conc)
-    ideal = startup + waves * latency
-    measured = best[full.label]
-    print(f"\n  measured {measured:.2f} s; ideal {ideal:.2f} s = start-up {startup:.2f} s + ceil({m}/{conc})={waves} "
-          f"x {latency:g} s; measured/ideal {measured / ideal:.2f}x "
-          f"(over the ideal: {measured - ideal:+.2f} s)")
+    ratios = {}
+    print()
+    for state, (full, one) in pairs.items():
+        startup = best[one.label] - latency
+        ideal = startup + waves * latency
+        measured = best[full.label]
+        ratios[state] = measured / ideal
+        print(f"  {state}: measured {measured:.2f} s; ideal {ideal:.2f} s = start-up {startup:.2f} s + "
+              f"ceil({m}/{conc})={waves} x {latency:g} s; measured/ideal {measured / ideal:.2f}x "
+              f"(over the ideal: {measured - ideal:+.2f} s)")
+    measured, startup = best[pairs["warm"][0].label], best[pairs["warm"][1].label] - latency
     if inspect_py is not None:
         i_full, i_one = best[f"inspect_ai sleepy M={m} max_samples={conc}"], best[f"inspect_ai sleepy 1 max_samples={conc}"]
         i_ideal = (i_one - latency) + waves * latency
         print(f"  inspect_ai (max_samples={conc}): measured {i_full:.2f} s; ideal {i_ideal:.2f} s; measured/ideal "
-              f"{i_full / i_ideal:.2f}x; groundeval's wall / inspect_ai's: {measured / i_full:.2f}x (informational)")
+              f"{i_full / i_ideal:.2f}x; groundeval's wall (warm) / inspect_ai's: {measured / i_full:.2f}x "
+              f"(informational)")
+    suite = states["warm"]
     speedup = None
     if xdist:
         xd = suite.config(f"sleepy M={m} -n {workers} --concurrency 1", "-n", str(workers), "--concurrency=1")
@@ -169,7 +203,7 @@ def bench_ideal(proj: Path, m: int, latency: float, conc: int, workers: int, rep
         ])
         print(f"  speed-up of --concurrency {conc} over -n {workers}: {speedup:.1f}x start-up subtracted, "
               f"{xbest[xd.label] / measured:.1f}x whole wall")
-    return measured / ideal, speedup
+    return ratios, speedup
 
 
 def bench_xdist_startup(proj: Path, env: dict[str, str], tiny: int, workers: int, repeat: int) -> tuple[float, float]:
@@ -208,12 +242,15 @@ def main(argv: list[str] | None = None) -> None:
     if a.latency <= 0:
         p.error("--latency must be > 0 (the ideal is counted in waves of it)")
     use_runtime_env(a.dev_env)
-    inspect_py = bench_env_python() if a.inspect else None
+    inspect_py = inspect_python() if a.inspect else None
 
     source = fixture_with_meds(a.fixture)
-    with temp_project("bench-concurrency-", keep=a.keep) as proj:
+    with temp_project("bench-concurrency-", keep=a.keep) as proj, \
+            temp_project("bench-concurrency-cold-", keep=a.keep) as cold:
         copy_evals(proj)
+        copy_evals(cold)
         truth = write_agents(proj, source)
+        write_agents(cold, source)
         for n in {a.n0, a.cases, a.sleep_cases, a.tiny}:
             tagged_bundles(proj / f"data-{n}", source, n)
         print(f"fixture {source.name} ({source.stat().st_size:,} bytes, {len(truth)} active codes), copied N times")
@@ -221,14 +258,15 @@ def main(argv: list[str] | None = None) -> None:
         prefetch, pc, wall_ratio = bench_prefetch(proj, env, a.cases, a.n0, a.concurrency, a.repeat)
         if inspect_py:
             write_inspect_script(proj)
-        ideal_ratio, speedup = bench_ideal(proj, a.sleep_cases, a.latency, a.concurrency, a.workers, a.repeat, a.xdist,
+        ideal_ratios, speedup = bench_ideal(proj, cold, a.sleep_cases, a.latency, a.concurrency, a.workers, a.repeat, a.xdist,
                                            inspect_py)
         xd_extra, xd_ratio = bench_xdist_startup(proj, env, a.tiny, a.workers, max(a.repeat, 3))
     print()
     goal(f"instant agent per case, --concurrency {a.concurrency} {pc[a.concurrency] * 1e6:.0f} µs vs --concurrency 1 "
          f"{pc[1] * 1e6:.0f} µs (N={a.cases} vs N0={a.n0}; whole-wall ratio {wall_ratio:.2f}x)", prefetch, PREFETCH_GOAL)
-    goal(f"--concurrency {a.concurrency}, {a.sleep_cases} cases x {a.latency:g} s, measured vs ideal "
-         f"(start-up + ceil(M/{a.concurrency}) x latency)", ideal_ratio, IDEAL_GOAL)
+    for state, ratio in ideal_ratios.items():
+        goal(f"--concurrency {a.concurrency}, {a.sleep_cases} cases x {a.latency:g} s, {state}, measured vs ideal "
+             f"(start-up + ceil(M/{a.concurrency}) x latency)", ratio, IDEAL_GOAL)
     if speedup is not None:
         goal(f"--concurrency {a.concurrency} speed-up over -n {a.workers} --concurrency 1, start-up subtracted",
              speedup, SPEEDUP_GOAL, at_least=True)

@@ -10,7 +10,10 @@ pytest's failure summary. Each size runs in fresh ``python -m pytest`` processes
 the temp project; the runtime environment, ``.venv-runtime``), ``--repeat`` paired rounds (order rotated), median kept.
 
 cost(N) = N x (wall(N) - wall(N0)) / (N - N0), with a tiny N0 run of the same suite, so
-start-up cancels.  Goal: cost(5000) <= 5.5 x cost(1000).  The raw wall ratio is printed too.
+start-up cancels.  Goal: cost(5000) <= 5.5 x cost(1000), cold and warm, each reported apart
+(never one median over a cold and a warm round): cold = ``.groundeval/`` emptied before every
+run (every bundle validated, ahead of the items), warm = a second project whose bundle verdicts
+an untimed run of each size stored first.  The raw wall ratio is printed too.
 
 Also timed once (diagnostic): the same failing runs with ``--tb=line``, which skips
 pytest's per-failure teardown-section lookup, to show how much of the excess is that.
@@ -26,6 +29,7 @@ Usage: uv run python scripts/bench_scale.py [--small 1000] [--large 5000] [--n0 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -36,6 +40,7 @@ from _bench_util import (  # noqa: E402
     BenchFailure,
     Config,
     median_walls,
+    run_pytest,
     use_runtime_env,
     copy_evals,
     expect_cases,
@@ -55,6 +60,7 @@ from _bench_util import (  # noqa: E402
 )
 
 GOAL = 5.5
+STATES = ("cold", "warm")
 # the end-of-run phases, (file suffix, function): where a super-linear cost would sit
 PHASES = [  # (file suffix, function, label, top level?): the top-level ones partition the work that grows with N
     ("_pytest/main.py", "pytest_collection", "collection", True),
@@ -75,6 +81,7 @@ def expected_failures(n: int) -> int:
 
 
 def args_for(proj: Path, n: int, record: Path, *extra: str) -> list[str]:
+    """(``proj``: where the data dirs are; both projects read the cold one's)"""
     return ["test_extraction.py", f"--data-dir={proj / f'data-{n}'}", "--agent=bench_agents:MostlyWrong",
             "--concurrency=1", f"--run-record={record}", *extra]
 
@@ -98,13 +105,14 @@ def find(stats: dict, file_suffix: str, func: str) -> tuple | None:
     return None
 
 
-def profile(proj: Path, small: int, large: int) -> None:
+def profile(proj: Path, data: Path, small: int, large: int) -> None:
+    """cProfile of the failing runs in ``proj`` (the warm project) over ``data``'s data dirs."""
     with tempfile.TemporaryDirectory(prefix="bench-scale-profile-") as tmp:
         stats = {}
         for n in (small, large):
             record, out = Path(tmp) / f"record-{n}.json", Path(tmp) / f"profile-{n}.prof"
             print(f"  cProfile of the failing N={n} run ...", flush=True)
-            run = profile_run(proj, args_for(proj, n, record), out, ok=(0, 1), label=f"cProfile failing N={n}")  # cProfile drops the exit status
+            run = profile_run(proj, args_for(data, n, record), out, ok=(0, 1), label=f"cProfile failing N={n}")  # cProfile drops the exit status
             check(record, n, run.label)(run)
             stats[n] = load_profile(out)
     k = large / small
@@ -158,53 +166,59 @@ def main(argv: list[str] | None = None) -> None:
 
     source = fixture_with_meds(a.fixture)
     n0, small, large = a.n0, a.small, a.large
-    with temp_project("bench-scale-", keep=a.keep) as proj:
-        copy_evals(proj)
-        truth = write_agents(proj, source)
+    with temp_project("bench-scale-", keep=a.keep) as proj, temp_project("bench-scale-warm-", keep=a.keep) as warm:
+        for project in (proj, warm):
+            copy_evals(project)
+            truth = write_agents(project, source)
         for n in (n0, small, large):
             tagged_bundles(proj / f"data-{n}", source, n)
         print(f"fixture {source.name} ({source.stat().st_size:,} bytes, {len(truth)} active codes), copied N times; "
               f"agent MostlyWrong ({expected_failures(large) / large:.0%} of cases fail), --concurrency 1")
 
-        def config(n: int, *extra: str) -> Config:
-            label = f"failing N={n}" + (f" {' '.join(extra)}" if extra else "")
-            record = proj / f"record-{n}{'-'.join(extra)}.json"
-            return Config(label, proj, args_for(proj, n, record, *extra), ok=(1,), check=check(record, n, label))
+        def config(state: str, n: int, *extra: str) -> Config:
+            project = proj if state == "cold" else warm
+            label = f"{state} failing N={n}" + (f" {' '.join(extra)}" if extra else "")
+            record = project / f"record-{n}{'-'.join(extra)}.json"
+            empty = (lambda: shutil.rmtree(proj / ".groundeval", ignore_errors=True)) if state == "cold" else None
+            return Config(label, project, args_for(proj, n, record, *extra), ok=(1,), check=check(record, n, label),
+                          before=empty)
 
-        print(f"timing 3 commands x {a.repeat} rounds, interleaved:")
-        best = median_walls([config(n0), config(small), config(large)], a.repeat)
+        print("priming the warm project (its .groundeval/bundles), untimed:")
+        for n in (n0, small, large):
+            c = config("warm", n)
+            c.check(run_pytest(warm, c.args, label=f"prime N={n}", ok=(1,)))
+        print(f"timing 6 commands (cold and warm) x {a.repeat} rounds, order rotated:")
+        best = median_walls([config(state, n) for state in STATES for n in (n0, small, large)], a.repeat)
         tb = {}
         if a.tb_line:
-            print("diagnostic, once each: the same runs with --tb=line")
-            tb = median_walls([config(n0, "--tb=line"), config(small, "--tb=line"), config(large, "--tb=line")], 1)
+            print("diagnostic, once each, warm: the same runs with --tb=line")
+            tb = median_walls([config("warm", n, "--tb=line") for n in (n0, small, large)], 1)
 
-        def cost(walls: dict, n: int, suffix: str = "") -> float:
-            return n * per_case(walls[f"failing N={n}{suffix}"], walls[f"failing N={n0}{suffix}"], n, n0)
+        def cost(walls: dict, state: str, n: int, suffix: str = "") -> float:
+            return n * per_case(walls[f"{state} failing N={n}{suffix}"], walls[f"{state} failing N={n0}{suffix}"], n, n0)
 
-        rows = [["default (--tb=auto)", f"{best[f'failing N={n0}']:.2f}", f"{best[f'failing N={small}']:.2f}",
-                 f"{best[f'failing N={large}']:.2f}", f"{cost(best, small) / small * 1e6:.0f}",
-                 f"{cost(best, large) / large * 1e6:.0f}",
-                 f"{best[f'failing N={large}'] / best[f'failing N={small}']:.2f}x",
-                 f"{cost(best, large) / cost(best, small):.2f}x"]]
+        def row(name: str, walls: dict, state: str, suffix: str = "") -> list[str]:
+            w = {n: walls[f"{state} failing N={n}{suffix}"] for n in (n0, small, large)}
+            return [name, f"{w[n0]:.2f}", f"{w[small]:.2f}", f"{w[large]:.2f}",
+                    f"{cost(walls, state, small, suffix) / small * 1e6:.0f}",
+                    f"{cost(walls, state, large, suffix) / large * 1e6:.0f}", f"{w[large] / w[small]:.2f}x",
+                    f"{cost(walls, state, large, suffix) / cost(walls, state, small, suffix):.2f}x"]
+
+        rows = [row(f"{state} (--tb=auto)", best, state) for state in STATES]
         if tb:
-            s = " --tb=line"
-            rows.append(["--tb=line (once)", f"{tb[f'failing N={n0}{s}']:.2f}", f"{tb[f'failing N={small}{s}']:.2f}",
-                         f"{tb[f'failing N={large}{s}']:.2f}", f"{cost(tb, small, s) / small * 1e6:.0f}",
-                         f"{cost(tb, large, s) / large * 1e6:.0f}",
-                         f"{tb[f'failing N={large}{s}'] / tb[f'failing N={small}{s}']:.2f}x",
-                         f"{cost(tb, large, s) / cost(tb, small, s):.2f}x"])
+            rows.append(row("warm --tb=line (once)", tb, "warm", " --tb=line"))
         print()
         table(["run", f"wall s N0={n0}", f"wall s N={small}", f"wall s N={large}", f"µs/case N={small}",
                f"µs/case N={large}", "wall ratio", "cost ratio (start-up subtracted)"], rows)
         if a.profile:
             print()
-            profile(proj, small, large)
+            profile(warm, proj, small, large)
     print()
-    ratio = cost(best, large) / cost(best, small)
-    goal(f"{large} cases ({expected_failures(large) / large:.0%} failing) cost vs {small}, start-up subtracted "
-         f"(raw wall ratio {best[f'failing N={large}'] / best[f'failing N={small}']:.2f}x, median of {a.repeat} rounds)",
-         ratio, GOAL)
-
+    for state in STATES:
+        ratio = cost(best, state, large) / cost(best, state, small)
+        raw = best[f"{state} failing N={large}"] / best[f"{state} failing N={small}"]
+        goal(f"{large} cases ({expected_failures(large) / large:.0%} failing) cost vs {small}, {state}, start-up "
+             f"subtracted (raw wall ratio {raw:.2f}x, median of {a.repeat} rounds)", ratio, GOAL)
 
 if __name__ == "__main__":
     main()

@@ -564,6 +564,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {len(written)} file(s), {total} bytes, to {args.out}:", file=out)
     for p, n in written:
         print(f"  {n:>8}  {describe(p)}", file=out)
+    if args.out.resolve() == (ROOT / "fixtures" / "synthea").resolve():  # the bundled suites' bundles
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from make_shipped_verdicts import main as ship_verdicts
+
+        return ship_verdicts([])  # their verdicts, shipped with the package (fhir/shipped.py)
     return 0
 
 

@@ -29,6 +29,12 @@ new hash: it is validated again. The plugin's memo writes its files on a backgro
 thread (off the item path: verdicts handed over in batches, at most a few Bundles waiting,
 the rest left unstored), flushed at the end of the session and of the process.
 
+Before validating, a verdict is looked up in the verdicts shipped with the package (the
+bundled suites', ``fhir/shipped.py``: used only under the very versions they were computed
+with) and, for a bundle handed out ahead of the items (``fhir/warmup.py``), waited for; a
+validation ahead of the items is claimed with a lock on its key in the folder, so no bundle is
+validated twice, even across xdist workers (:meth:`BundleMemo.validate_claimed`).
+
 A verdict read from disk needs no Bundle: a prompt-only agent's case builds nothing; the
 Bundle is unpickled (or built) only when the baseline or a tool asks for it
 (:meth:`Verdict.bundle`).
@@ -37,6 +43,7 @@ Bundle is unpickled (or built) only when the baseline or a tool asks for it
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import pickle
@@ -51,6 +58,8 @@ from typing import Any
 import orjson
 
 MAGIC = b"groundeval-bundle 1\n"
+VALIDATION_LOG = "GROUNDEVAL_VALIDATION_LOG"  # a file: one line per bundle validated (pid, key)
+SHIPPED_ENV = "GROUNDEVAL_SHIPPED_VERDICTS"  # off: the shipped verdicts are not used (every bundle validated)
 MAX_ISSUES = 3  # validation issues a case error names (then "and N more")
 KEEP_BUILT = 8  # Bundles a case used, kept in the process memo (e.g. the cases of one patient; the rest: verdicts only)
 
@@ -70,16 +79,32 @@ def _version(dist: str) -> str:
         return "none"
 
 
+# groundeval's own part of a verdict (build(), _binding_issues(), describe()): raise it when
+# they change, so no verdict of the old rules is trusted (shipped or stored)
+RULES = 1
+#: the packages whose code gives a verdict (fhir.resources builds on fhir-core and pydantic;
+#: HealthChain's binding check and its rejection's words)
+VALIDATORS = ("fhir.resources", "fhir-core", "healthchain", "pydantic", "pydantic-core")
+
+_VERDICT_VERSIONS: str | None = None
 _VERSIONS: str | None = None
 
 
+def verdict_versions() -> str:
+    """What a verdict depends on besides the bundle's bytes: the validating packages'
+    versions and groundeval's rules (the key of the shipped verdicts, :mod:`shipped`)."""
+    global _VERDICT_VERSIONS
+    if _VERDICT_VERSIONS is None:
+        _VERDICT_VERSIONS = ";".join(f"{d}={_version(d)}" for d in VALIDATORS) + f";rules={RULES};R4B"
+    return _VERDICT_VERSIONS
+
+
 def versions() -> str:
-    """What a stored verdict depends on besides the bundle's bytes."""
+    """What a stored entry depends on besides the bundle's bytes: the verdict's versions and
+    Python's (an entry may hold a pickled Bundle)."""
     global _VERSIONS
     if _VERSIONS is None:
-        _VERSIONS = (f"fhir.resources={_version('fhir.resources')};healthchain={_version('healthchain')};"
-                     f"pydantic={_version('pydantic')};pydantic-core={_version('pydantic-core')};"
-                     f"python={sys.version_info[0]}.{sys.version_info[1]};R4B")
+        _VERSIONS = f"{verdict_versions()};python={sys.version_info[0]}.{sys.version_info[1]}"
     return _VERSIONS
 
 
@@ -112,6 +137,15 @@ def build(data: Any) -> Any:
         if bundle is not None and not _binding_issues(bundle):
             return bundle
     return _reject(data)
+
+
+def issues_of(raw: bytes) -> str | None:
+    """The verdict on the bundle ``raw``: None (valid) or its rejection (:func:`build`)."""
+    try:
+        build(orjson.loads(raw))
+    except InvalidBundle as e:
+        return e.issues
+    return None
 
 
 def _reject(data: Any) -> Any:
@@ -342,8 +376,11 @@ class BundleMemo:
     """Verdicts by content hash: process-wide, and under ``folder`` when one is set
     (``background``: its entries written on a thread of their own, :class:`_Writer`)."""
 
-    def __init__(self, folder: Path | None = None, background: bool = False) -> None:
+    def __init__(self, folder: Path | None = None, background: bool = False, shipped: Path | None = None) -> None:
         self.folder = Path(folder) if folder is not None else None
+        self._shipped_path = shipped  # the package's shipped verdicts (fhir/shipped.py); None: none
+        self._shipped: dict[str, str | None] | None = None  # read on first use
+        self._pending: dict[str, Any] = {}  # key -> the Future of its validation ahead of the items (warmup.py)
         self._verdicts: dict[str, tuple[str | None]] = {}  # key -> (issues,)
         self._built: "OrderedDict[str, Any]" = OrderedDict()  # key -> Bundle, the last KEEP_BUILT used
         self._bundle_stored: set[str] = set()  # keys whose Bundle this process stored
@@ -353,6 +390,7 @@ class BundleMemo:
         self.builds = 0  # bundles validated here (the counters the tests read)
         self.disk_hits = 0
         self.disk_rejected = 0  # stored entries found corrupt and ignored
+        self.shipped_hits = 0  # verdicts taken from the shipped file
 
     @staticmethod
     def key(content_hash: str) -> str:
@@ -376,7 +414,7 @@ class BundleMemo:
                 if bundle is not None:
                     self._built.move_to_end(key)
                     return Verdict(key, None, bundle=bundle, memo=self, kept=True)
-        stored = self._read(key)
+        stored = self._read(key)  # (first: a stored entry may hold the built Bundle too)
         if stored is not None:
             issues, blob = stored
             with self._lock:
@@ -385,14 +423,17 @@ class BundleMemo:
             return Verdict(key, issues, blob=blob, raw=raw, memo=self)
         if known is not None:  # valid, known here, not on disk (yet): built when a case asks
             return Verdict(key, None, raw=raw, memo=self)
+        got = self._ahead(key, raw, content_hash)  # shipped, or validated ahead of the items
+        if got is not None:
+            return Verdict(key, got[0], raw=raw, memo=self)
         if data is None:
             data = orjson.loads(raw)
         try:
             bundle, issues = build(data), None
         except InvalidBundle as e:
             bundle, issues = None, e.issues
+        self._validated(key)
         with self._lock:
-            self.builds += 1
             self._verdicts[key] = (issues,)
         self._write(key, issues, None)  # the verdict; the Bundle too once a case uses it (Verdict.bundle)
         return Verdict(key, issues, bundle=bundle, memo=self)
@@ -420,8 +461,95 @@ class BundleMemo:
         or a stored Bundle that did not unpickle, its checksum right: ``broken``)."""
         with self._lock:
             self.disk_rejected += broken
-            self.builds += 1
+        self._validated(key)
         self.keep(key, bundle)
+
+    def _validated(self, key: str) -> None:
+        """One validation done here (the counters; ``$GROUNDEVAL_VALIDATION_LOG``: a line
+        ``<pid> <key>`` appended, across processes, for a diagnosis or a test)."""
+        with self._lock:
+            self.builds += 1
+        log = os.environ.get(VALIDATION_LOG)
+        if log:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, f"{os.getpid()} {key}\n".encode())
+            finally:
+                os.close(fd)
+
+    # -- verdicts known before the item asks: shipped with the package, or validated ahead --
+    def shipped(self, content_hash: str) -> tuple[str | None] | None:
+        """``(issues,)`` from the shipped verdicts (computed with these very versions), else None."""
+        if self._shipped_path is None:
+            return None
+        if self._shipped is None:
+            from pytest_groundeval.fhir import shipped
+
+            self._shipped = shipped.load(self._shipped_path, verdict_versions())
+        if content_hash not in self._shipped:
+            return None
+        return (self._shipped[content_hash],)
+
+    def known(self, content_hash: str) -> bool:
+        """Has a verdict without validating: in this process, shipped, or (probably) on disk."""
+        key = self.key(content_hash)
+        if key in self._verdicts or key in self._pending or self.shipped(content_hash) is not None:
+            return True
+        path = self.path(key)
+        return path is not None and path.exists()
+
+    def expect(self, content_hash: str, future: Any) -> None:
+        """The verdict on ``content_hash`` is on its way (``future``: ``(issues,)``, or None when
+        another process holds its claim); an item asking for it waits for it."""
+        self._pending[self.key(content_hash)] = future
+
+    def forget_pending(self) -> None:
+        self._pending = {}
+
+    def _ahead(self, key: str, raw: bytes, content_hash: str) -> tuple[str | None] | None:
+        """A verdict not validated on the item path: shipped, or validated ahead (waited for)."""
+        got = self.shipped(content_hash)
+        if got is not None:
+            with self._lock:
+                self.shipped_hits += 1
+        else:
+            future = self._pending.get(key)
+            if future is None:
+                return None
+            try:
+                got = future.result()
+            except BaseException:  # noqa: BLE001 - cancelled, a worker process that died: validated below
+                got = None
+            if got is None:  # another process claimed it (or the work was lost): its entry, or validated here
+                got = self.validate_claimed(raw, content_hash, wait=True)
+        with self._lock:
+            self._verdicts[key] = got
+        return got
+
+    def validate_claimed(self, raw: bytes, content_hash: str, wait: bool) -> tuple[str | None] | None:
+        """``(issues,)`` for ``raw``, validated at most once across every process sharing the
+        folder: under an exclusive lock on its key (``flock``), after looking on disk again, and
+        on disk before the lock is released. ``wait`` False: None when another process holds it."""
+        key = self.key(content_hash)
+        stored = self._read(key)
+        if stored is not None:
+            return (stored[0],)
+        if self.folder is None:
+            return (self._validate_raw(key, raw),)
+        with _claim(self.folder / "locks" / key[:2] / key, wait) as claimed:
+            if not claimed:
+                return None
+            stored = self._read(key)
+            if stored is not None:
+                return (stored[0],)
+            issues = self._validate_raw(key, raw)
+            self._write_now(key, issues, None)
+            return (issues,)
+
+    def _validate_raw(self, key: str, raw: bytes) -> str | None:
+        issues = issues_of(raw)
+        self._validated(key)
+        return issues
 
     def store_bundle(self, key: str, bundle: Any) -> None:
         with self._lock:
@@ -524,7 +652,32 @@ def _parse_entry(blob: bytes, key: str) -> tuple[str | None, bytes | None] | Non
     return None
 
 
-_MEMO = BundleMemo()
+@contextlib.contextmanager
+def _claim(path: Path, wait: bool) -> Any:
+    """An exclusive ``flock`` on ``path`` (True), or False when ``wait`` is False and another
+    process (or open file) holds it. The kernel releases it if its holder dies."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _shipped_path() -> Path | None:
+    from pytest_groundeval.fhir import shipped
+
+    return None if os.environ.get(SHIPPED_ENV, "").lower() in ("0", "off", "no", "false") else shipped.PATH
+
+
+_MEMO = BundleMemo(shipped=_shipped_path())
 
 
 def configure(folder: Path | None) -> None:
@@ -537,7 +690,7 @@ def configure(folder: Path | None) -> None:
     if (folder is None and _MEMO.folder is None) or (folder is not None and _MEMO.folder == Path(folder)):
         return
     _MEMO.close()
-    _MEMO = BundleMemo(folder, background=True)
+    _MEMO = BundleMemo(folder, background=True, shipped=_shipped_path())
 
 
 def flush() -> None:

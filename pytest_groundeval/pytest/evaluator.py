@@ -237,14 +237,29 @@ class Evaluator:
         refs = [ref for ref in map(case_ref, session.items) if ref is not None]
         self.selected = len(refs)
         publish(session.config, selected=self.selected)
-        keys = [ref.key for ref in refs if self.needs_call(ref)]
+        called = [ref for ref in refs if self.needs_call(ref)]
+        keys = [ref.key for ref in called]
         self._plan = keys
+        if called and self.settings.mode != "rescore" and not session.config.option.collectonly:
+            self._validate_ahead(session.config, called)
         self._position = {k: i for i, k in enumerate(keys)}
         if refs:
             # what collection built lives until the end: keep the cyclic garbage collector from
             # re-scanning it on every allocation burst of a case (reference counting still frees)
             gc.freeze()
             self.froze = True
+
+    def _validate_ahead(self, config: pytest.Config, refs: list[CaseRef]) -> None:
+        """The cold bundles of these cases validated off the item path (``fhir/warmup.py``).
+        Not for an agent that takes every case's built Bundle (the baseline, a tool-using
+        kind): building it in the item is its one validation."""
+        if self.settings.agent.name == "baseline" or self.settings.agent.tool_using:
+            return
+        from pytest_groundeval.fhir import warmup
+
+        ahead = warmup.start(path for ref in refs for path in self.tasks[ref.task].validated_bundles(ref))
+        if ahead is not None:
+            config.add_cleanup(ahead.stop)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         n = sum(1 for item in items if case_ref(item) is not None)

@@ -142,6 +142,11 @@ class Task(ABC):
     def load(self, ref: CaseRef) -> Case:
         """Read one case; raise ``CaseError`` naming the file and reason when it can't be used."""
 
+    def validated_bundles(self, ref: CaseRef) -> list[Path]:
+        """The FHIR bundle files ``load`` validates (``fhir/bundles.py``), for validation ahead
+        of the items (``fhir/warmup.py``); none by default."""
+        return []
+
     # -- answers --
     @abstractmethod
     def parse(self, output: AgentOutput) -> Any:

@@ -17,7 +17,8 @@ they reject is rejected with HealthChain's own report), so a bundle HealthChain 
 (STU3 fields, a wrong type, a code outside a required value set) is a ``case`` error for
 every agent, found before any agent is called -- not an ``agent`` error of the baseline
 alone. Validation happens once per content hash (``fhir/bundles.py``: a process memo and
-``.groundeval/bundles``); the built Bundle is handed to the baseline and the tools (no
+``.groundeval/bundles``; the bundled fixtures' verdicts ship with the package, ``fhir/shipped.py``;
+cold bundles are validated ahead of the items, ``fhir/warmup.py``); the built Bundle is handed to the baseline and the tools (no
 second parse) and is not built at all for a prompt-only agent when the verdict is stored.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 import orjson
@@ -205,6 +207,9 @@ class ExtractionTask(Task):
 
     def discover(self) -> list[CaseRef]:
         return discover_files(self.path, self.name)
+
+    def validated_bundles(self, ref: CaseRef) -> list[Path]:
+        return [ref.path]
 
     def load(self, ref: CaseRef) -> Case:
         bundle, raw = load_json(ref.path)
