@@ -257,10 +257,11 @@ class Reporter:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """An xdist worker died running ``crashitem``: its case gets an error of kind ``crash``
         on the crash report (the report xdist logs next), so it is in the record once."""
-        case_id = crashitem.split("[", 1)[1][:-1] if crashitem.endswith("]") and "[" in crashitem else None
-        refs = self.local.find_case(case_id) if case_id is not None else []
+        from pytest_groundeval.pytest.items import crashed_refs
+
+        refs = crashed_refs(self.config.rootpath, crashitem, self.local.find_case)  # namespaced by its suite
         if len(refs) != 1:
-            if refs or case_id is not None:
+            if refs or crashitem.endswith("]"):
                 self.unresolved_crashes.append(crashitem)
             return  # not an eval item (or an id several tasks share): pytest reports it as always
         crashes = self.config.stash.get(CRASHES, None)
