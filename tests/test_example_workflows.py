@@ -54,7 +54,7 @@ REPOSITORY = "me/my-project"
 JQ = shutil.which("jq")  # the stand-in gh's --jq (gh has jq built in)
 
 # the programs a workflow may run, and their subcommands where they have any
-PROGRAMS = {"uv", "gh", "groundeval", "pytest", "test", "echo", "cat", "tail", "exit", "cd"}
+PROGRAMS = {"uv", "gh", "groundeval", "pytest", "test", "echo", "cat", "tail", "exit", "cd", "python"}
 SUBCOMMANDS = {"uv": {"venv", "pip install", "run", "sync", "build", "version"},
                "gh": {"api", "pr comment", "run list", "run download", "release create"}}
 SHELL_WORDS = {"if", "then", "else", "elif", "fi", "{", "}", "!"}
@@ -281,6 +281,8 @@ def program(words: list[str]) -> tuple[str, list[str]]:
     """The program a command runs and its arguments (``uv run X``, ``.venv/bin/X``: X)."""
     if words[:2] == ["uv", "run"] and len(words) > 2:
         words = words[2:]
+        while len(words) > 1 and words[0] in ("--no-project", "--frozen", "--locked", "--offline"):
+            words = words[1:]  # uv run's own flags
     if words[0] == "[":  # [ ... ] is test
         return "test", words[1:-1] if words[-1] == "]" else ["<no closing ]>"]
     name = Path(words[0]).name if words[0].startswith((".venv/bin/", "/")) else words[0]
@@ -669,10 +671,18 @@ def test_the_user_workflow_takes_agent_model_and_options_from_inputs_or_the_conf
 def test_the_release_workflow_builds_checks_and_publishes_the_wheel_on_a_version_tag():
     workflow = load(RELEASE_WORKFLOW.read_text())
     assert workflow["on"] == {"push": {"tags": ["v*"]}}
-    assert workflow["permissions"] == {"contents": "write"}
+    assert workflow["permissions"] == {"contents": "read"}  # each job asks for what it needs
+    jobs = workflow["jobs"]
+    # PyPI by trusted publishing: the OIDC token, in the environment the publisher names; no stored token
+    assert jobs["pypi"]["permissions"] == {"id-token": "write"} and jobs["pypi"]["environment"] == "pypi"
+    assert any(s.get("uses", "").startswith("pypa/gh-action-pypi-publish@") for s in jobs["pypi"]["steps"])
+    assert "secrets." not in RELEASE_WORKFLOW.read_text()
+    assert jobs["github-release"]["permissions"] == {"contents": "write"}
+    assert jobs["pypi"]["needs"] == jobs["github-release"]["needs"] == "build"
     cmds = [w for _, s in run_scripts(workflow, event("push")) for w in commands(s)]
     assert command_problems(workflow) == []
     assert ["uv", "build", "-o", "dist"] in cmds
+    assert ["uv", "run", "--no-project", "python", "scripts/check_wheel.py", "dist/groundeval-*.whl"] in cmds
     create = next(w for w in cmds if w[:3] == ["gh", "release", "create"])
     assert "dist/*" in create and "--verify-tag" in create
     # the tag is checked against the version uv reads from pyproject.toml
