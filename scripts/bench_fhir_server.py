@@ -2,7 +2,7 @@
 how long a case's reset + seed takes, against the goals of issue 18.
 
   start:  from launching the Node process to its first healthy answer (a fresh process each
-          time; the npm dependencies already installed, as after the first run). Goal <= 2 s.
+          time). Goal <= 2 s.
   seed:   one case's fresh repository seeded with a trimmed Synthea bundle (every committed
           fixture under fixtures/synthea, in turn) plus dropping it at the case's end (open +
           activity dump + close: the harness's whole per-case server work). Goal <= 20 ms.
@@ -42,9 +42,9 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     args = parser.parse_args()
 
-    warm = FhirServer(announce=lambda line: print(line, flush=True))
+    warm = FhirServer()
     try:
-        warm.ensure()  # installs the npm dependencies on a fresh machine (not timed)
+        warm.ensure()  # the first start (not timed)
     except ServerUnavailable as e:
         print(f"cannot run: {e.reason}")
         return 2

@@ -22,7 +22,7 @@ advice):
 
 The file format is ``judges/calibration.py``'s (``rater: "planted"``). Deterministic: the same
 cases give the same bytes. What planted defects measure (a judge's sensitivity to known
-faults, not its agreement with clinicians) is said in the README.
+faults, not its agreement with clinicians) is said in docs/tasks/letter.md.
 """
 
 from __future__ import annotations

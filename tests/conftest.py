@@ -217,7 +217,7 @@ def read_record(pytester: pytest.Pytester, name: str = "record.json") -> dict:
 
 
 # What every pytester run (in-process or subprocess) leaves out. pytest-retry: see below. The
-# other three are the plugins the README advises leaving out (langsmith's and anyio's, which
+# other three are the plugins the docs advise leaving out (langsmith's and anyio's, which
 # groundeval does not use) and hypothesis's (no inner run has a hypothesis test): pytester's
 # projects have no pyproject.toml, so without this each inner run would load them again, and
 # in-process runs re-import what they import (pytester drops modules first imported inside a

@@ -365,10 +365,11 @@ def test_the_cache_modes_the_option_offers_are_the_cache_s():
 
 # ---------------------------------------------------------------- tests/ mirrors the layout
 def test_the_tests_folders_mirror_the_package_and_module_names_are_unique():
-    """Each folder under tests/ is a package of pytest_groundeval (or scripts/), and no two
+    """Each folder under tests/ is a package of pytest_groundeval (or scripts/, or docs/: the
+    docs site's tests), and no two
     test modules share a name (they import each other by it: tests/conftest.py)."""
     tests = Path(__file__).resolve().parent
-    packages = {p.name for p in PKG.iterdir() if p.is_dir() and any(p.glob("*.py"))} | {"scripts"}
+    packages = {p.name for p in PKG.iterdir() if p.is_dir() and any(p.glob("*.py"))} | {"scripts", "docs"}
     folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
     assert folders and folders <= packages, f"tests/ folders that mirror no package: {sorted(folders - packages)}"
     names = [p.name for p in tests.rglob("test_*.py")]

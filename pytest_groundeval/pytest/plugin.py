@@ -154,7 +154,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     judges(config, settings, tasks, evaluator.budget)  # tasks with judged items get the jury (--judge-model)
     config.stash[EVALUATOR] = evaluator
     config.add_cleanup(evaluator.close_agent)  # (also at sessionfinish) nothing of the agent outlives the session
-    _fhir_server(config, evaluator, tasks, settings.is_worker)  # a task with fhir_server = True: its server handle
+    _fhir_server(config, evaluator, tasks)  # a task with fhir_server = True: its server handle
     register_sharder(config, settings.shard)  # --groundeval-shard K/N, else nothing
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error)
@@ -235,7 +235,7 @@ def _check_resumable(config: pytest.Config, settings: Any, tasks: Any, stored: A
         config.issue_config_time_warning(pytest.PytestWarning(f"groundeval: --resume {note}"), stacklevel=2)
 
 
-def _fhir_server(config: pytest.Config, evaluator: "Evaluator", tasks: Any, worker: bool) -> None:
+def _fhir_server(config: pytest.Config, evaluator: "Evaluator", tasks: Any) -> None:
     """The FHIR server handle of this process (``fhir/server/manager.py``), when a task uses it:
     the process starts on the first such case, and is stopped at session end (``atexit`` and
     the server's own exit on a closed stdin are the safety nets)."""
@@ -243,17 +243,10 @@ def _fhir_server(config: pytest.Config, evaluator: "Evaluator", tasks: Any, work
 
     if not any(uses_server(task) for task in tasks.values()):
         return
-    from pytest_groundeval.fhir.server.manager import FhirServer, announce_to_stderr
+    from pytest_groundeval.fhir.server.manager import FhirServer
     from pytest_groundeval.pytest.keys import FHIR_SERVER
 
-    def announce(line: str) -> None:
-        reporter = None if worker else config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(line)
-        else:
-            announce_to_stderr(line)
-
-    server = FhirServer(announce=announce)
+    server = FhirServer(node=config.getoption("groundeval_node", None))  # None: the wheel's Node
     config.stash[FHIR_SERVER] = evaluator.fhir = server
     config.add_cleanup(server.stop)
 

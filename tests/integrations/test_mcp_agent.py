@@ -222,9 +222,9 @@ def test_a_command_that_does_not_exist_is_one_usage_error_at_start(pytester):
 def test_the_30_line_client_passes_the_extraction_suite(pytester, monkeypatch):
     """The issue's 'done when': a 30-line MCP client passes the whole extraction suite, grounded."""
     assert len(EXTRACTION_CLIENT.read_text().splitlines()) <= 30
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("<!-- mcp-example-client: tests/integrations/mcp_extraction_client.py -->\n```python\n", 1)[1]
-    assert block.split("```", 1)[0] == EXTRACTION_CLIENT.read_text()  # the README's example is this client
+    readme = (ROOT / "docs" / "your-agent" / "mcp.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- mcp-example-client", 1)[1].split("```python\n", 1)[1]
+    assert block.split("```", 1)[0] == EXTRACTION_CLIENT.read_text()  # the docs' example is this client
     client = pytester.path / "my_client.py"
     shutil.copy(EXTRACTION_CLIENT, client)
     out = pytester.path / "record.json"

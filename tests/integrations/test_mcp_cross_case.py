@@ -194,7 +194,7 @@ def test_a_command_reaches_no_other_open_case_on_the_fhir_server(tmp_path, monke
     from test_fhir_case_isolation import ATTACK
     from test_fhir_server import NODE
 
-    from pytest_groundeval.fhir.server.manager import FhirServer, cache_root
+    from pytest_groundeval.fhir.server.manager import SERVER_JS, FhirServer
     from pytest_groundeval.run import fhircase
     from pytest_groundeval.run.calls import CallPolicy
     from pytest_groundeval.run.runner import run_case
@@ -217,7 +217,7 @@ def test_a_command_reaches_no_other_open_case_on_the_fhir_server(tmp_path, monke
         (tmp_path / "command.py").write_text(ON_THE_SERVER)
         monkeypatch.setenv("ATTACK", str(tmp_path / "attack.py"))
         monkeypatch.setenv("VICTIMS", json.dumps({
-            "own_patient": f"Patient/{mine.inputs['patient_id']}", "dirs": [str(cache_root().parent)],
+            "own_patient": f"Patient/{mine.inputs['patient_id']}", "dirs": [str(SERVER_JS.parent)],
             "victims": [{"key": f"labs:{c.ref.case_id}", "patient": f"Patient/{c.inputs['patient_id']}"}
                         for c, _ in victims]}))
         agent = CommandAgent(f"mcp:{sys.executable} {tmp_path / 'command.py'}", timeout=300)

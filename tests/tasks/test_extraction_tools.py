@@ -278,16 +278,16 @@ def test_pytest_evals_against_an_openai_compatible_server(pytester, openai_serve
 
 
 def _readme_block(marker: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "your-agent" / "real-models.md").read_text(encoding="utf-8")
     start = text.index(marker)
     begin = text.index("```bash\n", start) + len("```bash\n")
     return text[begin:text.index("```", begin)]
 
 
 def test_the_readme_with_and_without_tools_commands_run_as_written(tmp_path, openai_server, monkeypatch):
-    """The README's command pair and compare, line by line: the same (scripted) model as one
+    """The docs' command pair and compare (docs/your-agent/real-models.md), line by line: the same (scripted) model as one
     call with the bundle in the prompt (--agent=chat) and through the tools (--agent=langgraph).
-    Only the server's address and the records' folder differ from what the README says."""
+    Only the server's address and the records' folder differ from what the page says."""
     pytest.importorskip("langchain_openai")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     url = f"http://127.0.0.1:{openai_server.server_address[1]}/v1"

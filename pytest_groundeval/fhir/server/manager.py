@@ -1,11 +1,11 @@
-"""The Python handle of groundeval's FHIR server (``server.js``: Medplum's FHIR router over one
-in-memory repository per case, on 127.0.0.1). Eval-free: standard library only.
+"""The Python handle of groundeval's FHIR server (``server.bundle.js``: Medplum's FHIR router
+over one in-memory repository per case, on 127.0.0.1, with its npm dependencies bundled in:
+:mod:`.bundle`). Eval-free: standard library only.
 
-:class:`FhirServer` starts the Node process on first use, checks its health, starts it again
-when it died, and stops it (``stop``; ``atexit`` and the process's own group as the safety
-net; the server also exits by itself when its stdin closes, so a killed harness leaves
-nothing listening). Its Node dependencies are installed once per lockfile into a per-user
-cache directory with ``npm ci`` (never into site-packages), so the installed wheel works too.
+:class:`FhirServer` starts the Node process (:mod:`.node` says which Node) on first use, checks
+its health, starts it again when it died, and stops it (``stop``; ``atexit`` and the process's
+own group as the safety net; the server also exits by itself when its stdin closes, so a killed
+harness leaves nothing listening). Nothing is installed or downloaded at run time.
 
 One case: :meth:`FhirServer.open_case` (a fresh repository seeded with the case's bundle: its
 base URL and the state before) → the agent → :meth:`FhirServer.activity` (the request log and
@@ -22,28 +22,21 @@ case is refused (404) and logged (:meth:`FhirServer.refused`).
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import os
-import re
 import secrets
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
-SERVER_JS = HERE / "server.js"
-PACKAGE_JSON = HERE / "package.json"
-PACKAGE_LOCK = HERE / "package-lock.json"
-NODE_MIN = (20, 19)  # @medplum/fhir-router 4.5.2: node ^20.19.0 || >=22.12.0
+from pytest_groundeval.fhir.server import bundle
+from pytest_groundeval.fhir.server.node import NodeMissing, find_node
+
+SERVER_JS = bundle.BUNDLE  # what runs: server.js and its dependencies in one file
 START_LIMIT_S = 60.0  # a safety limit on the server's start, not a speed expectation
-NPM_LIMIT_S = 600.0
 DEFAULT_WRITE_CAP = 50
 #: the largest request body the server reads (its 413 beyond); a case whose bundle is larger is
 #: refused before it is sent (a ``case`` error naming this limit)
@@ -51,11 +44,10 @@ MAX_BODY_BYTES = 16 << 20
 #: a case's request log is bounded by the bodies it holds (32 MiB: hundreds of whole-record
 #: searches, thousands of small requests), not by a count of requests
 DEFAULT_LOG_BYTES = 32 << 20
-INSTALL_HINT = "install Node.js >= 20.19 with npm (e.g. `apt-get install nodejs npm`, or from nodejs.org)"
 
 
 class ServerUnavailable(RuntimeError):
-    """The FHIR server cannot run here (no Node, an old Node, npm failing): ``permanent``, so
+    """The FHIR server cannot run here (no Node, an old Node, its bundle missing): ``permanent``, so
     every case of the session gets the same reason without trying again; or it failed to start
     this once (``permanent`` False)."""
 
@@ -79,95 +71,17 @@ class ServerCase:
     generation: int  # which start of the server holds it (a restart loses every repository)
 
 
-def cache_root() -> Path:
-    """Where the server's Node dependencies are installed (per user; never site-packages)."""
-    explicit = os.environ.get("GROUNDEVAL_FHIR_SERVER_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "groundeval" / "fhir-server"
-
-
-def lock_digest() -> str:
-    return hashlib.sha256(PACKAGE_LOCK.read_bytes() + PACKAGE_JSON.read_bytes()).hexdigest()[:16]
-
-
-def node_version(node: str) -> tuple[int, ...] | None:
+def check_node(node: str | None = None) -> str:
+    """The Node that runs the server (``node``: a system Node asked for, see :mod:`.node`), and
+    the bundle present; else ServerUnavailable (permanent), naming the fix."""
     try:
-        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", out.strip())
-    return tuple(int(x) for x in m.groups()) if m else None
-
-
-def check_node(node: str | None = None) -> tuple[str, str]:
-    """``(node, npm)`` paths when a usable Node.js and npm are on PATH, else ServerUnavailable."""
-    found = node or shutil.which("node")
-    if found is None:
-        raise ServerUnavailable(f"the FHIR server needs Node.js, and there is no `node` on PATH: {INSTALL_HINT}",
-                                permanent=True)
-    version = node_version(found)
-    if version is None or version[:2] < NODE_MIN:
-        shown = "v" + ".".join(map(str, version)) if version else "a version it did not tell"
-        raise ServerUnavailable(f"the FHIR server needs Node.js >= {NODE_MIN[0]}.{NODE_MIN[1]}, and `{found}` is "
-                                f"{shown}: {INSTALL_HINT}", permanent=True)
-    npm = shutil.which("npm", path=os.pathsep.join([str(Path(found).parent), os.environ.get("PATH", "")]))
-    if npm is None:
-        raise ServerUnavailable(f"the FHIR server's dependencies are installed with npm, and there is no `npm` "
-                                f"on PATH: {INSTALL_HINT}", permanent=True)
-    return found, npm
-
-
-def ensure_installed(npm: str, announce: Callable[[str], None] | None = None, root: Path | None = None) -> Path:
-    """The ``node_modules`` folder for the committed lockfile, installed on first use with
-    ``npm ci`` (under a file lock: xdist workers install it once between them)."""
-    import fcntl
-
-    root = root or cache_root()
-    target = root / lock_digest()
-    done = target / ".installed"
-    if done.exists():
-        return target / "node_modules"
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists():  # another process installed it while this one waited
-            return target / "node_modules"
-        if announce is not None:
-            announce(f"groundeval: installing the FHIR server's Node dependencies (npm ci, once) into {target}")
-        work = Path(tempfile.mkdtemp(prefix=".install-", dir=root))
-        try:
-            shutil.copy2(PACKAGE_JSON, work / "package.json")
-            shutil.copy2(PACKAGE_LOCK, work / "package-lock.json")
-            try:
-                proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--omit=dev"],
-                                      cwd=work, capture_output=True, text=True, timeout=NPM_LIMIT_S, check=False)
-            except (OSError, subprocess.SubprocessError) as e:
-                raise ServerUnavailable(f"npm ci of the FHIR server's dependencies could not run: {e}",
-                                        permanent=True) from None
-            if proc.returncode != 0:
-                last = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-3:]
-                raise ServerUnavailable("npm ci of the FHIR server's dependencies failed (offline, or the registry "
-                                        f"unreachable?): {' / '.join(last) or f'exit {proc.returncode}'}",
-                                        permanent=True)
-            (work / ".installed").write_text("ok\n")
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(work, target)
-        finally:
-            if work.exists():
-                shutil.rmtree(work, ignore_errors=True)
-    return target / "node_modules"
-
-
-def forget_old_secret(root: Path | None = None) -> None:
-    """Remove the per-install ``case-secret`` an older groundeval kept in the cache (case URLs
-    were keyed with it, so any process of the user could compute them): nothing reads it now."""
-    try:
-        ((root or cache_root()) / "case-secret").unlink()
-    except OSError:
-        pass
+        found = find_node(node)
+    except NodeMissing as e:
+        raise ServerUnavailable(str(e), permanent=True) from None
+    if not SERVER_JS.is_file():
+        raise ServerUnavailable(f"the FHIR server's bundle {SERVER_JS} is missing (a broken install): reinstall "
+                                "groundeval (`uv sync --reinstall-package groundeval`)", permanent=True)
+    return found
 
 
 def _bindings() -> dict[str, dict[str, list[str]]]:
@@ -187,7 +101,6 @@ class FhirServer:
     max_log_bytes: int = DEFAULT_LOG_BYTES
     #: the largest request body the server reads: a larger case bundle is refused before sending
     max_body_bytes: int = MAX_BODY_BYTES
-    announce: Callable[[str], None] | None = None
     node: str | None = None
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _port: int | None = field(default=None, init=False)
@@ -213,7 +126,7 @@ class FhirServer:
 
     def ensure(self) -> None:
         """Running and healthy after this, or ServerUnavailable (the same one every time when
-        Node or npm is the reason)."""
+        Node or the bundle is the reason)."""
         with self._lock:
             if self._unavailable is not None:
                 raise self._unavailable
@@ -228,15 +141,12 @@ class FhirServer:
                 raise
 
     def _start_locked(self) -> None:
-        node, npm = check_node(self.node)
-        modules = ensure_installed(npm, self.announce)
-        forget_old_secret(modules.parent.parent)
+        node = check_node(self.node)
         self._token = secrets.token_hex(32)  # a new control token for each start
         # its configuration on stdin: nothing secret in its environment or command line
-        env = {"PATH": os.environ.get("PATH", os.defpath), "NODE_PATH": str(modules)}
+        env = {"PATH": os.environ.get("PATH", os.defpath)}
         config = {"token": self._token, "bindings": _bindings(), "write_cap": self.write_cap,
-                  "max_log_bytes": self.max_log_bytes, "max_body_bytes": self.max_body_bytes,
-                  "sd_dir": str(modules.parent / "sd")}  # per-type definitions, split once
+                  "max_log_bytes": self.max_log_bytes, "max_body_bytes": self.max_body_bytes}
         self._stderr = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen([node, str(SERVER_JS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -443,7 +353,3 @@ def _size(n: int) -> str:
 
 class CaseRefused(RuntimeError):
     """The server answered a control call with an error (e.g. a bundle it could not seed)."""
-
-
-def announce_to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

