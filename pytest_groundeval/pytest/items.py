@@ -115,15 +115,30 @@ def settle_suites(config: pytest.Config, items: list[Any]) -> None:
             item.callspec.params["case"] = dataclasses.replace(ref, case_id=ref.source_id)
 
 
-def crashed_refs(rootpath: Path, nodeid: str, find_case: Callable[[str], list[CaseRef]]) -> list[CaseRef]:
+def crashed_refs(rootpath: Path, nodeid: str, find_case: Callable[[str], list[CaseRef]],
+                 collected: Iterable[str] = (), source_ids: Callable[[str], set[str]] = lambda task: set()) -> list[CaseRef]:
     """The case of the eval item ``nodeid`` (a crashed xdist worker's item, known by node id
-    only): ``find_case`` gives the source's refs with that item id, namespaced here by the
-    suite of the node id's file."""
+    only, on a controller that collected nothing): ``find_case`` gives the source's refs with
+    that item id; each is namespaced by the suite of the node id's file when ``collected`` (the
+    node ids the workers collected) shows another file with items of that task (ids among
+    ``source_ids(task)``, or the task's bundled suite), as ``settle_suites`` decided there."""
     if not (nodeid.endswith("]") and "[" in nodeid):
         return []
     item_id = nodeid.split("[", 1)[1][:-1]
     path = Path(rootpath) / nodeid.split("::", 1)[0]
-    return [suite_of(rootpath, path, r.task).namespace([r])[0] for r in find_case(item_id)]
+    files: dict[str, set[str]] = {}
+    for other in collected:
+        if other.endswith("]") and "[" in other:
+            files.setdefault(other.split("::", 1)[0], set()).add(other.split("[", 1)[1][:-1])
+    files.pop(nodeid.split("::", 1)[0], None)
+    out = []
+    for ref in find_case(item_id):
+        suite = suite_of(rootpath, path, ref.task)
+        ids = source_ids(ref.task) if files else set()
+        shared = any(suite_of(rootpath, Path(rootpath) / f, ref.task).bundled and Path(f).stem == f"test_{ref.task}"
+                     or (ids and items & ids) for f, items in files.items())
+        out.append(suite.namespace([ref])[0] if shared else dataclasses.replace(ref, suite=suite.name))
+    return out
 
 
 def _prop(name: str) -> str:

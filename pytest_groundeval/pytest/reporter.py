@@ -103,6 +103,7 @@ class Reporter:
         self.journal_failed = False
         self.workers: list[WorkerOutput] = []  # each xdist worker's, as it went down
         self.unresolved_crashes: list[str] = []
+        self.collected: list[str] = []  # the node ids xdist's workers collected
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
         self.own_failure_lines = False
@@ -242,6 +243,10 @@ class Reporter:
                 pytest.exit(f"groundeval: {e}", returncode=pytest.ExitCode.INTERRUPTED)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected = ids  # every worker collects the same (a crashed item's suite: items.crashed_refs)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """A worker finished (or died: then it sent nothing): its output, typed; a malformed
         one is a problem of the run (exit status 3, said in the terminal), not dropped."""
@@ -259,7 +264,8 @@ class Reporter:
         on the crash report (the report xdist logs next), so it is in the record once."""
         from pytest_groundeval.pytest.items import crashed_refs
 
-        refs = crashed_refs(self.config.rootpath, crashitem, self.local.find_case)  # namespaced by its suite
+        refs = crashed_refs(self.config.rootpath, crashitem, self.local.find_case, self.collected,
+                            lambda task: {r.item_id for r in self.local.refs(task)})  # namespaced as its worker did
         if len(refs) != 1:
             if refs or crashitem.endswith("]"):
                 self.unresolved_crashes.append(crashitem)
