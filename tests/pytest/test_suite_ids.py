@@ -97,3 +97,23 @@ def test_a_record_s_case_id_finds_its_case_in_the_source():
     mine = source_ref(refs, "evals.test_write/a")
     assert (mine.case_id, mine.suite, mine.source_id, mine.item_id) == ("evals.test_write/a", "evals.test_write", "a", "a")
     assert source_ref(refs, "evals.test_write/zzz") is None and source_ref(refs, "zzz") is None
+
+
+def test_a_crashed_item_gets_the_id_its_worker_gave_it():
+    """Under xdist the controller collects nothing: a crashed item's case is namespaced by its
+    file's suite only when the workers' collected node ids hold another suite of its task."""
+    from pytest_groundeval.model import CaseRef
+    from pytest_groundeval.pytest.items import crashed_refs
+
+    ref = CaseRef(task="write", case_id="a", path=Path("a.json"))
+    find = lambda item_id: [ref] if item_id == "a" else []  # noqa: E731
+    mine = "evals/test_write.py::test_my_write_cases[a]"
+    proj = Path("/proj")  # a project's own evals/ (this checkout's evals/ is the bundled suites)
+    alone = crashed_refs(proj, mine, find, [mine, "evals/test_write.py::test_my_write_cases[b]"], lambda t: {"a", "b"})
+    assert [(r.case_id, r.suite) for r in alone] == [("a", "evals.test_write")]
+    beside = [mine, "other/test_theirs.py::test_w[a]"]  # another file with the same cases
+    shared = crashed_refs(proj, mine, find, beside, lambda t: {"a", "b"})
+    assert [r.case_id for r in shared] == ["evals.test_write/a"]
+    bundled = crashed_refs(ROOT, "evals/test_write.py::test_write[a]", find, beside, lambda t: {"a", "b"})
+    assert [(r.case_id, r.suite) for r in bundled] == [("a", "groundeval.write")]  # (this checkout's evals/ is bundled)
+    assert crashed_refs(ROOT, "evals/test_write.py::test_write", find) == []  # not a parametrized item
