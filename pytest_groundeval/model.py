@@ -22,9 +22,9 @@ Outcomes and error kinds each have one meaning, everywhere:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, Union
+from typing import Annotated, Any, Iterable, Literal, Mapping, Union
 
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema, model_serializer,
                       model_validator)
@@ -53,7 +53,10 @@ class ParseError(Exception):
 class CaseRef:
     """A lazy pointer to one case: cheap to create, holds no file content.
 
-    ``index`` selects one case inside a multi-case file."""
+    ``index`` selects one case inside a multi-case file. ``case_id`` is the case's id in the
+    run (its record, shards, resume, compare): a case of a suite other than the task's bundled
+    one is namespaced by its suite, ``<suite>/<id in the cases source>`` (``pytest/items.py``);
+    ``suite`` names the suite whose test function made the item."""
 
     task: str
     case_id: str
@@ -61,6 +64,13 @@ class CaseRef:
     index: int | None = None
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     repeat: int | None = None  # with --repeat N: which run of the case (1..N)
+    suite: str | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def source_id(self) -> str:
+        """The case's id in its cases source: ``case_id`` without its suite's namespace."""
+        prefix = f"{self.suite}/" if self.suite else None
+        return self.case_id[len(prefix):] if prefix and self.case_id.startswith(prefix) else self.case_id
 
     @property
     def key(self) -> tuple:
@@ -69,11 +79,30 @@ class CaseRef:
 
     @property
     def item_id(self) -> str:
-        """The pytest id of its item: the case id, and ``[rK]`` for repeat K."""
-        return self.case_id if self.repeat is None else f"{self.case_id}[r{self.repeat}]"
+        """The pytest id of its item: the case's id in its source (the node id names the suite's
+        file), and ``[rK]`` for repeat K."""
+        return self.source_id if self.repeat is None else f"{self.source_id}[r{self.repeat}]"
 
     def __repr__(self) -> str:  # shows up in pytest -v / --collect-only output
         return f"CaseRef({self.task}:{self.item_id})"
+
+
+def in_suite(ref: CaseRef, suite: str, bundled: bool = False) -> CaseRef:
+    """``ref`` (as its cases source lists it) as a case of the suite ``suite``: a bundled
+    suite's case keeps its id, any other suite's is ``<suite>/<id>`` (``pytest/items.py``)."""
+    return replace(ref, suite=suite, case_id=ref.case_id if bundled else f"{suite}/{ref.case_id}")
+
+
+def source_ref(refs: Mapping[str, CaseRef], case_id: str) -> CaseRef | None:
+    """The case a record's ``case_id`` names among a source's refs (by their ids there): the id
+    itself (a bundled suite's case, or a record written before ids were namespaced), else
+    ``<suite>/<id>`` as that suite's case."""
+    ref = refs.get(case_id)
+    if ref is None and "/" in case_id:
+        suite, _, own = case_id.partition("/")
+        found = refs.get(own)
+        ref = in_suite(found, suite) if found is not None else None
+    return ref
 
 
 @dataclass

@@ -54,7 +54,7 @@ REPOSITORY = "me/my-project"
 JQ = shutil.which("jq")  # the stand-in gh's --jq (gh has jq built in)
 
 # the programs a workflow may run, and their subcommands where they have any
-PROGRAMS = {"uv", "gh", "groundeval", "pytest", "test", "echo", "cat", "tail", "exit", "cd"}
+PROGRAMS = {"uv", "gh", "groundeval", "pytest", "test", "echo", "cat", "tail", "exit", "cd", "python"}
 SUBCOMMANDS = {"uv": {"venv", "pip install", "run", "sync", "build", "version"},
                "gh": {"api", "pr comment", "run list", "run download", "release create"}}
 SHELL_WORDS = {"if", "then", "else", "elif", "fi", "{", "}", "!"}
@@ -163,7 +163,7 @@ def evaluate(value: Any, context: dict[str, Any], functions: dict[str, Any]) -> 
     expressions in it is the text with their values; an ``if:`` may omit the braces."""
     if not isinstance(value, str):
         return value
-    whole = re.fullmatch(r"\s*\$\{\{(.*?)\}\}\s*", value, re.S)
+    whole = re.fullmatch(r"\s*\$\{\{((?:(?!\}\}).)*)\}\}\s*", value, re.S)  # one expression, alone
     if whole:
         return Expr(whole[1], context, functions).value()
     return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(Expr(m[1], context, functions).value()), value)
@@ -281,6 +281,8 @@ def program(words: list[str]) -> tuple[str, list[str]]:
     """The program a command runs and its arguments (``uv run X``, ``.venv/bin/X``: X)."""
     if words[:2] == ["uv", "run"] and len(words) > 2:
         words = words[2:]
+        while len(words) > 1 and words[0] in ("--no-project", "--frozen", "--locked", "--offline"):
+            words = words[1:]  # uv run's own flags
     if words[0] == "[":  # [ ... ] is test
         return "test", words[1:-1] if words[-1] == "]" else ["<no closing ]>"]
     name = Path(words[0]).name if words[0].startswith((".venv/bin/", "/")) else words[0]
@@ -561,8 +563,12 @@ DEFECTS = {
 }
 
 
-@pytest.mark.parametrize("which", sorted(EVAL_WORKFLOWS))
-@pytest.mark.parametrize("defect", sorted(DEFECTS))
+# the user workflow names no threshold (the project's config file does: its shards record them)
+REPO_ONLY = {"a metric that is not"}
+
+
+@pytest.mark.parametrize(("which", "defect"), [(w, d) for w in sorted(EVAL_WORKFLOWS) for d in sorted(DEFECTS)
+                                               if w == "repo" or d not in REPO_ONLY])
 def test_each_defect_is_caught(which, defect, tmp_path):
     *edits, named = DEFECTS[defect]
     if JQ is None and defect in ("no marker filter", "no bot filter", "no marker in body"):
@@ -622,25 +628,61 @@ def test_the_shard_matrix_and_the_pytest_command_collect(which, tmp_path):
         assert "test_mine.py::test_unit" in proc.stdout  # the user's own tests run beside the suites
 
 
-def test_the_user_workflow_installs_groundeval_from_git_at_this_version_s_tag():
-    from packaging.requirements import Requirement
-
-    workflow = load(USER_WORKFLOW.read_text())
-    req = Requirement(workflow["env"]["GROUNDEVAL"])
-    assert req.name == "groundeval" and req.url is not None
-    assert req.url.startswith("git+https://") and req.url.endswith(f"@v{VERSION}")
+def test_the_user_workflow_installs_the_project_and_a_groundeval_the_user_controls():
+    """GROUNDEVAL is a wheel the user built (a path in their repository) by default, and the
+    comments show their fork's git URL as the other way; no made-up repository. Each job
+    installs it with the project itself (``-e .``: a src layout's package imports), and no
+    step sets up Node (it comes with groundeval's dependencies)."""
+    text = USER_WORKFLOW.read_text()
+    workflow = load(text)
+    assert workflow["env"]["GROUNDEVAL"] == "./wheels/groundeval-*.whl"
+    assert "uv build" in text and "git+https://github.com/<your org>/groundeval@" in text
+    assert "github.com/groundeval" not in text
     installs = [w for _, s in run_scripts(workflow, event("push")) for w in commands(s) if w[:3] == ["uv", "pip", "install"]]
-    assert ["uv", "pip", "install", "$GROUNDEVAL"] in installs
+    assert installs.count(["uv", "pip", "install", "$GROUNDEVAL", "-e", "."]) == 2  # the shard job and the merge job
+    assert not any("setup-node" in (step.get("uses") or "") for job in workflow["jobs"].values() for step in job["steps"])
+
+
+def _shard_env(context: dict[str, Any]) -> dict[str, Any]:
+    workflow = load(USER_WORKFLOW.read_text())
+    step = next(s for s in workflow["jobs"]["shard"]["steps"] if "--groundeval-shard" in (s.get("run") or ""))
+    return {k: evaluate(v, context, functions()) for k, v in step["env"].items()}
+
+
+def test_the_user_workflow_takes_agent_model_and_options_from_inputs_or_the_config_file():
+    """No agent, model or budget is written into the workflow's commands: the project's
+    config file names them, and a manual run's inputs reach pytest through PYTEST_ADDOPTS
+    (which pytest reads itself; an input is never pasted into the script)."""
+    workflow = load(USER_WORKFLOW.read_text())
+    assert set(workflow["on"]["workflow_dispatch"]["inputs"]) == {"agent", "model", "pytest_options"}
+    (cmd,) = pytest_commands(workflow)
+    assert not any(a.startswith(("--agent", "--model", "--max-cost", "--threshold")) for a in cmd), cmd
+    assert "inputs." not in json.dumps([s.get("run") for j in workflow["jobs"].values() for s in j["steps"]])
+    assert _shard_env(event("push"))["PYTEST_ADDOPTS"] == ""  # a push: the config file alone
+    manual = {**event("push"), "inputs": {"agent": "my_package.agent:MyAgent", "model": "claude-sonnet-4-5",
+                                          "pytest_options": "--threshold write.pass=0.9"}}
+    assert shlex.split(_shard_env(manual)["PYTEST_ADDOPTS"]) == [
+        "--agent=my_package.agent:MyAgent", "--model=claude-sonnet-4-5", "--threshold", "write.pass=0.9"]
+    only_agent = {**event("push"), "inputs": {"agent": "claude", "model": "", "pytest_options": ""}}
+    assert shlex.split(_shard_env(only_agent)["PYTEST_ADDOPTS"]) == ["--agent=claude"]
 
 
 # ---------------------------------------------------------------- the release workflow
 def test_the_release_workflow_builds_checks_and_publishes_the_wheel_on_a_version_tag():
     workflow = load(RELEASE_WORKFLOW.read_text())
     assert workflow["on"] == {"push": {"tags": ["v*"]}}
-    assert workflow["permissions"] == {"contents": "write"}
+    assert workflow["permissions"] == {"contents": "read"}  # each job asks for what it needs
+    jobs = workflow["jobs"]
+    # PyPI by trusted publishing: the OIDC token, in the environment the publisher names; no stored token
+    assert jobs["pypi"]["permissions"] == {"id-token": "write"} and jobs["pypi"]["environment"] == "pypi"
+    assert any(s.get("uses", "").startswith("pypa/gh-action-pypi-publish@") for s in jobs["pypi"]["steps"])
+    assert "secrets." not in RELEASE_WORKFLOW.read_text()
+    assert jobs["github-release"]["permissions"] == {"contents": "write"}
+    assert jobs["pypi"]["needs"] == jobs["github-release"]["needs"] == "build"
     cmds = [w for _, s in run_scripts(workflow, event("push")) for w in commands(s)]
     assert command_problems(workflow) == []
     assert ["uv", "build", "-o", "dist"] in cmds
+    assert ["uv", "run", "--no-project", "python", "scripts/check_wheel.py", "dist/groundeval-*.whl"] in cmds
     create = next(w for w in cmds if w[:3] == ["gh", "release", "create"])
     assert "dist/*" in create and "--verify-tag" in create
     # the tag is checked against the version uv reads from pyproject.toml

@@ -381,8 +381,9 @@ def test_the_user_workflow_s_commands_run_in_the_git_installed_project(git_proje
     """examples/github-actions/user-project.yml's commands as written, in the project that
     installed groundeval from git: its pytest command collects each shard (the user's own
     unit test beside the bundled suites); run for real (the baseline agent for claude, the
-    suites that need no server or jury) its shards merge into one gated record, and compare
-    writes the pull request's comment."""
+    suites that need no server or jury; a threshold as a manual run's input) its shards merge
+    into one record gated with the threshold the shards recorded, and compare writes the pull
+    request's comment."""
     from test_example_workflows import USER_WORKFLOW, commands, event, load, program, run_scripts
 
     project, _, _ = git_project
@@ -406,9 +407,10 @@ def test_the_user_workflow_s_commands_run_in_the_git_installed_project(git_proje
                     assert collect.returncode == 0, collect.stdout[-3000:] + collect.stderr[-3000:]
                     assert f"groundeval: shard {shard}/2: " in collect.stdout
                     assert "test_mine.py::test_my_unit" in collect.stdout
-                    real = [a for a in args if a != "--agent=claude"] + [
-                        "--agent=baseline", "-m", "extraction or write or not (reconciliation or letter or orders or labs)"]
-                    proc = _run([exe, *real], work, env=NO_NETWORK)
+                    # a manual run's inputs (agent, pytest_options), as the step passes them: PYTEST_ADDOPTS
+                    real = [*args, "-m", "extraction or write or not (reconciliation or letter or orders or labs)"]
+                    proc = _run([exe, *real], work, env={
+                        **NO_NETWORK, "PYTEST_ADDOPTS": "--agent=baseline --threshold write.safety=1.0"})
                     ran.setdefault("pytest", []).append(proc.returncode)
                     (work / "shards").mkdir(exist_ok=True)
                     record = work / f"shard-{shard}.json"

@@ -26,7 +26,7 @@ import pytest
 from pytest_groundeval.run.concurrency import Prefetcher
 from pytest_groundeval.store.files import StoredRun, find_run, load_stored as read_stored
 from pytest_groundeval.model import CaseRef, CaseResult, ErrorInfo
-from pytest_groundeval.pytest.items import NEXT_ITEM, case_ref
+from pytest_groundeval.pytest.items import NEXT_ITEM, Suite, case_ref, settle_suites
 from pytest_groundeval.pytest.options import Settings
 from pytest_groundeval.pytest.reruns import first_result
 from pytest_groundeval.pytest.workeroutput import WorkerOutput, publish
@@ -170,7 +170,9 @@ class Evaluator:
         return self._output
 
     # -- collection --
-    def refs(self, task: str) -> list[CaseRef]:
+    def refs(self, task: str, suite: Suite | None = None) -> list[CaseRef]:
+        """The task's cases (its source's ids), or with ``suite`` that suite's items of them
+        (ids namespaced by the suite: ``items.Suite``)."""
         if task not in self._refs:
             refs = self.tasks[task].discover()
             n = self.settings.repeat
@@ -178,7 +180,11 @@ class Evaluator:
                 refs = [dataclasses.replace(r, repeat=k) for r in refs for k in range(1, n + 1)]
             self._refs[task] = refs
             self._by_key.update((r.key, r) for r in refs)
-        return self._refs[task]
+        if suite is None:
+            return self._refs[task]
+        refs = suite.namespace(self._refs[task])
+        self._by_key.update((r.key, r) for r in refs)
+        return refs
 
     # -- the agent --
     def preflight(self) -> list[str]:
@@ -233,6 +239,11 @@ class Evaluator:
 
     # -- prefetching (hooks) --
     @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)  # over everything collected: before -k / -m and the shards choose
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if items:
+            settle_suites(items[0].config, items)  # ids namespaced only where suites share a task
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         refs = [ref for ref in map(case_ref, session.items) if ref is not None]
         self.selected = len(refs)

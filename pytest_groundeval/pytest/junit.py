@@ -11,6 +11,9 @@ its ``yield``) this rewrites it:
 * each testcase whose ``groundeval.outcome`` property is ``error`` carries ``<error
   type="groundeval.<kind>">`` in place of its ``<failure>``, and the suite's ``failures`` /
   ``errors`` counts move with it;
+* each eval testcase's ``classname`` is its suite's name (``groundeval.extraction`` for a
+  bundled suite, ``evals.test_write`` for a project's own: ``items.py``), not the mangled path
+  of the file it was collected from (``.venv.lib.python3.11.site-packages...``);
 * the suite gets ``groundeval.*`` properties: run id, agent, model, record path,
   completeness, cut short and why, the gate's verdict and why.
 
@@ -58,6 +61,8 @@ def rewrite(path: Path, record: RunRecord, record_path: Path | None = None) -> b
         moved = 0
         for case in suite.iter("testcase"):
             props = {p.get("name"): p.get("value") for p in case.iter("property")}
+            if props.get(PREFIX + "suite"):
+                case.set("classname", props[PREFIX + "suite"])
             failure = case.find("failure")
             if props.get(PREFIX + "outcome") != "error" or failure is None:
                 continue

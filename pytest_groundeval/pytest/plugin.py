@@ -308,8 +308,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_groundeval.pytest.reruns import exempt_from_repeats
 
     exempt_from_repeats(metafunc)  # pytest-repeat: one item per case (reruns.py)
+    from pytest_groundeval.pytest.items import suite_for_test
+
+    suite = suite_for_test(metafunc.config, metafunc.definition, task)  # case ids namespaced by suite (items.py)
     try:
-        refs = evaluator.refs(task)
+        refs = evaluator.refs(task, suite)
     except (FileNotFoundError, ValueError) as e:
         from pytest_groundeval.pytest.options import source_setting
 
@@ -459,13 +462,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
         apply(report, result, item_location(item), tbstyle=item.config.option.tbstyle,
               evaluated=item.stash.get(RESULT, None) is result)
-        from pytest_groundeval.pytest.items import REPORT_ATTR, properties
+        from pytest_groundeval.pytest.items import REPORT_ATTR, case_ref, properties
         from pytest_groundeval.store.record import case_json
 
         result, data, blob = case_json(result)
         setattr(report, REPORT_ATTR, data)  # plain data: travels through xdist
         # junitxml's <properties> (it reads them off the teardown report, made from the item's)
-        item.user_properties.extend(properties(result))
+        ref = case_ref(item)
+        item.user_properties.extend(properties(result, ref.suite if ref is not None else None))
         reporter = item.config.stash.get(REPORTER, None)
         if reporter is not None:  # the same process: hand over the typed value as well
             reporter.hand_over(report, result, blob)

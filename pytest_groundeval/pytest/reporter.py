@@ -130,6 +130,7 @@ class Reporter:
         self.journal_failed = False
         self.workers: list[WorkerOutput] = []  # each xdist worker's, as it went down
         self.unresolved_crashes: list[str] = []
+        self.collected: list[str] = []  # the node ids xdist's workers collected
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
         self.failure_lines: list[str] = []  # the lines above pytest's short summary (_one_line_failures)
@@ -276,6 +277,10 @@ class Reporter:
                 pytest.exit(f"groundeval: {e}", returncode=pytest.ExitCode.INTERRUPTED)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected = ids  # every worker collects the same (a crashed item's suite: items.crashed_refs)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """A worker finished (or died: then it sent nothing): its output, typed; a malformed
         one is a problem of the run (exit status 3, said in the terminal), not dropped."""
@@ -291,10 +296,12 @@ class Reporter:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """An xdist worker died running ``crashitem``: its case gets an error of kind ``crash``
         on the crash report (the report xdist logs next), so it is in the record once."""
-        case_id = crashitem.split("[", 1)[1][:-1] if crashitem.endswith("]") and "[" in crashitem else None
-        refs = self.local.find_case(case_id) if case_id is not None else []
+        from pytest_groundeval.pytest.items import crashed_refs
+
+        refs = crashed_refs(self.config.rootpath, crashitem, self.local.find_case, self.collected,
+                            lambda task: {r.item_id for r in self.local.refs(task)})  # namespaced as its worker did
         if len(refs) != 1:
-            if refs or case_id is not None:
+            if refs or crashitem.endswith("]"):
                 self.unresolved_crashes.append(crashitem)
             return  # not an eval item (or an id several tasks share): pytest reports it as always
         crashes = self.config.stash.get(CRASHES, None)

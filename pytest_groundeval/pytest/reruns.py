@@ -187,8 +187,9 @@ class Reruns:
             if first is not None and key in self.again:
                 # junitxml reads a testcase's properties off its teardown report
 
+                suite = dict(report.user_properties).get("groundeval.suite")
                 report.user_properties = [(k, v) for k, v in report.user_properties
-                                          if not str(k).startswith("groundeval.")] + properties(first)
+                                          if not str(k).startswith("groundeval.")] + properties(first, suite)
 
     # -- the one terminal line --
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

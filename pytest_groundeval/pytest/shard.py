@@ -1,7 +1,7 @@
 """``--groundeval-shard K/N``: one CI job's share of a run's eval cases.
 
-Each eval case belongs to shard ``int(sha256(task NUL case_id)[:8]) mod N + 1``: by what the
-case is, never by where it sits in collection order, so every process that collects (a CI
+Each eval case belongs to shard ``int(sha256(task NUL case_id)[:8]) mod N + 1`` (the case id
+as the record holds it: namespaced by its suite, ``items.py``): by what the case is, never by where it sits in collection order, so every process that collects (a CI
 job on another machine, an xdist worker inside a job) computes the same split, and adding or
 removing a case moves no other case to another shard. The other shards' eval items are
 deselected through pytest's own ``pytest_deselected`` hook after ``-k`` / ``-m`` have chosen
@@ -65,9 +65,10 @@ class Sharder:
 
     @pytest.hookimpl(trylast=True)  # after -k / -m (and any other plugin) chose the run's selection
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        from pytest_groundeval.pytest.items import case_ref
+        from pytest_groundeval.pytest.items import case_ref, settle_suites
         from pytest_groundeval.pytest.workeroutput import publish
 
+        settle_suites(config, items)  # the ids the record will hold (whichever plugin's hook ran first)
         evals = [(item, ref) for item in items if (ref := case_ref(item)) is not None]
         if not evals:
             return

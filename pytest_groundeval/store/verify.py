@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from pytest_groundeval.model import CaseRef, CaseResult, JudgedItem, JuryRecord
+from pytest_groundeval.model import CaseRef, CaseResult, JudgedItem, JuryRecord, source_ref
 from pytest_groundeval.store.files import StoreError, read
 
 #: the parts of a case that decide what it counts for
@@ -216,7 +216,7 @@ def _load(task: Any, refs: dict[int, dict[str, CaseRef]], old: CaseResult) -> An
 
     if id(task) not in refs:
         refs[id(task)] = _refs(task)
-    ref = refs[id(task)].get(old.case_id)
+    ref = source_ref(refs[id(task)], old.case_id)  # (a project's own suite's case: <suite>/<id>)
     if ref is None:
         return None
     case, _ = load_case(task, replace(ref, repeat=old.repeat) if old.repeat is not None else ref)

@@ -885,7 +885,7 @@ class LabsTask(Task):
     def load(self, ref: CaseRef) -> Case:
         data, raw, source = load_case_record(ref)
         item, today = _check_case(data, source)
-        if ref.index is None and item["case_id"] != ref.case_id:
+        if ref.index is None and item["case_id"] != ref.source_id:
             raise CaseError(f"{source}: case_id {item['case_id']!r} does not match the file name")
         try:
             bundle_raw = read_bytes(ref.path.parent / item["bundle"])

@@ -228,7 +228,7 @@ class OrdersTask(Task):
     def load(self, ref: CaseRef) -> Case:
         data, raw, source = load_case_record(ref)
         item = require_keys(data, CASE_KEYS, source, "orders case")
-        if ref.index is None and item["case_id"] != ref.case_id:
+        if ref.index is None and item["case_id"] != ref.source_id:
             raise CaseError(f"{source}: case_id {item['case_id']!r} does not match the file name")
         for key in ("patient_id", "today", "instruction", "bundle"):
             if not isinstance(item[key], str) or not item[key]:

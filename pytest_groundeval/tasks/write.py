@@ -113,7 +113,7 @@ class WriteTask(Task):
     def load(self, ref: CaseRef) -> Case:
         data, raw, source = load_case_record(ref)
         item = _check_case(data, source)
-        if ref.index is None and item["case_id"] != ref.case_id:
+        if ref.index is None and item["case_id"] != ref.source_id:
             raise CaseError(f"{source}: case_id {item['case_id']!r} does not match the file name")
         from pytest_groundeval.scorers.write import WriteTruth
 

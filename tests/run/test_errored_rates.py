@@ -282,7 +282,7 @@ def test_the_controller_gives_a_crashed_case_grounded_from_the_run_s_agent_spec(
     task = _labs_task()
     ref = next(r for r in task.discover() if "_change_" in r.case_id)
     for name, grounded in (("langgraph", True), ("baseline", False)):
-        config = SimpleNamespace(stash=pytest.Stash())
+        config = SimpleNamespace(stash=pytest.Stash(), rootpath=ROOT)  # (the crashed item's suite is named from it)
         local = SimpleNamespace(find_case=lambda case_id: [ref] if case_id == ref.case_id else [])
         reporter = Reporter(config, SimpleNamespace(agent=AgentSpec(name)), {"labs": task}, None, local)
         report = SimpleNamespace(longreprtext="worker 'gw0' crashed", node=None)
