@@ -351,7 +351,10 @@ class Evaluator:
         if result.error is None or result.error.kind not in ("agent", "timeout") or not limit:
             self._streak = (None, 0)
             return
-        signature = (result.error.kind, result.error.error_class, result.error.message)
+        from pytest_groundeval.run.errortext import signature as normalised
+
+        # errors that differ only by ids and numbers (a server's bodies naming each call) are one
+        signature = (result.error.kind, result.error.error_class, normalised(result.error.message))
         count = self._streak[1] + 1 if self._streak[0] == signature else 1
         self._streak = (signature, count)
         if count >= limit:
