@@ -134,6 +134,22 @@ def test_a_timed_out_or_failed_attempt_keeps_its_transcript_steps_and_usage(end,
     assert result.usage.output_tokens == 40 and result.usage.input_tokens > 0  # two answered requests
 
 
+def test_the_case_deadline_keeps_what_the_attempt_carried():
+    """The harness's own word for an attempt's end (the case's deadline would pass before a
+    retry) still carries the partial transcript and usage the agent's exception had."""
+    from pytest_groundeval.run.calls import AgentCallError, TransientAgentError, call_with_policy
+
+    def attempt() -> Any:
+        exc = TransientAgentError("overloaded", retry_after=500)
+        exc.transcript, exc.usage = [{"type": "ai", "content": "", "tool_calls": []}], {"input_tokens": 7}
+        raise exc
+
+    with pytest.raises(AgentCallError) as caught:
+        call_with_policy(attempt, CallPolicy(timeout=None, max_attempts=3, case_deadline=100, max_retry_after=1000))
+    assert "would pass before retry 2" in str(caught.value)
+    assert caught.value.last.transcript and caught.value.last.usage == {"input_tokens": 7}
+
+
 def test_an_answered_case_keeps_its_transcript_as_before():
     with LlamaCppServer(reader) as server:
         result = run_case(TASK, REFS[0], _agent(server), policy=CallPolicy(timeout=30, max_attempts=1))
@@ -236,3 +252,15 @@ def test_model_max_tokens_is_refused_for_an_agent_that_would_ignore_it(pytester)
                                            "--model-max-tokens", "64", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--model-max-tokens is for --agent=claude, langgraph, chat, langgraph-mcp*"])
+
+
+def test_the_options_reach_the_agent():
+    """--model-max-tokens and --model-tool-choice as the agents take them (AgentSpec)."""
+    from pytest_groundeval.agents.spec import AgentSpec
+
+    assert AgentSpec("langgraph").model_settings() == {"max_tokens": DEFAULT_MAX_TOKENS, "tool_choice": "auto"}
+    assert AgentSpec("chat", max_tokens=512, tool_choice="omit").model_settings() == {"max_tokens": 512,
+                                                                                       "tool_choice": None}
+    assert AgentSpec("claude").effective_max_tokens == DEFAULT_MAX_TOKENS
+    assert AgentSpec("baseline").effective_max_tokens is None
+    assert "would ignore it" in AgentSpec("baseline", max_tokens=64).check()
