@@ -215,14 +215,17 @@ def _last_tool_resource(messages: list[Any], tool: str | None) -> dict[str, Any]
 class LangGraphAgent:
     """``LangGraphAgent(model=None, *, base_url=None, timeout=120.0, run_timeout=None,
     recursion_limit=16, max_retries=0, system_prompt=None, tools=None, answer_tool=None,
-    model_kwargs=None, cache=None)``
+    model_kwargs=None, cache=None, max_tokens=4096, tool_choice="auto")``
 
     ``model``: a ``provider:name`` string (default ``anthropic:claude-opus-4-8``) or an
     already-built LangChain chat model. ``base_url``: an OpenAI-compatible endpoint (a
     model string without a known provider prefix is then treated as ``openai:``; without
     ``OPENAI_API_KEY`` a placeholder key is sent, which local servers ignore).
     ``system_prompt`` / ``tools`` / ``answer_tool``: used by ``run(prompt)``; ``run_case``
-    takes them from the task. See the module docstring for the final-answer rule and the limits.
+    takes them from the task. ``max_tokens``: the cap on each model call's output
+    (``--model-max-tokens``); ``tool_choice``: sent to an OpenAI-compatible server with bound
+    tools (None: none; ``openai_wire.py``). See the module docstring for the final-answer rule
+    and the limits.
     """
 
     name = "langgraph"
