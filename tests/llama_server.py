@@ -29,13 +29,28 @@ N_CTX = 32768  # what a looping model fills without a cap
 
 
 def validation_error(req: dict[str, Any]) -> str:
-    """The message of the real server's 500 for an assistant turn with ``"content": null``."""
+    """The message of the real server's HTTP 500 for an assistant turn with ``"content": null``
+    (FastAPI's validation error, as llama-cpp-python 0.3.36 sent it: the turn quoted twice, with
+    its tool call ids, and a frame of the server's own code)."""
     i, turn = next((i, m) for i, m in enumerate(req["messages"])
                    if m.get("role") == "assistant" and m.get("content", "") is None)
-    return (f"1 validation error:\n  {{'type': 'string_type', 'loc': ('body', 'messages', {i}, 'typed-dict', "
-            f"'content'), 'msg': 'Input should be a valid string', 'input': None}}\n\n"
-            f"  File \"/opt/llama/lib/python3.11/site-packages/llama_cpp/server/app.py\", line 513, in "
-            f"create_chat_completion\n    {json.dumps(turn)}\n")
+    loc = f"'loc': ('body', 'messages', {i}, "
+
+    def role(kind: str, want: str) -> str:
+        return (f"  {{'type': 'literal_error', {loc}'ChatCompletionRequest{kind}Message', 'role'), 'msg': \"Input "
+                f"should be '{want}'\", 'input': 'assistant', 'ctx': {{'expected': \"'{want}'\"}}}}\n")
+
+    def missing(kind: str, field: str) -> str:
+        return (f"  {{'type': 'missing', {loc}'ChatCompletionRequest{kind}Message', '{field}'), 'msg': 'Field "
+                f"required', 'input': {turn!r}}}\n")
+
+    return ("7 validation errors:\n" + role("System", "system") + role("User", "user")
+            + f"  {{'type': 'string_type', {loc}'ChatCompletionRequestAssistantMessage', 'content'), 'msg': "
+              "'Input should be a valid string', 'input': None}\n"
+            + role("Tool", "tool") + missing("Tool", "tool_call_id") + role("Function", "function")
+            + missing("Function", "name")
+            + "\n  File \"/root/.cache/groundeval/smoke-env/lib/python3.11/site-packages/llama_cpp/server/app.py\", "
+              "line 376, in create_chat_completion\n    POST /v1/chat/completions")
 
 
 def completion(message: dict[str, Any], prompt: int, completion_tokens: int, finish: str) -> dict[str, Any]:

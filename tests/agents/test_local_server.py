@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import uuid
 from typing import Any
 
 import pytest
 from conftest import ROOT, SYNTHEA
-from llama_server import N_CTX, LlamaCppServer, say, server_error, tool_call
+from llama_server import N_CTX, LlamaCppServer, say, server_error, tool_call, validation_error
 
 pytest.importorskip("langgraph")
 pytest.importorskip("langchain_openai")
@@ -210,19 +209,17 @@ def test_a_server_that_takes_null_content_is_sent_null():
 
 
 def _crash_body(req: dict[str, Any], tools: Any) -> Any:
-    """The server fails every request with a six-line body that names the request's own id and
-    quotes a frame of the server's code."""
-    call = "call_" + uuid.uuid4().hex[:10]
-    return server_error(f"Traceback (most recent call last):\n  File \"/opt/llama/lib/python3.11/site-packages/"
-                        f"llama_cpp/server/app.py\", line 513, in create_chat_completion\n    raise ValueError(x)\n"
-                        f"ValueError: tool call {call} has no arguments\n\nwhile handling {call}\n")
+    """The server fails every request with the body llama-cpp-python sent for a refused turn:
+    FastAPI's ten-line validation error, quoting a tool call id that differs per request and a
+    frame of the server's own code."""
+    return server_error(validation_error({"messages": [*req["messages"], tool_call("list_medication_requests", {})]}))
 
 
 def test_a_session_against_a_failing_server_reads_its_errors_in_one_line_grouped(pytester):
     """--agent=chat with --model-max-tokens 64 (recorded) against a server that fails each request
-    with a six-line body naming the request: each case's error is one line with the body's
-    message, the cases group as one error, the 'at' is never the server's file quoted in the
-    body, and two such errors in a row are identical for --max-consecutive-errors."""
+    with a multi-line body naming the request's call id: each case's error is one line with the
+    body's message, the cases group as one error, the 'at' is never the server's file quoted in
+    the body, and two such errors in a row are identical for --max-consecutive-errors."""
     data = pytester.mkdir("data")
     for path in sorted(SYNTHEA.glob("*.json"))[:3]:
         shutil.copy(path, data / path.name)
@@ -240,11 +237,29 @@ def test_a_session_against_a_failing_server_reads_its_errors_in_one_line_grouped
     called = [c for c in rec["cases"] if not c["error"]["message"].startswith("not run")]
     assert len(called) == 2  # the third was not run: two identical errors in a row, though their ids differ
     messages = [c["error"]["message"] for c in called]
-    assert all("\n" not in m and "HTTP 500: Traceback" in m and "has no arguments" in m for m in messages)
-    assert messages[0] != messages[1] and signature(messages[0]) == signature(messages[1])
+    assert all("\n" not in m and "HTTP 500: 7 validation errors: {'type': 'literal_error'" in m for m in messages)
+    assert signature(messages[0]) == signature(messages[1])
     grouped = [line for line in out.splitlines() if line.startswith("ERROR 2 extraction cases:")]
     assert grouped, out[-3000:]
-    assert "llama_cpp/server" not in grouped[0].split("has no arguments")[-1], grouped[0]  # no 'at' from the body
+    at = grouped[0][grouped[0].rindex(" (at "):]  # the line's last "(at FILE:LINE in FUNC)", before the ids
+    assert "site-packages/langchain_openai" in at and "llama_cpp" not in at, grouped[0]  # not the body's frame
+
+
+def test_errors_that_differ_only_by_ids_and_numbers_are_one_line_others_are_not():
+    from test_terminal_summary import record
+
+    from pytest_groundeval.model import CaseResult
+    from pytest_groundeval.reporting.terminal import failure_lines
+
+    def failed(i: int, message: str) -> CaseResult:
+        return CaseResult(case_id=f"e{i}", task="write", outcome="error", error={"kind": "agent", "message": message})
+
+    same = [failed(i, f"HTTP 500: tool call call_{uuid} has no arguments (request req_{n})")
+            for i, (uuid, n) in enumerate([("a1b2c3", 17), ("9f8e7d", 4018), ("77aa01", 5)])]
+    other = failed(9, "HTTP 500: tool call call_c0ffee has no name (request req_3)")
+    lines = failure_lines(record([*same, other]))
+    assert lines[0].startswith("ERROR 3 write cases: HTTP 500: tool call call_a1b2c3 has no arguments"), lines
+    assert lines[1] == "ERROR write:e9: HTTP 500: tool call call_c0ffee has no name (request req_3)"
 
 
 def test_model_max_tokens_is_refused_for_an_agent_that_would_ignore_it(pytester):
