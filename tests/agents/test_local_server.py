@@ -279,3 +279,24 @@ def test_the_options_reach_the_agent():
     assert AgentSpec("claude").effective_max_tokens == DEFAULT_MAX_TOKENS
     assert AgentSpec("baseline").effective_max_tokens is None
     assert "would ignore it" in AgentSpec("baseline", max_tokens=64).check()
+
+
+def test_the_preflight_takes_a_busy_server_for_a_server():
+    """A CPU server still generating for a request the harness gave up on takes the connection
+    and answers nothing for minutes (the smoke run's langgraph session was refused as 'nothing
+    answers there'); a port nobody listens on is still refused."""
+    import socket
+
+    from pytest_groundeval.pytest.evaluator import probe_url
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(8)  # takes connections (the kernel's backlog), never answers
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused
+    try:
+        assert probe_url(f"http://127.0.0.1:{busy.getsockname()[1]}/v1", timeout=0.5) is None
+        assert "ConnectionRefusedError" in probe_url(f"http://127.0.0.1:{closed.getsockname()[1]}/v1", timeout=0.5)
+    finally:
+        busy.close()
+        closed.close()
