@@ -888,6 +888,8 @@ class RecordOptions(_Model):
 
     base_url: str | None = None  # --model-base-url
     agent_timeout: float | None = None  # --agent-timeout (seconds)
+    max_tokens: int | None = None  # the cap on tokens per model call the agent applied (--model-max-tokens)
+    tool_choice: str | None = None  # --model-tool-choice, sent to an OpenAI-compatible server with tools
     thresholds: list[str] = Field(default_factory=list)  # the gate's TASK.METRIC=VALUE (option and ini)
     keyword: str | None = None  # -k
     markexpr: str | None = None  # -m

@@ -66,7 +66,8 @@ def build_agent(spec: AgentSpec, rootdir: Path | None = None, *, traced: bool = 
         from pytest_groundeval.agents.claude import ClaudeAgent
 
         return ClaudeAgent(model=spec.model or ClaudeAgent.default_model, timeout=spec.timeout,
-                           cache=model_cache(spec), traced=traced, prompt_cache=spec.prompt_cache)
+                           cache=model_cache(spec), traced=traced, prompt_cache=spec.prompt_cache,
+                           max_tokens=spec.effective_max_tokens)
     if spec.name == "langgraph":
         from pytest_groundeval.agents.langgraph_agent import LangGraphAgent
 

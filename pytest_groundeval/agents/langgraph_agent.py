@@ -71,11 +71,14 @@ from typing import Any
 from pytest_groundeval.run.calls import CallTimeout, attempt_deadline, attempt_tally, report_spent
 from pytest_groundeval.model import AgentOutput
 from pytest_groundeval.run.toolcalls import jsonable, result_value
-from pytest_groundeval.agents.spec import AgentSpec
+from pytest_groundeval.agents.spec import DEFAULT_MAX_TOKENS, AgentSpec
 
 DEFAULT_MODEL = "anthropic:claude-opus-4-8"
 DEFAULT_RECURSION_LIMIT = 16
 MAX_CACHED_GRAPHS = 8
+
+# the name of the cap on generated tokens where a provider's chat model does not call it max_tokens
+MAX_TOKENS_KEY = {"ollama": "num_predict", "google_genai": "max_output_tokens"}
 
 GENERIC_SYSTEM_PROMPT = """You are a careful clinical-data assistant. Use the tools provided, if \
 any, when they help. Answer exactly in the format the user's request asks for."""
@@ -229,14 +232,17 @@ def _last_tool_resource(messages: list[Any], tool: str | None) -> dict[str, Any]
 class LangGraphAgent:
     """``LangGraphAgent(model=None, *, base_url=None, timeout=120.0, run_timeout=None,
     recursion_limit=16, max_retries=0, system_prompt=None, tools=None, answer_tool=None,
-    model_kwargs=None, cache=None)``
+    model_kwargs=None, cache=None, max_tokens=4096, tool_choice="auto")``
 
     ``model``: a ``provider:name`` string (default ``anthropic:claude-opus-4-8``) or an
     already-built LangChain chat model. ``base_url``: an OpenAI-compatible endpoint (a
     model string without a known provider prefix is then treated as ``openai:``; without
     ``OPENAI_API_KEY`` a placeholder key is sent, which local servers ignore).
     ``system_prompt`` / ``tools`` / ``answer_tool``: used by ``run(prompt)``; ``run_case``
-    takes them from the task. See the module docstring for the final-answer rule and the limits.
+    takes them from the task. ``max_tokens``: the cap on each model call's output
+    (``--model-max-tokens``); ``tool_choice``: sent to an OpenAI-compatible server with bound
+    tools (None: none; ``openai_wire.py``). See the module docstring for the final-answer rule
+    and the limits.
     """
 
     name = "langgraph"
@@ -257,6 +263,8 @@ class LangGraphAgent:
         model_kwargs: dict[str, Any] | None = None,
         cache: Any = None,
         prompt_cache: bool = False,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        tool_choice: str | None = "auto",
     ) -> None:
         if recursion_limit < 2:
             raise ValueError("recursion_limit must be at least 2 (one model call, one tool round)")
@@ -267,10 +275,11 @@ class LangGraphAgent:
         self.system_prompt = system_prompt
         self.tools = list(tools or [])
         self.answer_tool = answer_tool
+        self.max_tokens = max_tokens
         if model is None or isinstance(model, str):
             self.model = model or DEFAULT_MODEL
             self.chat_model = self._init_model(self.model, base_url, self.timeout, max_retries,
-                                               dict(model_kwargs or {}))
+                                               dict(model_kwargs or {}), max_tokens, tool_choice)
         else:
             self.chat_model = model
             self.model = str(getattr(model, "model_name", None) or getattr(model, "model", None)
@@ -290,11 +299,11 @@ class LangGraphAgent:
         from pytest_groundeval.agents.spec import model_cache
 
         return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout,
-                   cache=model_cache(spec), prompt_cache=spec.prompt_cache)
+                   cache=model_cache(spec), prompt_cache=spec.prompt_cache, **spec.model_settings())
 
     @staticmethod
     def _init_model(model: str, base_url: str | None, timeout: float, max_retries: int,
-                    kwargs: dict[str, Any]) -> Any:
+                    kwargs: dict[str, Any], max_tokens: int | None = None, tool_choice: str | None = "auto") -> Any:
         from langchain.chat_models import init_chat_model
 
         provider, name = _provider_and_name(model, base_url)
@@ -312,6 +321,12 @@ class LangGraphAgent:
                     "pointing at an OpenAI-compatible server (vLLM, Ollama, llama.cpp)"
                 )
             kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
+        if max_tokens is not None:
+            kwargs.setdefault(MAX_TOKENS_KEY.get(provider or "", "max_tokens"), max_tokens)
+        if provider == "openai" and "http_client" not in kwargs:  # what local servers need (openai_wire.py)
+            from pytest_groundeval.agents.openai_wire import http_client
+
+            kwargs["http_client"] = http_client(tool_choice=tool_choice, local=bool(base_url))
         return init_chat_model(name, model_provider=provider, **kwargs)
 
     def prepare(self) -> None:
@@ -364,7 +379,8 @@ class LangGraphAgent:
                 ):
                     if isinstance(state, dict) and "messages" in state:
                         box["messages"] = list(state["messages"])
-                        report_spent(tally, _usage(box["messages"]))
+                        if tally is not None:  # kept current: the harness may stop waiting
+                            report_spent(tally, _usage(box["messages"]), transcript_of(box["messages"]))
                     if stop.is_set():
                         return
             except BaseException as exc:  # re-raised in the caller's thread
@@ -465,8 +481,19 @@ class LangGraphAgent:
                 "answer_source": source,
                 "tool_calls": sum(len(e["tool_calls"]) for e in transcript if e["type"] == "ai"),
                 "recursion_limit": self.recursion_limit,
+                "warnings": self._cap_warnings(ai),
             },
         )
+
+    def _cap_warnings(self, ai: list[Any]) -> list[str]:
+        """A warning for the case when a model call stopped at the max_tokens cap (OpenAI's
+        ``finish_reason: length``, Anthropic's ``stop_reason: max_tokens``): a looping model."""
+        cut = sum(1 for m in ai if (getattr(m, "response_metadata", None) or {}).get("finish_reason") == "length"
+                  or (getattr(m, "response_metadata", None) or {}).get("stop_reason") == "max_tokens")
+        if not cut:
+            return []
+        return [f"{cut} of {len(ai)} model call(s) stopped at the max_tokens cap ({self.max_tokens}, "
+                "--model-max-tokens): the answer may be cut"]
 
 
 class ChatAgent(LangGraphAgent):

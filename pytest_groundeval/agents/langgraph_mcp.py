@@ -128,7 +128,7 @@ class LangGraphMCPAgent(LangGraphAgent):
         from pytest_groundeval.agents.spec import model_cache
 
         return cls(model=spec.model or DEFAULT_MODEL, base_url=spec.base_url, timeout=spec.timeout,
-                   cache=model_cache(spec))
+                   cache=model_cache(spec), **spec.model_settings())
 
     def prepare(self) -> None:
         super().prepare()

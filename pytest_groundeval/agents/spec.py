@@ -12,6 +12,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
+# tokens one model call may generate (--model-max-tokens) for the agents that call a model
+# themselves: some ten times the longest answer a task asks for, so a model that loops stops
+# there, not at its context's end (a local server cannot cancel a generation: the requests
+# behind it wait). The claude agent's default is the same.
+DEFAULT_MAX_TOKENS = 4096
+MAX_TOKENS_AGENTS = ("claude", "langgraph", "chat", "langgraph-mcp")  # those that take --model-max-tokens
+
+
 @dataclass
 class AgentSpec:
     """What ``--agent`` / ``--model`` / ``--model-base-url`` ask for, checked before anything runs."""
@@ -24,6 +32,18 @@ class AgentSpec:
     cache_dir: str | None = None
     in_process: bool = False  # --agent-in-process: a module:Class agent in the harness's process
     prompt_cache: bool = True  # Anthropic prompt caching (--no-prompt-cache: off)
+    max_tokens: int | None = None  # --model-max-tokens (None: DEFAULT_MAX_TOKENS)
+    tool_choice: str = "auto"  # --model-tool-choice: sent when tools are bound ("omit": none sent)
+
+    def model_settings(self) -> dict[str, Any]:
+        """What the chat/langgraph agents take from the options beside the model."""
+        return {"max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
+                "tool_choice": None if self.tool_choice == "omit" else self.tool_choice}
+
+    @property
+    def effective_max_tokens(self) -> int | None:
+        """The cap the run's agent applies (the record's ``max_tokens``); None: it takes none."""
+        return (self.max_tokens or DEFAULT_MAX_TOKENS) if self.name in MAX_TOKENS_AGENTS else None
 
     @property
     def hosted(self) -> bool:
@@ -117,6 +137,9 @@ class AgentSpec:
         if self.model and self.name not in ("claude", "langgraph", "chat", "langgraph-mcp", "claude-agent"):
             return (f"--model {self.model}: --agent={self.name} takes no model (a module:Class or mcp:COMMAND "
                     "agent chooses its own and may report it: AgentOutput.model, the usage file's model); drop --model")
+        if self.max_tokens is not None and self.name not in MAX_TOKENS_AGENTS:
+            return (f"--model-max-tokens is for --agent={', '.join(MAX_TOKENS_AGENTS)}; "
+                    f"--agent={self.name} would ignore it")
         if self.base_url and self.name not in ("langgraph", "chat", "langgraph-mcp", "claude-agent"):
             return (f"--model-base-url is for --agent=langgraph, langgraph-mcp, chat or claude-agent; "
                     f"--agent={self.name} would ignore it")

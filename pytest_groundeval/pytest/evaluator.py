@@ -89,8 +89,23 @@ def probe_url(url: str, timeout: float = 3.0) -> str | None:
     except urllib.error.HTTPError:
         return None  # a server answered (401, 404, ...): it is there
     except (urllib.error.URLError, OSError, ValueError) as e:
-        return f"{type(getattr(e, 'reason', e)).__name__}: {getattr(e, 'reason', e)}"
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, TimeoutError) and _accepts(parts, timeout):
+            return None  # it took the connection and is busy (a local server still generating): it is there
+        return f"{type(reason).__name__}: {reason}"
     return None
+
+
+def _accepts(parts: Any, timeout: float) -> bool:
+    """Something takes TCP connections at the URL's host and port."""
+    import socket
+
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class Evaluator:
@@ -377,7 +392,10 @@ class Evaluator:
         if result.error is None or result.error.kind not in ("agent", "timeout") or not limit:
             self._streak = (None, 0)
             return
-        signature = (result.error.kind, result.error.error_class, result.error.message)
+        from pytest_groundeval.run.errortext import signature as normalised
+
+        # errors that differ only by ids and numbers (a server's bodies naming each call) are one
+        signature = (result.error.kind, result.error.error_class, normalised(result.error.message))
         count = self._streak[1] + 1 if self._streak[0] == signature else 1
         self._streak = (signature, count)
         if count >= limit:

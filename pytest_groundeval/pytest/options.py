@@ -60,6 +60,12 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     add("--model-base-url", dest="groundeval_base_url", default=None, metavar="URL",
         help="OpenAI-compatible server for --agent=langgraph|langgraph-mcp|chat --model openai:NAME (vLLM, Ollama, "
         "llama.cpp)")
+    add("--model-max-tokens", dest="groundeval_max_tokens", type=int, default=None, metavar="N",
+        help="tokens one model call may generate, for --agent=chat|langgraph|langgraph-mcp|claude (default 4096): "
+        "a model that loops stops there (on a CPU server, e.g. 512 with --concurrency 1)")
+    add("--model-tool-choice", dest="groundeval_tool_choice", default="auto", choices=("auto", "omit"),
+        help="tool_choice sent to an OpenAI-compatible server when tools are bound (default auto: llama.cpp's "
+        "server leaves the tools out of the prompt without it; omit: send none)")
     add("--agent-timeout", dest="groundeval_agent_timeout", type=float, default=None, metavar="SECONDS",
         help=f"timeout of one agent call, per attempt (default {DEFAULT_AGENT_TIMEOUT:g})")
     add("--agent-retries", dest="groundeval_retries", type=int, default=4, metavar="N",
@@ -212,6 +218,9 @@ def _check_values(opt: Any) -> None:
     timeout = opt("groundeval_agent_timeout")
     if timeout is not None and not (finite(timeout) and timeout > 0):
         bad("--agent-timeout", timeout, "must be a positive number of seconds")
+    tokens = opt("groundeval_max_tokens")
+    if tokens is not None and tokens < 1:
+        bad("--model-max-tokens", tokens, "must be 1 or more")
     if opt("groundeval_max_consecutive_errors") < 0:
         bad("--max-consecutive-errors", opt("groundeval_max_consecutive_errors"), "must be 0 (never stop) or more")
     limit = opt("groundeval_limit")
@@ -302,6 +311,7 @@ class Settings:
                 name=name, model=opt("groundeval_model"), base_url=opt("groundeval_base_url"), timeout=timeout,
                 cache_mode=opt("groundeval_model_cache"), in_process=opt("groundeval_agent_in_process"),
                 prompt_cache=not opt("groundeval_no_prompt_cache"),
+                max_tokens=opt("groundeval_max_tokens"), tool_choice=opt("groundeval_tool_choice"),
                 cache_dir=str(Path(cache_dir) if cache_dir else config.rootpath / ".groundeval" / "cache"),
             ),
             policy=CallPolicy(timeout=timeout, max_attempts=opt("groundeval_retries") + 1,
@@ -362,6 +372,9 @@ class Settings:
         opts.update({
             "base_url": self.agent.base_url,
             "agent_timeout": self.agent.timeout,
+            "max_tokens": self.agent.effective_max_tokens,
+            "tool_choice": self.agent.tool_choice if self.agent.base_url or (self.agent.model or "").startswith("openai:")
+            else None,
             "thresholds": [f"{t.label}={t.value}" for t in self.thresholds],
             **{k: v for k, v in self.selection.items() if k not in ("args", "limit")},  # (limit: completeness.selection)
             "concurrency": concurrency,

@@ -111,10 +111,21 @@ def _foreign(path: str) -> bool:
     return any(root in p.parents for root in installed) or "site-packages" in p.parts
 
 
+def _frames_part(traceback: str) -> str:
+    """The frame lines of a kept traceback (``runner._agent_traceback``: a header, the indented
+    frames, then the error's message): never the message, whose text (a server's error body
+    quoting the server's own traceback) is no frame of the agent's."""
+    lines = traceback.splitlines()
+    start = 1 if lines and lines[0].startswith("Traceback") else 0
+    end = next((i for i in range(start, len(lines)) if lines[i] and not lines[i][0].isspace()), len(lines))
+    return "\n".join(lines[start:end])
+
+
 def agent_frame(traceback: str | None) -> str | None:
     """Where a kept agent traceback says the agent failed: its own last frame (``FILE:LINE in
-    FUNC``), not groundeval's, the standard library's or an installed package's; else the last."""
-    frames = list(_FRAME.finditer(traceback or ""))
+    FUNC``), not groundeval's, the standard library's or an installed package's; else the last.
+    Read from the traceback's frames only, never from the error's message."""
+    frames = list(_FRAME.finditer(_frames_part(traceback or "")))
     if not frames:
         return None
     own = [f for f in frames if not _foreign(f["file"])] or frames
@@ -125,16 +136,19 @@ def agent_frame(traceback: str | None) -> str | None:
 def failure_groups(record: RunRecord) -> list[tuple[str, str, str, list[Any]]]:
     """``(word, task, reason, cases)`` in the record's order (``word``: ``failed``, ``error`` or
     ``not run``): the cases that errored, or were not run, the very same way (an agent bug hitting
-    every case, the cases not run after the consecutive-error stop) together; each failure on its
-    own (its reason is its own)."""
+    every case, the cases not run after the consecutive-error stop) together, also when their
+    messages differ only by ids and numbers (``errortext.signature``: a server's error bodies
+    naming each call's id), shown with the first case's message; each failure on its own (its
+    reason is its own)."""
+    from pytest_groundeval.run.errortext import signature
+
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for c in record.cases:
         if c.outcome == "error":
-            groups.setdefault(("not run" if not_run(c) else "error", c.task, c.reason or ""), []).append(c)
+            groups.setdefault(("not run" if not_run(c) else "error", c.task, signature(c.reason)), []).append(c)
         elif c.outcome == "failed":
             groups[(c.outcome, c.task, c.case_id)] = [c]  # a failure: its own line, always
-    return [(word, task, reason if word != "failed" else (cases[0].reason or ""), cases)
-            for (word, task, reason), cases in groups.items()]
+    return [(word, task, cases[0].reason or "", cases) for (word, task, _), cases in groups.items()]
 
 
 SECTION = "groundeval failures"  # the title of the lines below (the reporter's)

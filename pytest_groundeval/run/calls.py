@@ -20,6 +20,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from pytest_groundeval.run.errortext import error_line, message_of
+from pytest_groundeval.run.errortext import status_of as _status
+
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 
 
@@ -103,10 +106,15 @@ def attempt_tally() -> dict[str, Any] | None:
     return _TALLY.get()
 
 
-def report_spent(tally: dict[str, Any] | None, usage: dict[str, Any] | None) -> None:
-    """The attempt has spent ``usage`` so far (its whole usage, not an increment)."""
+def report_spent(tally: dict[str, Any] | None, usage: dict[str, Any] | None,
+                 transcript: list[dict[str, Any]] | None = None) -> None:
+    """The attempt has spent ``usage`` so far (its whole usage, not an increment); and, when
+    given, its ``transcript`` so far (the agent's own account: kept on the case if the harness
+    stops waiting for the attempt, which then raises nothing the agent could attach it to)."""
     if tally is not None and usage:
         tally["usage"] = dict(usage)
+    if tally is not None and transcript is not None:
+        tally["transcript"] = list(transcript)
 
 
 def attempt_deadline() -> float | None:
@@ -127,14 +135,6 @@ def _bounded(fn: Callable[[], Any], timeout: float | None) -> Callable[[], Any]:
             _DEADLINE.reset(token)
 
     return run
-
-
-def _status(exc: BaseException) -> int | None:
-    for obj in (exc, getattr(exc, "response", None)):
-        code = getattr(obj, "status_code", None)
-        if isinstance(code, int):
-            return code
-    return None
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -222,7 +222,7 @@ class AgentCallError(Exception):
     """The call failed for good (permanent error, or transient errors until attempts ran out)."""
 
     def __init__(self, last: BaseException, attempts: list[dict[str, Any]]) -> None:
-        super().__init__(f"{type(last).__name__}: {last}")
+        super().__init__(error_line(last))
         self.last = last
         self.attempts = attempts
 
@@ -316,6 +316,18 @@ def _with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
         raise CallTimeout(f"no answer within {timeout:g} s") from None
 
 
+PARTIAL = ("transcript", "usage", "steps")  # what an agent's exception carries of its attempt
+
+
+def carrying(new: BaseException, old: BaseException) -> BaseException:
+    """``new`` (the harness's word for how ``old`` ended) with what ``old`` carried of the
+    attempt: its partial transcript, usage and steps (the LangGraph agent sets them)."""
+    for name in PARTIAL:
+        if getattr(old, name, None) is not None:
+            setattr(new, name, getattr(old, name))
+    return new
+
+
 def call_with_policy(fn: Callable[[], Any], policy: CallPolicy) -> tuple[Any, list[dict[str, Any]]]:
     """``fn()`` under the policy. Returns (value, attempts); raises :class:`AgentCallError`."""
     attempts: list[dict[str, Any]] = []
@@ -329,9 +341,9 @@ def call_with_policy(fn: Callable[[], Any], policy: CallPolicy) -> tuple[Any, li
             value = _with_timeout(fn, timeout)
         except Exception as exc:
             if deadline is not None and isinstance(exc, CallTimeout) and time.monotonic() >= deadline - 1e-3:
-                exc = CallTimeout(f"case deadline of {policy.case_deadline:g} s reached (attempt {n})")
+                exc = carrying(CallTimeout(f"case deadline of {policy.case_deadline:g} s reached (attempt {n})"), exc)
             transient = is_transient(exc)
-            attempt = {"attempt": n, "error_class": type(exc).__name__, "error": str(exc)[:500],
+            attempt = {"attempt": n, "error_class": type(exc).__name__, "error": message_of(exc),
                        "transient": transient, "status": _status(exc),
                        "duration_s": round(time.monotonic() - started, 6)}
             attempts.append(attempt)
@@ -340,9 +352,9 @@ def call_with_policy(fn: Callable[[], Any], policy: CallPolicy) -> tuple[Any, li
             wait = policy.delay(n, _retry_after(exc))
             if deadline is not None and time.monotonic() + wait >= deadline:
                 # the retry could not start before the case's deadline: give up now
-                raise AgentCallError(CallTimeout(
+                raise AgentCallError(carrying(CallTimeout(
                     f"case deadline of {policy.case_deadline:g} s would pass before retry {n + 1} "
-                    f"(in {wait:.3g} s) after {type(exc).__name__}: {exc}"), attempts) from exc
+                    f"(in {wait:.3g} s) after {error_line(exc)}"), exc), attempts) from exc
             attempt["retry_in_s"] = round(wait, 3)
             policy.sleep(wait)
             continue

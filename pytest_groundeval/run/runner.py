@@ -19,6 +19,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from pytest_groundeval.run.bounds import MAX_DEPTH, MAX_STEP, MAX_STEPS, answer_was_cut, bound, bound_output, too_deep, usage_beyond
+from pytest_groundeval.run.errortext import error_line
 from pytest_groundeval.run.calls import AgentCallError, AgentCrash, CallPolicy, call_with_policy, is_timeout, repeat_of, spending_into
 from pytest_groundeval.model import (
     AgentOutput,
@@ -313,14 +314,16 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             traceback=None if timed_out else _agent_traceback(exc.last))
         called.fields.update(attempts=len(exc.attempts), attempt_log=exc.attempts, agent=agent_name(agent),
                              tools_offered=offered_before_failing(), refused_connections=refused_before_failing())
+        _keep_partial(called, exc.last, logs_of_failed(), tallies, name)
         _charge(called, failed(), agent)
         return None
     except Exception as exc:  # the agent (or its API) failed: an error, not a wrong answer
         called.error = ErrorInfo(kind="crash" if isinstance(exc, AgentCrash) else "agent",
-                                 message=_short(f"agent {name!r} raised {_text(exc)}"),
+                                 message=_short(f"agent {name!r} raised {error_line(exc)}"),
                                  error_class=type(exc).__name__, traceback=_agent_traceback(exc))
         called.fields.update(attempts=1, agent=agent_name(agent), tools_offered=offered_before_failing(),
                              refused_connections=refused_before_failing())
+        _keep_partial(called, exc, logs_of_failed(), tallies, name)
         _charge(called, failed(), agent)
         return None
     called.agent_s = sum(spent)
@@ -328,6 +331,31 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
     called.failed_usage = failed()
     return output
+
+
+def _keep_partial(called: Called, exc: BaseException, logs: list[ToolLog], tallies: list[dict[str, Any]],
+                  name: str) -> None:
+    """A case that got no answer keeps what its last attempt did before it failed or timed out,
+    for inspection (an errored case is never scored): the harness's log of its tool calls
+    (``transcript``), the agent's own account (``agent_reported``: the exception's
+    ``transcript``, else what the agent reported as it went, ``calls.report_spent``) and its
+    model calls (``steps``), within groundeval's bounds."""
+    observed, cuts = _bounded_calls(logs[-1].transcript() if logs else None)
+    reported = getattr(exc, "transcript", None)
+    if not isinstance(reported, list) and tallies:
+        reported = tallies[-1].get("transcript")
+    steps = getattr(exc, "steps", None)
+    if isinstance(reported, list):
+        kept = bound_output(AgentOutput(text="", transcript=reported))
+        reported = kept.output.transcript
+        cuts = [("agent_reported" + c[len("transcript"):]) if c.startswith("transcript") else c
+                for c in kept.listed] + cuts
+        if not isinstance(steps, int):
+            steps = sum(1 for step in reported or [] if isinstance(step, dict) and step.get("type") == "ai")
+    if cuts:
+        called.fields["truncated"] = list(called.fields.get("truncated") or []) + cuts
+    called.fields.update(transcript=observed, steps=steps if isinstance(steps, int) else None,
+                         agent_reported=_reported_steps(called, reported, name) if isinstance(reported, list) else None)
 
 
 def _prepare(agent: Any) -> None:
@@ -430,6 +458,9 @@ def _take_output(called: Called, output: AgentOutput, agent: Any, budget: Budget
     cost = cost_usd(model, paid)
     called.output = output
     source = (output.extra or {}).get("answer_source")
+    notes = (output.extra or {}).get("warnings")  # the agent's own (e.g. a model call stopped at max_tokens)
+    if isinstance(notes, list) and notes:
+        called.fields.setdefault("warnings", []).extend(_short(str(n)) for n in notes[:10])
     called.fields.update(raw_output=output.text, usage=usage, cost_usd=cost, agent=agent_name(agent),
                          model=model if isinstance(model, str) else None,
                          structured_output=output.structured, steps=output.steps, transcript=observed,

@@ -83,6 +83,34 @@ def json_spans(text: str) -> list[tuple[dict[str, Any], int, int]]:
     return found
 
 
+def broken_object(text: str, around: int | None = None) -> str | None:
+    """Why the JSON object a text tries to give does not parse: the parser's message at the
+    line and column of that object (``Expecting ',' delimiter at line 3 column 5``), for the
+    "{" followed by a key (``{"``) that read furthest before failing; None when no "{" starts
+    one (prose braces, no braces at all). ``around``: only an object that starts before that
+    offset and fails after it (an object the one found is nested in). Only a message."""
+    decoder = json.JSONDecoder()
+    best: tuple[int, int, json.JSONDecodeError] | None = None
+    i, tried = text.find("{"), 0
+    while i != -1 and tried <= MAX_FAILED_STARTS and (around is None or i < around):
+        tried += 1
+        if text[i + 1:i + 200].lstrip().startswith('"'):
+            try:
+                decoder.raw_decode(text, i)
+            except json.JSONDecodeError as e:
+                if (around is None or e.pos > around) and (best is None or e.pos - i > best[1] - best[0]):
+                    best = (i, e.pos, e)
+            except (ValueError, RecursionError):
+                pass
+        i = text.find("{", i + 1)
+    if best is None:
+        return None
+    start, pos, error = best
+    line = text.count("\n", start, pos) + 1
+    column = pos - (text.rfind("\n", start, pos) if line > 1 else start - 1)
+    return f"{error.msg.removesuffix(' at')} at line {line} column {column}"  # "Unterminated string starting at"
+
+
 def json_kind(value: Any) -> str:
     """A JSON value's type, as a message names it, with the value (clipped)."""
     if value is None:
@@ -118,10 +146,14 @@ def one_answer(text: Any) -> Answer:
     except UnreadableJson as e:
         raise ParseError(str(e)) from None
     if not found:
-        raise ParseError("no JSON object found in the output")
+        broken = broken_object(text)
+        raise ParseError(f"a JSON object that does not parse: {broken}" if broken else "no JSON object found in the output")
     if len(found) > 1:
         raise ParseError(f"found {len(found)} JSON objects in the output; expected exactly one")
     obj, start, end = found[0]
+    broken = broken_object(text, around=start) if "{" in text[:start] else None
+    if broken:  # the object found is nested in one the model wrote that does not parse: not its answer
+        raise ParseError(f"a JSON object that does not parse: {broken}")
     return Answer(obj, _FENCE.sub(" ", text[:start] + "\n" + text[end:]))
 
 

@@ -47,6 +47,41 @@ def test_prose_with_braces_and_one_answer_still_reads():
         parse_extraction(ANSWER + " " + ANSWER)
 
 
+# ---------------------------------------------------------------- an object that does not parse (issue 31)
+MISSING_COMMA = ('Here is the answer:\n```json\n{\n  "active_medications": [\n    {"code": "197361"\n'
+                 '     "display": "Amlodipine 5 MG Oral Tablet"}\n  ]\n}\n```')
+BROKEN = {
+    "a fenced object missing a comma": (MISSING_COMMA, "Expecting ',' delimiter at line 4 column 6"),
+    "an object cut off mid-string (a model at its token cap)": (
+        'Sure. {"active_medications": [{"code": "1973', "Unterminated string starting at line 1 column 34"),
+    "a broken object after prose braces": ("I used {tools} to read it: " + ANSWER[:-2] + "}",
+                                           "Expecting ',' delimiter at line 1 column 85"),
+    "an answer nested in an object that does not parse": (
+        '{"answer": ' + ANSWER + ' "note": "from the record"}', "Expecting ',' delimiter at line 1 column 99"),
+}
+
+
+@pytest.mark.parametrize("text, why", BROKEN.values(), ids=list(BROKEN))
+def test_an_object_that_does_not_parse_says_where(text, why):
+    """Still a parse failure (default deny), saying what the parser says and where in the object."""
+    for parse in (parse_extraction, parse_reconciliation):
+        with pytest.raises(ParseError, match="^a JSON object that does not parse: " + why + "$"):
+            parse(text)
+
+
+def test_text_without_an_object_still_says_none_found():
+    for text in ("no json here", "I used {tools} and {more}.", '["a list", "not an object"]'):
+        with pytest.raises(ParseError, match="^no JSON object found in the output$"):
+            parse_extraction(text)
+
+
+def test_the_same_answers_written_right_parse():
+    fixed = MISSING_COMMA.replace('"197361"\n', '"197361",\n')
+    assert parse_extraction(fixed) == [{"code": "197361", "display": "Amlodipine 5 MG Oral Tablet"}]
+    # an answer after prose that holds a broken object of its own (not around the answer) still reads
+    assert parse_extraction('I first wrote {"active_medications": [} by mistake; here it is: ' + ANSWER)
+
+
 # ---------------------------------------------------------------- one answer and its prose (issue 28)
 from pytest_groundeval.tasks.jsontext import one_answer, unknown_keys, unstated_claims  # noqa: E402
 
