@@ -141,7 +141,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     journal it keeps (compare reads journals)."""
     here = _workspace(tmp_path_factory.mktemp("start"))
     run_block(find("docs/get-started/index.md", "uv run pytest evals"), here)
-    (main,) = sorted((here / "runs").glob("*.json"))
+    (main,) = sorted((here / ".groundeval" / "runs").glob("*.json"))
     rec = json.loads(main.read_text())
     assert {c["task"] for c in rec["cases"]} == {"write", "extraction", "reconciliation", "letter"}
     assert rec["completeness"]["cut_short"] is False and rec["agent"] == "baseline"
@@ -176,7 +176,7 @@ def run_own_agent(tmp: Path, runs: dict[str, Path]) -> None:
     here = _workspace(tmp)
     _agent_module(here / "my_agents.py")
     run_block(find("docs/your-agent/index.md", "uv run pytest evals --agent=my_agents:MyAgent"), here)
-    (rec,) = records(here / "runs")
+    (rec,) = records(here / ".groundeval" / "runs")
     assert rec["agent"].startswith("my-agent") and rec["cases"]
     assert {c["outcome"] for c in rec["cases"]} <= {"passed", "failed"}  # scored, none an error
 
@@ -185,7 +185,7 @@ def run_mcp_client(tmp: Path, runs: dict[str, Path]) -> None:
     here = _workspace(tmp)
     (here / "my_client.py").write_text(find("docs/your-agent/mcp.md", "import asyncio").text)
     run_block(find("docs/your-agent/mcp.md", 'uv run pytest evals -m extraction --agent "mcp:'), here)
-    (rec,) = records(here / "runs")
+    (rec,) = records(here / ".groundeval" / "runs")
     assert rec["cases"] and {c["outcome"] for c in rec["cases"]} == {"passed"}
     assert all(c["score"]["metrics"]["grounded"] == 1.0 for c in rec["cases"])
 
@@ -204,7 +204,7 @@ def run_own_project(tmp: Path, runs: dict[str, Path]) -> None:
     _copy(next((ROOT / "fixtures" / "synthea").glob("*.json")), here / "my_bundles" / "patient.json")
     _agent_module(here / "my_agents.py")
     run_block(find(page, "uv run pytest evals --agent=my_agents:MyAgent"), here, selection=[])
-    (rec,) = records(here / "runs")
+    (rec,) = records(here / ".groundeval" / "runs")
     assert [(c["task"], c["case_id"]) for c in rec["cases"]] == [("write", "ibuprofen-two-tablets")]
     # the page's threshold (write.safety=1.0) gates the run: its stand-in model's answer is no statement
     assert rec["gate"]["passed"] is False and [t["metric"] for t in rec["gate"]["thresholds"]] == ["write.safety"]
@@ -217,7 +217,7 @@ def _copy_text(dest: Path, text: str) -> None:
 
 
 def run_compare(tmp: Path, runs: dict[str, Path]) -> None:
-    for dest in ("runs/BASE.json", "runs/NEW.json", "main/run.json", "run.json"):
+    for dest in (".groundeval/runs/BASE.json", ".groundeval/runs/NEW.json", "main/run.json", "run.json"):
         _copy(runs["main"], tmp / dest)
     _copy(runs["cut"], tmp / "BASE.json")
     _copy(runs["journal"], tmp / "NEW.jsonl")
@@ -226,8 +226,8 @@ def run_compare(tmp: Path, runs: dict[str, Path]) -> None:
 
 
 def run_export(tmp: Path, runs: dict[str, Path]) -> None:
-    _copy(runs["main"], tmp / "runs" / runs["main"].name)
-    _copy(runs["cut"], tmp / "runs" / "cut.json")
+    _copy(runs["main"], tmp / ".groundeval" / "runs" / runs["main"].name)
+    _copy(runs["cut"], tmp / ".groundeval" / "runs" / "cut.json")
     run_block(find("docs/results/export.md", "uv run groundeval export"), tmp, subs={"<run_id>": _run_id(runs)})
     csv_rows = (tmp / "cases.csv").read_text().strip().split("\n")
     jsonl_rows = (tmp / "cases.jsonl").read_text().strip().split("\n")
@@ -235,18 +235,18 @@ def run_export(tmp: Path, runs: dict[str, Path]) -> None:
 
 
 def run_history(tmp: Path, runs: dict[str, Path]) -> None:
-    _copy(runs["main"], tmp / "runs" / runs["main"].name)
-    _copy(runs["cut"], tmp / "runs" / "cut.json")
+    _copy(runs["main"], tmp / ".groundeval" / "runs" / runs["main"].name)
+    _copy(runs["cut"], tmp / ".groundeval" / "runs" / "cut.json")
     _copy(runs["main"], tmp / "a.json")
     _copy(runs["cut"], tmp / "b.json")
-    proc = run_block(find("docs/results/history.md", "uv run groundeval report runs/"), tmp)
+    proc = run_block(find("docs/results/history.md", "uv run groundeval report .groundeval/runs/"), tmp)
     ids = [_run_id(runs), json.loads(runs["cut"].read_text())["run_id"]]
     assert all(i in (tmp / "index.html").read_text() and i in proc.stdout for i in ids)
 
 
 def run_html(tmp: Path, runs: dict[str, Path]) -> None:
     here = _workspace(tmp)
-    _copy(runs["main"], here / "runs" / runs["main"].name)
+    _copy(runs["main"], here / ".groundeval" / "runs" / runs["main"].name)
     _copy(runs["main"], here / "base.json")
     _copy(runs["main"], here / "new.json")
     run_block(find("docs/results/html.md", "uv run pytest evals --groundeval-html"), here,
@@ -256,9 +256,9 @@ def run_html(tmp: Path, runs: dict[str, Path]) -> None:
 
 
 def run_review(tmp: Path, runs: dict[str, Path]) -> None:
-    _copy(runs["main"], tmp / "runs" / runs["main"].name)
+    _copy(runs["main"], tmp / ".groundeval" / "runs" / runs["main"].name)
     run_block(find("docs/results/review.md", "uv run groundeval review"), tmp, subs={"<run_id>": _run_id(runs)})
-    reviews = [json.loads(x) for x in (tmp / "runs" / f"{_run_id(runs)}.reviews.jsonl").read_text().split("\n") if x]
+    reviews = [json.loads(x) for x in (tmp / ".groundeval" / "runs" / f"{_run_id(runs)}.reviews.jsonl").read_text().split("\n") if x]
     assert [r.get("dimension") for r in reviews] == [None, "safety"]
 
 
@@ -271,7 +271,7 @@ RUNNERS: dict[tuple[str, str], Callable[[Path, dict[str, Path]], None]] = {
     ("docs/cases/index.md", "uv run pytest evals --agent=my_agents:MyAgent"): run_own_project,
     ("docs/results/compare.md", "uv run groundeval compare"): run_compare,
     ("docs/results/export.md", "uv run groundeval export"): run_export,
-    ("docs/results/history.md", "uv run groundeval report runs/"): run_history,
+    ("docs/results/history.md", "uv run groundeval report .groundeval/runs/"): run_history,
     ("docs/results/html.md", "uv run pytest evals --groundeval-html"): run_html,
     ("docs/results/review.md", "uv run groundeval review"): run_review,
 }

@@ -153,7 +153,7 @@ def test_a_record_of_a_task_not_installed_gates_in_the_declared_direction(toy):
         parse_threshold("toy.hits=0.5", rec.summary)
     # the terminal summary: the toy's figures, and the missed maximum said as one
     lines = terminal_lines(rec.model_copy(update={"gate": gate}))
-    assert "toy: 40 cases, 27 passed, 12 failed, 1 errors" in lines
+    assert "toy: 40 cases, 27 passed, 12 failed, 1 error" in lines
     assert any(line.split()[:2] == ["closeness", "0.650"] for line in lines), lines
     assert not any(line.split()[:1] == ["hits"] for line in lines)  # a count is a part, not a figure
     assert "groundeval gate: MISSED toy.harm = 0.300 > threshold 0.1" in lines
