@@ -30,7 +30,7 @@ class lists (so a reader knows them as drugs), and writes them sorted:
   the data's products of that form: :data:`FORM_CLASSES`);
 * ``drugs``: every ingredient word known (the data's, and the classes' members outside them);
 * ``words``: English words never read as a misspelt drug (:data:`WORDS`, and the words of the
-  ``--prose`` files, default the README, CONTRIBUTING, the docs pages and the calibration letters, within two edits of a name).
+  ``--prose`` files, default the frozen word list ``scripts/drug_lexicon_words.txt`` and the calibration letters, within two edits of a name).
 
 Deterministic: the same inputs give the same bytes. Ingredient words of the data that no
 class lists are reported on stderr (a prompt to extend :data:`CLASSES`, not an error).
@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     catalogs = args.catalog or [ROOT / "fixtures/terminology/rxnorm.json",
                                 ROOT / "../shared/data/groundeval-seed/terminology/rxnorm_medications.json"]
     bundles = args.bundles or [ROOT / "fixtures/synthea", ROOT / "../shared/data/groundeval-seed/synthea"]
-    prose = args.prose or [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md")),
-                           ROOT / "fixtures/letter_calibration/letters.json"]
+    # the frozen word list, not the docs themselves: editing a page must not change what a scorer accepts
+    prose = args.prose or [ROOT / "scripts/drug_lexicon_words.txt", ROOT / "fixtures/letter_calibration/letters.json"]
     displays = data_displays(catalogs, bundles)
     lexicon = build({w for d in displays for w in drugtext.product(d).ingredients},
                     "\n".join(p.read_text(encoding="utf-8") for p in prose if p.is_file()), form_ingredients(displays))
