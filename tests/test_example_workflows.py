@@ -668,7 +668,7 @@ def test_the_user_workflow_takes_agent_model_and_options_from_inputs_or_the_conf
 
 
 # ---------------------------------------------------------------- the release workflow
-def test_the_release_workflow_builds_checks_and_publishes_the_wheel_on_a_version_tag():
+def test_the_release_workflow_builds_checks_and_publishes_the_wheel_on_a_version_tag(tmp_path):
     workflow = load(RELEASE_WORKFLOW.read_text())
     assert workflow["on"] == {"push": {"tags": ["v*"]}}
     assert workflow["permissions"] == {"contents": "read"}  # each job asks for what it needs
@@ -688,10 +688,18 @@ def test_the_release_workflow_builds_checks_and_publishes_the_wheel_on_a_version
     # the tag is checked against the version uv reads from pyproject.toml
     assert subprocess.run(["uv", "version", "--short"], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "UV_OFFLINE": "1"}).stdout.strip() == VERSION
-    check = next(s for n, s in run_scripts(workflow, event("push")) if "uv version --short" in s)
-    for tag, ok in ((f"v{VERSION}", True), ("v9.9.9", False), (VERSION, False)):
-        proc = subprocess.run(["bash", "-eo", "pipefail", "-c", check], cwd=ROOT, capture_output=True, text=True,
+    # the version is the tag's: the step writes it into (a copy of) pyproject.toml; a tag that is
+    # not v<PEP 440 version> stops the release
+    step = next(s for n, s in run_scripts(workflow, event("push")) if "uv version --frozen" in s)
+    for tag, version in ((f"v{VERSION}", VERSION), ("v9.9.9", "9.9.9"), ("v1.2.0rc1", "1.2.0rc1"),
+                         (VERSION, None), ("vnext", None), ("release", None)):
+        project = tmp_path / tag
+        project.mkdir()
+        shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
+        proc = subprocess.run(["bash", "-eo", "pipefail", "-c", step], cwd=project, capture_output=True, text=True,
                               env={**os.environ, "GITHUB_REF_NAME": tag, "UV_OFFLINE": "1"}, timeout=60)
-        assert (proc.returncode == 0) == ok, (tag, proc.stderr)
+        assert (proc.returncode == 0) == (version is not None), (tag, proc.stderr)
+        if version is not None:
+            assert f'version = "{version}"' in (project / "pyproject.toml").read_text(), tag
     smoke = [w for _, s in run_scripts(workflow, event("push")) for w in commands(s) if program(w)[0] == "pytest"]
     assert smoke and all(w[w.index("--pyargs") + 1] == "pytest_groundeval.suites" for w in smoke)
