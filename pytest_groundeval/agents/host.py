@@ -16,8 +16,9 @@ that imports the agent. The channel is one Unix socket pair, one JSON object per
 
 ==========  =====================================================================
 harness →   ``{"op": "run", "id", "prompt_bytes", "inputs", "task", "deadline", "repeat",
-            "fhir_base_url"}`` followed by the prompt's ``prompt_bytes`` raw UTF-8 bytes;
-            ``{"op": "reply", "req", "value"}``
+            "fhir_base_url", "rung"}`` followed by the prompt's ``prompt_bytes`` raw UTF-8
+            bytes (``rung``: sent while another call was unanswered, after a byte on the
+            doorbell pipe: ``host_server.Channel``); ``{"op": "reply", "req", "value"}``
 ← host      ``{"op": "hello", "name", "model", "concurrency", "per_case", ...}`` (or
             ``{"op": "hello", "error"}``: the agent cannot be built);
             ``{"op": "done", "id", "output"}``; ``{"op": "failed", "id", "error"}``;
@@ -49,7 +50,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from pytest_groundeval.integrations.mcp.wire import Lines, send
 from pytest_groundeval.run.calls import (AgentCrash, PermanentAgentError, TransientAgentError, attempt_deadline,
                                          current_repeat)
 
+_encode = json.JSONEncoder(default=str).encode  # (ASCII, as json.dumps writes it)
 HELLO_TIMEOUT = 120.0  # importing the agent's module (an SDK) may take a while on a busy machine
 
 
@@ -105,6 +106,30 @@ def _output(value: Any) -> Any:
     return AgentOutput(text=value["text"], extra=extra, **fields)
 
 
+class _Answer:
+    """A call's answer or failure: the first one set stands (a call waits for it on
+    ``AgentHost._reading``, notified as it is set)."""
+
+    __slots__ = ("value", "error", "is_set")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.is_set = False
+
+    def done(self) -> bool:
+        return self.is_set
+
+    def set(self, value: Any = None, error: BaseException | None = None) -> None:
+        if not self.is_set:
+            self.value, self.error, self.is_set = value, error, True
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class _Run:
     """One call in flight: its task and inputs (for its tools), the attempt's context, the answer."""
 
@@ -113,7 +138,7 @@ class _Run:
         self.context = contextvars.copy_context()  # the attempt's: its tool log, its trace
         self.tools: dict[str, Any] | None = None
         self.calls = 0
-        self.answer: Future = Future()
+        self.answer = _Answer()
         self.over = False
 
 
@@ -124,29 +149,32 @@ class AgentHost:
         self.spec = spec
         ours, theirs = socket.socketpair()
         ctl, ctl_theirs = socket.socketpair()
+        bell_theirs, self._bell = os.pipe()  # the doorbell: a call sent while another is unanswered
         # which call's thread a fatal signal hit (faulthandler's dump) and which call ran on which
         # thread, written by the server: read when it dies with several calls in flight
         fd, fault = tempfile.mkstemp(prefix="groundeval-host-fault-")
         os.close(fd)
         self.fault = Path(fault)
         env = dict(os.environ, GROUNDEVAL_HOST_FD=str(theirs.fileno()), GROUNDEVAL_HOST_CTL=str(ctl_theirs.fileno()),
-                   GROUNDEVAL_HOST_FAULT=fault,
+                   GROUNDEVAL_HOST_BELL=str(bell_theirs), GROUNDEVAL_HOST_FAULT=fault,
                    GROUNDEVAL_HOST_PATH=json.dumps(sys.path),  # the agent is imported as it would be here
                    # its own LangSmith traces would leave unredacted from there (nested under the case: in-process)
                    LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGCHAIN_TRACING="false")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_groundeval.agents.host_main", spec, str(rootdir or "")],
-            pass_fds=(theirs.fileno(), ctl_theirs.fileno()), env=env, start_new_session=True, close_fds=True,
+            pass_fds=(theirs.fileno(), ctl_theirs.fileno(), bell_theirs), env=env, start_new_session=True, close_fds=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for pipe, fd in ((self.proc.stdout, 1), (self.proc.stderr, 2)):
             threading.Thread(target=_relay, args=(pipe, fd), daemon=True, name="groundeval-agent-host-output").start()
         theirs.close()
         ctl_theirs.close()
+        os.close(bell_theirs)
         self.sock, self.ctl = ours, ctl
         self._lines = Lines(ours)
         self._out = threading.Lock()
         self._ctl_lock = threading.Lock()
         self._runs: dict[int, _Run] = {}
+        self._open: set[int] = set()  # calls sent that the host has not answered (awaited or not)
         self._ids = itertools.count(1)
         self.dead: str | None = None  # why the host is gone
         self._reading = threading.Condition()
@@ -186,7 +214,7 @@ class AgentHost:
                    "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
                    "repeat": current_repeat(), "fhir_base_url": inputs.get("fhir_base_url")}
         try:
-            self._send(message, blob)
+            self._send_call(message, blob)
             if self.dead is not None:  # it died before the call was sent (or as it was): never answered
                 _fail(run, self.dead)
             return self._await(run)
@@ -213,10 +241,16 @@ class AgentHost:
                     self._reading.notify_all()
         return run.answer.result()
 
-    def _send(self, message: dict[str, Any], blob: bytes = b"") -> None:
+    def _send_call(self, message: dict[str, Any], blob: bytes) -> None:
+        """Send a call; while another is unanswered, ring the doorbell first (the host's main
+        thread may be busy with it: its standby thread then reads this one, ``host_server.Channel``)."""
         try:
             with self._out:
-                self.sock.sendall(json.dumps(message, default=str).encode("ascii") + b"\n" + blob)
+                message["rung"] = bool(self._open)
+                self._open.add(message["id"])
+                if message["rung"]:
+                    os.write(self._bell, b"r")
+                self.sock.sendall(_encode(message).encode("ascii") + b"\n" + blob)
         except OSError:
             raise AgentCrash(self._died()) from None
 
@@ -233,6 +267,8 @@ class AgentHost:
                     _interrupt(run, f"{why}, crashed by another case's call while this one was in flight")
             return False
         op, run = message.get("op"), self._runs.get(message.get("id"))  # type: ignore[arg-type]
+        if op in ("done", "failed"):
+            self._open.discard(message.get("id"))  # type: ignore[arg-type]
         if run is None or run.answer.done():
             return True  # a call the harness stopped waiting for
         if op in ("tools", "call"):
@@ -241,11 +277,11 @@ class AgentHost:
             return True
         if op == "done":
             try:
-                run.answer.set_result(_output(message.get("output")))
+                run.answer.set(_output(message.get("output")))
             except Exception as exc:  # noqa: BLE001 - a malformed answer fails its call
-                run.answer.set_exception(exc)
+                run.answer.set(error=exc)
         elif op == "failed":
-            run.answer.set_exception(_remote_error(message.get("error") or {}))
+            run.answer.set(error=_remote_error(message.get("error") or {}))
         with self._reading:
             self._reading.notify_all()  # its caller, if it waits behind this reader
         return True
@@ -335,6 +371,9 @@ class AgentHost:
             except OSError:
                 pass
         self.ctl.close()
+        if self._bell >= 0:
+            os.close(self._bell)
+            self._bell = -1
         try:
             self.proc.wait(30.0)
         except subprocess.TimeoutExpired:
@@ -362,10 +401,7 @@ _RUN_THREAD = re.compile(r"^run (\d+) thread (0x[0-9a-fA-F]+)$", re.MULTILINE)
 
 
 def _fail(run: _Run, why: str, error: type[BaseException] = AgentCrash) -> None:
-    try:
-        run.answer.set_exception(error(why))
-    except InvalidStateError:
-        pass  # answered (or failed) already
+    run.answer.set(error=error(why))  # (answered or failed already: that stands)
 
 
 def _interrupt(run: _Run, why: str) -> None:
