@@ -22,6 +22,7 @@ harness →   ``{"op": "run", "id", "prompt_bytes", "inputs", "task", "deadline"
 ← host      ``{"op": "hello", "name", "model", "concurrency", "per_case", ...}`` (or
             ``{"op": "hello", "error"}``: the agent cannot be built);
             ``{"op": "done", "id", "output"}``; ``{"op": "failed", "id", "error"}``;
+            ``{"op": "spent", "id", "usage"}`` (the agent's ``calls.report_spent``);
             ``{"op": "tools", "id", "req"}``; ``{"op": "call", "id", "req", "name",
             "arguments", "step"}``
 ==========  =====================================================================
@@ -55,7 +56,7 @@ from typing import Any
 
 from pytest_groundeval.integrations.mcp.wire import Lines, send
 from pytest_groundeval.run.calls import (AgentCrash, PermanentAgentError, TransientAgentError, attempt_deadline,
-                                         current_repeat)
+                                         attempt_tally, current_repeat, report_spent)
 
 _encode = json.JSONEncoder(default=str).encode  # (ASCII, as json.dumps writes it)
 HELLO_TIMEOUT = 120.0  # importing the agent's module (an SDK) may take a while on a busy machine
@@ -136,6 +137,7 @@ class _Run:
     def __init__(self, task: Any, inputs: dict[str, Any]) -> None:
         self.task, self.inputs = task, inputs
         self.context = contextvars.copy_context()  # the attempt's: its tool log, its trace
+        self.tally = attempt_tally()  # the attempt's spend so far (the host's "spent" messages)
         self.tools: dict[str, Any] | None = None
         self.calls = 0
         self.answer = _Answer()
@@ -271,6 +273,9 @@ class AgentHost:
             self._open.discard(message.get("id"))  # type: ignore[arg-type]
         if run is None or run.answer.done():
             return True  # a call the harness stopped waiting for
+        if op == "spent":  # the agent's calls.report_spent, as in-process
+            report_spent(run.tally, message.get("usage") if isinstance(message.get("usage"), dict) else None)
+            return True
         if op in ("tools", "call"):
             threading.Thread(target=self._tool, args=(run, message), daemon=True,
                              name="groundeval-agent-host-tool").start()

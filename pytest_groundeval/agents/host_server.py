@@ -228,6 +228,22 @@ def _error(exc: BaseException) -> dict[str, Any]:
             "frames": frames}
 
 
+class Spent(dict):  # type: ignore[type-arg]
+    """The call's tally in the host (``calls.attempt_tally``): what the agent reports it has
+    spent so far (``calls.report_spent``) goes to the harness as it is reported, where it
+    counts as an in-process agent's does (the case's usage if the attempt fails or times out,
+    ``--max-cost``)."""
+
+    def __init__(self, channel: Channel, run: int) -> None:
+        super().__init__()
+        self._channel, self._run = channel, run
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        if key == "usage":
+            self._channel.send({"op": "spent", "id": self._run, "usage": value})
+
+
 def _run(agent: Any, channel: Channel, message: dict[str, Any]) -> None:
     from pytest_groundeval.run import calls, fhircase
 
@@ -241,7 +257,8 @@ def _run(agent: Any, channel: Channel, message: dict[str, Any]) -> None:
         deadline = message.get("deadline")
         token = calls._DEADLINE.set(time.monotonic() + deadline) if deadline is not None else None
         try:
-            with calls.repeat_of(message.get("repeat")), fhircase.fhir_base_of(message.get("fhir_base_url")):
+            with calls.repeat_of(message.get("repeat")), fhircase.fhir_base_of(message.get("fhir_base_url")), \
+                    calls.spending_into(Spent(channel, run)):
                 if callable(getattr(agent, "run_case", None)):
                     value = agent.run_case(TaskView(channel, run, message.get("task") or {}), message["prompt"],
                                            message.get("inputs") or {})
