@@ -59,7 +59,8 @@ from pytest_groundeval.run.calls import (AgentCrash, PermanentAgentError, Transi
                                          attempt_tally, current_repeat, report_spent)
 
 _encode = json.JSONEncoder(default=str).encode  # (ASCII, as json.dumps writes it)
-HELLO_TIMEOUT = 120.0  # importing the agent's module (an SDK) may take a while on a busy machine
+HELLO_TIMEOUT = 120.0
+MOVED = "-"  # host_server.MOVED: the agent object follows on the channel  # importing the agent's module (an SDK) may take a while on a busy machine
 
 
 class HostedError(Exception):
@@ -147,7 +148,7 @@ class _Run:
 class AgentHost:
     """One agent host process (its keeper and server) and the channel to it."""
 
-    def __init__(self, spec: str, rootdir: Path | None) -> None:
+    def __init__(self, spec: str, rootdir: Path | None, moved: bytes | None = None) -> None:
         self.spec = spec
         ours, theirs = socket.socketpair()
         ctl, ctl_theirs = socket.socketpair()
@@ -163,7 +164,8 @@ class AgentHost:
                    # its own LangSmith traces would leave unredacted from there (nested under the case: in-process)
                    LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGCHAIN_TRACING="false")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_groundeval.agents.host_main", spec, str(rootdir or "")],
+            [sys.executable, "-m", "pytest_groundeval.agents.host_main", MOVED if moved is not None else spec,
+             str(rootdir or "")],
             pass_fds=(theirs.fileno(), ctl_theirs.fileno(), bell_theirs), env=env, start_new_session=True, close_fds=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for pipe, fd in ((self.proc.stdout, 1), (self.proc.stderr, 2)):
@@ -181,6 +183,11 @@ class AgentHost:
         self.dead: str | None = None  # why the host is gone
         self._reading = threading.Condition()
         self._leader = False  # a call is reading the channel (AgentHost._await)
+        if moved is not None:  # the agent object itself (pickled: its class by reference, its state)
+            try:
+                ours.sendall(json.dumps({"op": "agent", "bytes": len(moved)}).encode() + b"\n" + moved)
+            except OSError:
+                pass  # (it did not start: _hello says why)
         self.hello = self._hello()
 
     def _hello(self) -> dict[str, Any]:
@@ -423,12 +430,13 @@ def _view(task: Any, prompt: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 class HostedAgent:
-    """A ``module:Class`` agent in its agent host (see the module docstring)."""
+    """A ``module:Class`` agent in its agent host (see the module docstring); ``moved``: an
+    agent object a fixture made, pickled (:func:`moved`), rebuilt in each host it gets."""
 
     hosted = True
 
-    def __init__(self, spec: str, rootdir: Path | None = None) -> None:
-        self.spec, self.rootdir = spec, rootdir
+    def __init__(self, spec: str, rootdir: Path | None = None, moved: bytes | None = None) -> None:
+        self.spec, self.rootdir, self.moved = spec, rootdir, moved
         self._lock = threading.Lock()
         self._host: AgentHost | None = None
         hello = self._current().hello
@@ -445,7 +453,7 @@ class HostedAgent:
             if self._host is None or self._host.dead is not None or self._host.proc.poll() is not None:
                 if self._host is not None:
                     self._host.close()
-                self._host = AgentHost(self.spec, self.rootdir)
+                self._host = AgentHost(self.spec, self.rootdir, self.moved)
             return self._host
 
     @property
@@ -470,4 +478,35 @@ class HostedAgent:
             host.close()
 
 
-__all__ = ["AgentHost", "HostedAgent"]
+class NotMovable(Exception):
+    """An agent a fixture made that cannot run in the agent host (the message says what to do)."""
+
+
+def moved(agent: Any, rootdir: Path | None, fixture: str = "agent") -> HostedAgent:
+    """The agent a fixture (a conftest's ``agent``) returned, run in an agent host of its own:
+    a ``"module:Class"`` string is built there; an object is moved there by reference (pickled:
+    its class imported there by its module and name, its state restored), so its code runs out
+    of pytest's process like ``--agent=module:Class``. Raises :class:`NotMovable` when it cannot be."""
+    import pickle
+
+    todo = (f"make its class importable (defined at the top level of a module on sys.path, its state "
+            f"picklable), return its spec ('module:Class') from the fixture, or run with --agent-in-process "
+            f"to trust it in pytest's process")
+    if isinstance(agent, str):
+        try:
+            return HostedAgent(agent, rootdir)
+        except Exception as exc:  # noqa: BLE001 - said once per case, with what to do
+            raise NotMovable(f"the {fixture!r} fixture's agent {agent!r} cannot be built in the agent host "
+                             f"({type(exc).__name__}: {exc})") from None
+    what = f"the {fixture!r} fixture's agent ({type(agent).__module__}.{type(agent).__qualname__})"
+    try:
+        blob = pickle.dumps(agent, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - pickle raises many kinds
+        raise NotMovable(f"{what} cannot be moved to the agent host ({type(exc).__name__}: {exc}): {todo}") from None
+    try:
+        return HostedAgent(f"{type(agent).__module__}:{type(agent).__qualname__}", rootdir, moved=blob)
+    except Exception as exc:  # noqa: BLE001
+        raise NotMovable(f"{what} cannot be rebuilt in the agent host ({type(exc).__name__}: {exc}): {todo}") from None
+
+
+__all__ = ["AgentHost", "HostedAgent", "NotMovable", "moved"]

@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import json
 import os
+import sys
 import threading
 import time
 import traceback
@@ -289,13 +290,39 @@ def _fault_file() -> None:
     faulthandler.enable(file=_FAULT, all_threads=True)
 
 
+MOVED = "-"  # the spec of an agent object the harness sends (``agents/host.py``: ``moved``)
+
+
+def _built(spec: str, rootdir: str | None) -> Any:
+    from pytest_groundeval.agents.base import load_custom
+
+    return load_custom(spec, Path(rootdir) if rootdir else None)
+
+
+def _moved(channel: Channel, rootdir: str | None) -> Any:
+    """The agent object a fixture made in the harness: its class imported here by reference
+    (as the harness imported it, the same ``sys.path``), its state restored (pickle; sent by
+    the harness, which never reads anything back from here but JSON)."""
+    import pickle
+
+    for folder in (rootdir, os.getcwd()):
+        if folder and folder not in sys.path:
+            sys.path.insert(0, folder)
+    message = channel._lines.next()
+    blob = channel._lines.take(int(message.get("bytes") or 0)) if message and message.get("op") == "agent" else None
+    if blob is None:
+        raise EOFError("the harness sent no agent")
+    agent = pickle.loads(blob)
+    if not callable(getattr(agent, "run", None)) and not callable(getattr(agent, "run_case", None)):
+        raise TypeError(f"{type(agent).__qualname__} has no run(prompt) method")
+    return agent
+
+
 def serve(spec: str, rootdir: str | None, sock: Any, bell: int | None = None) -> None:
     _fault_file()
     channel = Channel(sock)
     try:
-        from pytest_groundeval.agents.base import load_custom
-
-        agent = load_custom(spec, Path(rootdir) if rootdir else None)
+        agent = _moved(channel, rootdir) if spec == MOVED else _built(spec, rootdir)
         if callable(getattr(agent, "prepare", None)):
             agent.prepare()  # (SDK imports, clients) before any attempt's clock
     except BaseException as exc:  # noqa: BLE001 - told to the harness: a usage error there
