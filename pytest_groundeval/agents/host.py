@@ -482,19 +482,24 @@ class NotMovable(Exception):
     """An agent a fixture made that cannot run in the agent host (the message says what to do)."""
 
 
-def moved(agent: Any, rootdir: Path | None, fixture: str = "agent") -> HostedAgent:
+def moved(agent: Any, rootdir: Path | None, hosts: dict[Any, HostedAgent], fixture: str = "agent") -> HostedAgent:
     """The agent a fixture (a conftest's ``agent``) returned, run in an agent host of its own:
     a ``"module:Class"`` string is built there; an object is moved there by reference (pickled:
     its class imported there by its module and name, its state restored), so its code runs out
-    of pytest's process like ``--agent=module:Class``. Raises :class:`NotMovable` when it cannot be."""
+    of pytest's process like ``--agent=module:Class``. ``hosts``: those already started, by spec
+    or by class and state (a function-scoped fixture's equal objects share one). Raises
+    :class:`NotMovable` when it cannot be."""
     import pickle
+
+    if isinstance(agent, str) and agent in hosts:
+        return hosts[agent]
 
     todo = (f"make its class importable (defined at the top level of a module on sys.path, its state "
             f"picklable), return its spec ('module:Class') from the fixture, or run with --agent-in-process "
             f"to trust it in pytest's process")
     if isinstance(agent, str):
         try:
-            return HostedAgent(agent, rootdir)
+            return hosts.setdefault(agent, HostedAgent(agent, rootdir))
         except Exception as exc:  # noqa: BLE001 - said once per case, with what to do
             raise NotMovable(f"the {fixture!r} fixture's agent {agent!r} cannot be built in the agent host "
                              f"({type(exc).__name__}: {exc})") from None
@@ -503,8 +508,11 @@ def moved(agent: Any, rootdir: Path | None, fixture: str = "agent") -> HostedAge
         blob = pickle.dumps(agent, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001 - pickle raises many kinds
         raise NotMovable(f"{what} cannot be moved to the agent host ({type(exc).__name__}: {exc}): {todo}") from None
+    spec = f"{type(agent).__module__}:{type(agent).__qualname__}"
+    if (spec, blob) in hosts:
+        return hosts[(spec, blob)]
     try:
-        return HostedAgent(f"{type(agent).__module__}:{type(agent).__qualname__}", rootdir, moved=blob)
+        return hosts.setdefault((spec, blob), HostedAgent(spec, rootdir, moved=blob))
     except Exception as exc:  # noqa: BLE001
         raise NotMovable(f"{what} cannot be rebuilt in the agent host ({type(exc).__name__}: {exc}): {todo}") from None
 

@@ -104,6 +104,7 @@ class Evaluator:
         self.budget = make_budget(settings)
         self._agent: Any = None
         self._injected: dict[Any, tuple[Any, Any]] = {}  # a fixture's agent: (it, its hosted stand-in or error)
+        self._hosts: dict[Any, Any] = {}  # the hosted stand-ins, by spec or by class and state (agents/host.moved)
         self._refs: dict[str, list[CaseRef]] = {}
         self._by_key: dict[tuple[str, str], CaseRef] = {}
         self.prefetcher: Prefetcher | None = None
@@ -228,7 +229,7 @@ class Evaluator:
             from pytest_groundeval.agents.host import NotMovable, moved
 
             try:
-                self._injected[key] = (agent, moved(agent, self.settings.rootdir))
+                self._injected[key] = (agent, moved(agent, self.settings.rootdir, self._hosts))
             except NotMovable as exc:
                 self._injected[key] = (agent, ErrorInfo(kind="agent", message=str(exc)))
         return self._injected[key][1]
@@ -236,8 +237,7 @@ class Evaluator:
     def close_agent(self) -> None:
         """The agent's processes end (an agent in the agent host: the host and every process
         it started; agents/host.py)."""
-        hosted = [self._agent] + [stand_in for _, stand_in in self._injected.values()]
-        for agent in hosted:
+        for agent in [self._agent, *self._hosts.values()]:
             close = getattr(agent, "close", None) if getattr(agent, "hosted", False) else None
             if close is not None:
                 close()

@@ -31,7 +31,10 @@ class Locked(Honest):
         super().__init__("locked")
         self.lock = threading.Lock()
 
-@pytest.fixture(scope="session")
+def _scope(fixture_name, config):
+    return os.environ.get("SCOPE", "session")
+
+@pytest.fixture(scope=_scope)
 def agent():
     with open("fixture_pid.txt", "w") as fh:
         fh.write(str(os.getpid()))
@@ -49,9 +52,10 @@ def injecting(evalproject):
     return evalproject
 
 
-def _run(p, which: str, *args: str) -> dict:
+def _run(p, which: str, *args: str, scope: str = "session") -> dict:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("WHICH", which)
+        mp.setenv("SCOPE", scope)
         p.runpytest_subprocess("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider", *args)
     return read_record(p)
 
@@ -78,6 +82,9 @@ def test_an_honest_conftest_agent_runs_in_the_host_and_scores_as_in_process(inje
     assert {pid for pid, _ in agents} == {fixture}
     assert _scores(hosted) == _scores(trusted) and all(c["outcome"] == "passed" for c in hosted["cases"])
     assert trusted["agent"] == hosted["agent"]
+    _run(injecting, "honest", scope="function")  # a new object each case, the same state: one host
+    fixture, agents = _pids(injecting)
+    assert len(agents) == 1 and fixture not in {pid for pid, _ in agents}
 
 
 def test_a_conftest_agent_in_the_host_cannot_reach_its_truth(injecting):
