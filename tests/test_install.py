@@ -167,12 +167,11 @@ def test_a_user_suite_over_their_own_cases_folder_with_their_own_agent(project):
 
 INJECTED_LANGGRAPH = '''
 import pytest
-from scripted_langgraph import ScriptedLangGraph
 
 
 @pytest.fixture(scope="session")
 def agent():
-    return ScriptedLangGraph()
+    return "scripted_langgraph:ScriptedLangGraph"  # built in the agent host (a LangGraph agent does not pickle)
 '''
 
 

@@ -16,11 +16,13 @@ that imports the agent. The channel is one Unix socket pair, one JSON object per
 
 ==========  =====================================================================
 harness →   ``{"op": "run", "id", "prompt_bytes", "inputs", "task", "deadline", "repeat",
-            "fhir_base_url"}`` followed by the prompt's ``prompt_bytes`` raw UTF-8 bytes;
-            ``{"op": "reply", "req", "value"}``
+            "fhir_base_url", "rung"}`` followed by the prompt's ``prompt_bytes`` raw UTF-8
+            bytes (``rung``: sent while another call was unanswered, after a byte on the
+            doorbell pipe: ``host_server.Channel``); ``{"op": "reply", "req", "value"}``
 ← host      ``{"op": "hello", "name", "model", "concurrency", "per_case", ...}`` (or
             ``{"op": "hello", "error"}``: the agent cannot be built);
             ``{"op": "done", "id", "output"}``; ``{"op": "failed", "id", "error"}``;
+            ``{"op": "spent", "id", "usage"}`` (the agent's ``calls.report_spent``);
             ``{"op": "tools", "id", "req"}``; ``{"op": "call", "id", "req", "name",
             "arguments", "step"}``
 ==========  =====================================================================
@@ -49,15 +51,16 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
 from pytest_groundeval.integrations.mcp.wire import Lines, send
 from pytest_groundeval.run.calls import (AgentCrash, PermanentAgentError, TransientAgentError, attempt_deadline,
-                                         current_repeat)
+                                         attempt_tally, current_repeat, report_spent)
 
-HELLO_TIMEOUT = 120.0  # importing the agent's module (an SDK) may take a while on a busy machine
+_encode = json.JSONEncoder(default=str).encode  # (ASCII, as json.dumps writes it)
+HELLO_TIMEOUT = 120.0
+MOVED = "-"  # host_server.MOVED: the agent object follows on the channel  # importing the agent's module (an SDK) may take a while on a busy machine
 
 
 class HostedError(Exception):
@@ -105,52 +108,86 @@ def _output(value: Any) -> Any:
     return AgentOutput(text=value["text"], extra=extra, **fields)
 
 
+class _Answer:
+    """A call's answer or failure: the first one set stands (a call waits for it on
+    ``AgentHost._reading``, notified as it is set)."""
+
+    __slots__ = ("value", "error", "is_set")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.is_set = False
+
+    def done(self) -> bool:
+        return self.is_set
+
+    def set(self, value: Any = None, error: BaseException | None = None) -> None:
+        if not self.is_set:
+            self.value, self.error, self.is_set = value, error, True
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class _Run:
     """One call in flight: its task and inputs (for its tools), the attempt's context, the answer."""
 
     def __init__(self, task: Any, inputs: dict[str, Any]) -> None:
         self.task, self.inputs = task, inputs
         self.context = contextvars.copy_context()  # the attempt's: its tool log, its trace
+        self.tally = attempt_tally()  # the attempt's spend so far (the host's "spent" messages)
         self.tools: dict[str, Any] | None = None
         self.calls = 0
-        self.answer: Future = Future()
+        self.answer = _Answer()
         self.over = False
 
 
 class AgentHost:
     """One agent host process (its keeper and server) and the channel to it."""
 
-    def __init__(self, spec: str, rootdir: Path | None) -> None:
+    def __init__(self, spec: str, rootdir: Path | None, moved: bytes | None = None) -> None:
         self.spec = spec
         ours, theirs = socket.socketpair()
         ctl, ctl_theirs = socket.socketpair()
+        bell_theirs, self._bell = os.pipe()  # the doorbell: a call sent while another is unanswered
         # which call's thread a fatal signal hit (faulthandler's dump) and which call ran on which
         # thread, written by the server: read when it dies with several calls in flight
         fd, fault = tempfile.mkstemp(prefix="groundeval-host-fault-")
         os.close(fd)
         self.fault = Path(fault)
         env = dict(os.environ, GROUNDEVAL_HOST_FD=str(theirs.fileno()), GROUNDEVAL_HOST_CTL=str(ctl_theirs.fileno()),
-                   GROUNDEVAL_HOST_FAULT=fault,
+                   GROUNDEVAL_HOST_BELL=str(bell_theirs), GROUNDEVAL_HOST_FAULT=fault,
                    GROUNDEVAL_HOST_PATH=json.dumps(sys.path),  # the agent is imported as it would be here
                    # its own LangSmith traces would leave unredacted from there (nested under the case: in-process)
                    LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGCHAIN_TRACING="false")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_groundeval.agents.host_main", spec, str(rootdir or "")],
-            pass_fds=(theirs.fileno(), ctl_theirs.fileno()), env=env, start_new_session=True, close_fds=True,
+            [sys.executable, "-m", "pytest_groundeval.agents.host_main", MOVED if moved is not None else spec,
+             str(rootdir or "")],
+            pass_fds=(theirs.fileno(), ctl_theirs.fileno(), bell_theirs), env=env, start_new_session=True, close_fds=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for pipe, fd in ((self.proc.stdout, 1), (self.proc.stderr, 2)):
             threading.Thread(target=_relay, args=(pipe, fd), daemon=True, name="groundeval-agent-host-output").start()
         theirs.close()
         ctl_theirs.close()
+        os.close(bell_theirs)
         self.sock, self.ctl = ours, ctl
         self._lines = Lines(ours)
         self._out = threading.Lock()
         self._ctl_lock = threading.Lock()
         self._runs: dict[int, _Run] = {}
+        self._open: set[int] = set()  # calls sent that the host has not answered (awaited or not)
         self._ids = itertools.count(1)
         self.dead: str | None = None  # why the host is gone
         self._reading = threading.Condition()
         self._leader = False  # a call is reading the channel (AgentHost._await)
+        if moved is not None:  # the agent object itself (pickled: its class by reference, its state)
+            try:
+                ours.sendall(json.dumps({"op": "agent", "bytes": len(moved)}).encode() + b"\n" + moved)
+            except OSError:
+                pass  # (it did not start: _hello says why)
         self.hello = self._hello()
 
     def _hello(self) -> dict[str, Any]:
@@ -186,7 +223,7 @@ class AgentHost:
                    "deadline": None if deadline is None else max(0.0, deadline - time.monotonic()),
                    "repeat": current_repeat(), "fhir_base_url": inputs.get("fhir_base_url")}
         try:
-            self._send(message, blob)
+            self._send_call(message, blob)
             if self.dead is not None:  # it died before the call was sent (or as it was): never answered
                 _fail(run, self.dead)
             return self._await(run)
@@ -213,10 +250,16 @@ class AgentHost:
                     self._reading.notify_all()
         return run.answer.result()
 
-    def _send(self, message: dict[str, Any], blob: bytes = b"") -> None:
+    def _send_call(self, message: dict[str, Any], blob: bytes) -> None:
+        """Send a call; while another is unanswered, ring the doorbell first (the host's main
+        thread may be busy with it: its standby thread then reads this one, ``host_server.Channel``)."""
         try:
             with self._out:
-                self.sock.sendall(json.dumps(message, default=str).encode("ascii") + b"\n" + blob)
+                message["rung"] = bool(self._open)
+                self._open.add(message["id"])
+                if message["rung"]:
+                    os.write(self._bell, b"r")
+                self.sock.sendall(_encode(message).encode("ascii") + b"\n" + blob)
         except OSError:
             raise AgentCrash(self._died()) from None
 
@@ -233,19 +276,24 @@ class AgentHost:
                     _interrupt(run, f"{why}, crashed by another case's call while this one was in flight")
             return False
         op, run = message.get("op"), self._runs.get(message.get("id"))  # type: ignore[arg-type]
+        if op in ("done", "failed"):
+            self._open.discard(message.get("id"))  # type: ignore[arg-type]
         if run is None or run.answer.done():
             return True  # a call the harness stopped waiting for
+        if op == "spent":  # the agent's calls.report_spent, as in-process
+            report_spent(run.tally, message.get("usage") if isinstance(message.get("usage"), dict) else None)
+            return True
         if op in ("tools", "call"):
             threading.Thread(target=self._tool, args=(run, message), daemon=True,
                              name="groundeval-agent-host-tool").start()
             return True
         if op == "done":
             try:
-                run.answer.set_result(_output(message.get("output")))
+                run.answer.set(_output(message.get("output")))
             except Exception as exc:  # noqa: BLE001 - a malformed answer fails its call
-                run.answer.set_exception(exc)
+                run.answer.set(error=exc)
         elif op == "failed":
-            run.answer.set_exception(_remote_error(message.get("error") or {}))
+            run.answer.set(error=_remote_error(message.get("error") or {}))
         with self._reading:
             self._reading.notify_all()  # its caller, if it waits behind this reader
         return True
@@ -335,6 +383,9 @@ class AgentHost:
             except OSError:
                 pass
         self.ctl.close()
+        if self._bell >= 0:
+            os.close(self._bell)
+            self._bell = -1
         try:
             self.proc.wait(30.0)
         except subprocess.TimeoutExpired:
@@ -362,10 +413,7 @@ _RUN_THREAD = re.compile(r"^run (\d+) thread (0x[0-9a-fA-F]+)$", re.MULTILINE)
 
 
 def _fail(run: _Run, why: str, error: type[BaseException] = AgentCrash) -> None:
-    try:
-        run.answer.set_exception(error(why))
-    except InvalidStateError:
-        pass  # answered (or failed) already
+    run.answer.set(error=error(why))  # (answered or failed already: that stands)
 
 
 def _interrupt(run: _Run, why: str) -> None:
@@ -382,12 +430,13 @@ def _view(task: Any, prompt: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 class HostedAgent:
-    """A ``module:Class`` agent in its agent host (see the module docstring)."""
+    """A ``module:Class`` agent in its agent host (see the module docstring); ``moved``: an
+    agent object a fixture made, pickled (:func:`moved`), rebuilt in each host it gets."""
 
     hosted = True
 
-    def __init__(self, spec: str, rootdir: Path | None = None) -> None:
-        self.spec, self.rootdir = spec, rootdir
+    def __init__(self, spec: str, rootdir: Path | None = None, moved: bytes | None = None) -> None:
+        self.spec, self.rootdir, self.moved = spec, rootdir, moved
         self._lock = threading.Lock()
         self._host: AgentHost | None = None
         hello = self._current().hello
@@ -404,7 +453,7 @@ class HostedAgent:
             if self._host is None or self._host.dead is not None or self._host.proc.poll() is not None:
                 if self._host is not None:
                     self._host.close()
-                self._host = AgentHost(self.spec, self.rootdir)
+                self._host = AgentHost(self.spec, self.rootdir, self.moved)
             return self._host
 
     @property
@@ -429,4 +478,43 @@ class HostedAgent:
             host.close()
 
 
-__all__ = ["AgentHost", "HostedAgent"]
+class NotMovable(Exception):
+    """An agent a fixture made that cannot run in the agent host (the message says what to do)."""
+
+
+def moved(agent: Any, rootdir: Path | None, hosts: dict[Any, HostedAgent], fixture: str = "agent") -> HostedAgent:
+    """The agent a fixture (a conftest's ``agent``) returned, run in an agent host of its own:
+    a ``"module:Class"`` string is built there; an object is moved there by reference (pickled:
+    its class imported there by its module and name, its state restored), so its code runs out
+    of pytest's process like ``--agent=module:Class``. ``hosts``: those already started, by spec
+    or by class and state (a function-scoped fixture's equal objects share one). Raises
+    :class:`NotMovable` when it cannot be."""
+    import pickle
+
+    if isinstance(agent, str) and agent in hosts:
+        return hosts[agent]
+
+    todo = (f"make its class importable (defined at the top level of a module on sys.path, its state "
+            f"picklable), return its spec ('module:Class') from the fixture, or run with --agent-in-process "
+            f"to trust it in pytest's process")
+    if isinstance(agent, str):
+        try:
+            return hosts.setdefault(agent, HostedAgent(agent, rootdir))
+        except Exception as exc:  # noqa: BLE001 - said once per case, with what to do
+            raise NotMovable(f"the {fixture!r} fixture's agent {agent!r} cannot be built in the agent host "
+                             f"({type(exc).__name__}: {exc})") from None
+    what = f"the {fixture!r} fixture's agent ({type(agent).__module__}.{type(agent).__qualname__})"
+    try:
+        blob = pickle.dumps(agent, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - pickle raises many kinds
+        raise NotMovable(f"{what} cannot be moved to the agent host ({type(exc).__name__}: {exc}): {todo}") from None
+    spec = f"{type(agent).__module__}:{type(agent).__qualname__}"
+    if (spec, blob) in hosts:
+        return hosts[(spec, blob)]
+    try:
+        return hosts.setdefault((spec, blob), HostedAgent(spec, rootdir, moved=blob))
+    except Exception as exc:  # noqa: BLE001
+        raise NotMovable(f"{what} cannot be rebuilt in the agent host ({type(exc).__name__}: {exc}): {todo}") from None
+
+
+__all__ = ["AgentHost", "HostedAgent", "NotMovable", "moved"]

@@ -11,7 +11,8 @@ started by ``agents/host.py``: two processes, standard library only until the ag
   server's status (``{"exit": N}`` or ``{"signal": N}``) on the control socket and exits.
 * The **server** (its forked child): imports the user's ``module:Class``, and answers the
   harness's ``run`` requests over the agent socket (fd ``GROUNDEVAL_HOST_FD``), one JSON object per line
-  (``integrations/mcp/wire.py``). See ``agents/host.py`` for the messages.
+  (``integrations/mcp/wire.py``), with its doorbell (the pipe fd ``GROUNDEVAL_HOST_BELL``:
+  ``host_server.Channel``). See ``agents/host.py`` for the messages.
 """
 
 from __future__ import annotations
@@ -163,6 +164,7 @@ def main(argv: list[str]) -> int:
         return command(argv[1:])
     spec, rootdir = argv[0], argv[1] or None
     agent_fd, ctl_fd = int(os.environ.pop("GROUNDEVAL_HOST_FD")), int(os.environ.pop("GROUNDEVAL_HOST_CTL"))
+    bell = int(os.environ.pop("GROUNDEVAL_HOST_BELL"))
     path = json.loads(os.environ.pop("GROUNDEVAL_HOST_PATH", "[]"))
     sys.path[:] = [p for p in path if isinstance(p, str)] + [p for p in sys.path if p not in path]
     subreaper()
@@ -171,9 +173,10 @@ def main(argv: list[str]) -> int:
         os.close(ctl_fd)
         from pytest_groundeval.agents.host_server import serve
 
-        serve(spec, rootdir, socket.socket(fileno=agent_fd))
+        serve(spec, rootdir, socket.socket(fileno=agent_fd), bell)
         os._exit(0)
     os.close(agent_fd)
+    os.close(bell)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ended by its control socket (or SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return keep(server, socket.socket(fileno=ctl_fd))

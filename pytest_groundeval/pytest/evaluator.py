@@ -118,6 +118,8 @@ class Evaluator:
         self.stored = stored
         self.budget = make_budget(settings)
         self._agent: Any = None
+        self._injected: dict[Any, tuple[Any, Any]] = {}  # a fixture's agent: (it, its hosted stand-in or error)
+        self._hosts: dict[Any, Any] = {}  # the hosted stand-ins, by spec or by class and state (agents/host.moved)
         self._refs: dict[str, list[CaseRef]] = {}
         self._by_key: dict[tuple[str, str], CaseRef] = {}
         self.prefetcher: Prefetcher | None = None
@@ -235,12 +237,31 @@ class Evaluator:
             self.budget.floor = call_floor(self._agent)  # a call costs at least its max_tokens of output
         return self._agent
 
+    def hosted(self, agent: Any) -> Any:
+        """A fixture's own agent (a conftest's ``agent``) in an agent host, as ``--agent=module:Class``
+        (``agents/host.moved``: the same object, the same host all session), or the error that
+        says why it cannot be; as it is with ``--agent-in-process``, or when it is groundeval's
+        own (a built-in agent's class, as ``--agent=claude``)."""
+        if (agent is self._agent or self.settings.agent.in_process or getattr(agent, "hosted", False)
+                or (not isinstance(agent, str) and type(agent).__module__.startswith("pytest_groundeval."))):
+            return agent
+        key = agent if isinstance(agent, str) else id(agent)
+        if key not in self._injected:  # (the object is kept: its id stays its own)
+            from pytest_groundeval.agents.host import NotMovable, moved
+
+            try:
+                self._injected[key] = (agent, moved(agent, self.settings.rootdir, self._hosts))
+            except NotMovable as exc:
+                self._injected[key] = (agent, ErrorInfo(kind="agent", message=str(exc)))
+        return self._injected[key][1]
+
     def close_agent(self) -> None:
         """The agent's processes end (an agent in the agent host: the host and every process
         it started; agents/host.py)."""
-        close = getattr(self._agent, "close", None) if getattr(self._agent, "hosted", False) else None
-        if close is not None:
-            close()
+        for agent in [self._agent, *self._hosts.values()]:
+            close = getattr(agent, "close", None) if getattr(agent, "hosted", False) else None
+            if close is not None:
+                close()
 
     def needs_call(self, ref: CaseRef) -> bool:
         """The one rule (store/resume.py), with the case's content hash (loaded only when a
@@ -379,6 +400,8 @@ class Evaluator:
             return not_run(ref, error=ErrorInfo(kind="agent", message=f"not run: {self.stop_reason}"))
         if self.prefetcher is not None and agent is self._agent and not self.prefetcher.stopped:
             called = self.prefetcher.take(ref.key)
+        elif isinstance(agent := self.hosted(agent), ErrorInfo):
+            return not_run(ref, error=agent)
         else:
             called = self._calling(ref, lambda: call_case(task, ref, agent, self.settings.policy, self.budget,
                                                               self.observers, server=self.fhir))

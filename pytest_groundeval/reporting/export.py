@@ -84,7 +84,7 @@ class Run(RunRecord):
         return to_dataframe([self])
 
 
-def load_run(path: Path | str) -> Run:
+def load_run(path: Path | str, *, verify: bool = False, trust_stored: bool = False) -> Run:
     """The run record at ``path`` (``runs/<run_id>.json``), typed, with its reviews::
 
         import pytest_groundeval as ge
@@ -95,12 +95,19 @@ def load_run(path: Path | str) -> Run:
 
     A :class:`ExportError` (a ``ValueError``) names the file and what to do when it is not a
     record this groundeval reads (a journal, another format, not valid) or its reviews file is
-    not valid."""
+    not valid. ``verify``: nothing of it taken as read, as ``groundeval export`` reads it (each
+    case re-derived from its stored answer and its data, the summary and gate computed again:
+    ``store/verify.py``; a record that disagrees is refused unless ``trust_stored``)."""
+    from pytest_groundeval.store import StoreError
+    from pytest_groundeval.store.verify import to_stderr, verified
+
     path = Path(path)
     try:
         record = read_record(path)
+        if verify:
+            record = verified(record, str(path), trust_stored=trust_stored, warn=to_stderr)
         reviews = read_reviews(path, record)
-    except ReviewError as e:
+    except (ReviewError, StoreError) as e:
         raise ExportError(str(e)) from None
     run = Run.model_construct(_fields_set=record.model_fields_set, **dict(record))
     run._reviews, run._path = reviews, path
@@ -225,9 +232,10 @@ def render_jsonl(data: Iterable[dict[str, Any]]) -> Iterator[str]:
         yield orjson.dumps(r).decode("utf-8") + "\n"
 
 
-def export(paths: Sequence[Path], fmt: str) -> tuple[Iterator[str], list[str], int]:
-    """The text of the export of ``paths`` (in pieces), the reviews' warnings, and its rows."""
-    loaded = [load_run(p) for p in paths]
+def export(paths: Sequence[Path], fmt: str, *, trust_stored: bool = False) -> tuple[Iterator[str], list[str], int]:
+    """The text of the export of ``paths`` (in pieces), the reviews' warnings, and its rows
+    (each record verified: :func:`load_run`)."""
+    loaded = [load_run(p, verify=True, trust_stored=trust_stored) for p in paths]
     cols = columns([(r, r.reviews) for r in loaded])
     data = (x for r in loaded for x in rows(r, r.reviews, cols))
     text = render_csv(cols, data) if fmt == "csv" else render_jsonl(data)
@@ -241,11 +249,15 @@ def add_parser(subparsers: Any) -> None:
         "export", help="write run records as rows (one per case result): CSV or JSON Lines",
         description="Write one row per case result of each RUN (run id, agent, model, task, case id, repeat, "
         "outcome, error kind, every per-case metric and dimension, tokens, cost, and the reviewer's verdicts "
-        "beside the scorer's) as CSV or JSON Lines. Exit status: 0 written, 2 a record could not be read or the "
-        "output not written.")
+        "beside the scorer's) as CSV or JSON Lines. Each stored case is re-scored from its stored answer and its data "
+        "first (a record whose stored results disagree is refused, unless --trust-stored). Exit status: 0 written, "
+        "2 a record could not be read or vouched for, or the output not written.")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run records (runs/*.json)")
     p.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="csv (default) or jsonl")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="where to write (default: standard output)")
+    from pytest_groundeval.store.verify import TRUST_HELP
+
+    p.add_argument("--trust-stored", action="store_true", help=TRUST_HELP)
     p.set_defaults(run=run)
 
 
@@ -255,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        text, warnings, n = export(args.runs, args.format)
+        text, warnings, n = export(args.runs, args.format, trust_stored=args.trust_stored)
     except ExportError as e:
         print(f"groundeval export: {e}", file=sys.stderr)
         return 2

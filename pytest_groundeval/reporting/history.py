@@ -234,13 +234,16 @@ def page_name(run_id: str) -> str:
     return safe + ".html"
 
 
-def gather(paths: Sequence[Path], pages: Path | None = None, href: str = "") -> History:
+def gather(paths: Sequence[Path], pages: Path | None = None, href: str = "", *, trust_stored: bool = False) -> History:
     """Read the records under ``paths`` (:func:`candidates`) one at a time. With ``pages``,
     write each run's own report page into that folder (``href``: that folder as the index
     links it). Raises :class:`HistoryError` naming the file for anything that is not a
-    record, a journal or a shard, and when no record is found."""
+    record, a journal or a shard, and when no record is found. Nothing of a record is taken as
+    read: its cases re-derived, its summary and gate computed again (``store/verify.py``); one
+    whose stored results disagree is refused unless ``trust_stored``."""
     from pytest_groundeval.reporting import html as html_report
     from pytest_groundeval.store import Journal, StoreError, read
+    from pytest_groundeval.store.verify import to_stderr, verified
     from pytest_groundeval.store.reviews import is_reviews_file
 
     history = History()
@@ -266,6 +269,10 @@ def gather(paths: Sequence[Path], pages: Path | None = None, href: str = "") -> 
                                           "skipped; merge the shards (groundeval merge SHARD... -o RUN.json) and "
                                           "give the merged record"))
             continue
+        try:
+            stored = verified(stored, str(path), trust_stored=trust_stored, warn=to_stderr)
+        except StoreError as exc:
+            raise HistoryError(str(exc)) from None
         if stored.run_id in seen:
             raise HistoryError(f"{path} and {seen[stored.run_id]} are both run {stored.run_id!r}: give one of them")
         seen[stored.run_id] = path
@@ -592,7 +599,7 @@ def report(args: argparse.Namespace) -> int:
         out = dirs[0] / "index.html"
     pages = out.parent / f"{out.stem}-runs"
     try:
-        history = gather(args.runs, pages, href=quote(pages.name))
+        history = gather(args.runs, pages, href=quote(pages.name), trust_stored=getattr(args, "trust_stored", False))
     except HistoryError as exc:
         print(f"groundeval report: {exc}", file=sys.stderr)
         return 2
@@ -618,6 +625,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("runs", nargs="+", type=Path, metavar="DIR_OR_RECORD", help="a folder of run records, or records")
     p.add_argument("--metric", action="append", default=[], metavar="TASK.METRIC",
                    help="the figure to show for TASK (a headline metric it declares); repeatable")
+    from pytest_groundeval.store.verify import TRUST_HELP
+
+    p.add_argument("--trust-stored", action="store_true", help=TRUST_HELP)
     p.set_defaults(run=run)
     _extend_report(subparsers)
 
@@ -646,7 +656,7 @@ def _report_or(single: Any, args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        history = gather(args.runs)
+        history = gather(args.runs, trust_stored=args.trust_stored)
         lines = table(history, args.metric)
     except HistoryError as exc:
         print(f"groundeval runs: {exc}", file=sys.stderr)

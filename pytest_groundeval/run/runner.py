@@ -283,8 +283,8 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
         finally:
             spent.append(time.perf_counter() - began)
 
-    def failed() -> list[dict[str, Any]]:
-        return [dict(t["usage"]) for t in list(tallies) if not t.get("answered") and t.get("usage")]
+    def failed() -> list[dict[str, Any]]:  # (what an agent reported: counted only if it is token counts)
+        return [u for t in list(tallies) if not t.get("answered") and (u := _valid_usage(t.get("usage")))]
 
     def logs_of_failed() -> list[ToolLog]:
         # (called when every attempt failed) each attempt's log, those the harness stopped

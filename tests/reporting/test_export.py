@@ -254,12 +254,12 @@ def test_a_cell_a_spreadsheet_would_run_as_a_formula_is_quoted_in_csv_only(runs,
     case = next(c for c in rec["cases"] if c["outcome"] == "failed")
     case["score"]["reason"] = '=HYPERLINK("http://example.invalid","click")'
     path = tmp_path / "formula.json"
-    path.write_text(json.dumps(rec))
-    code, out, _ = run_cli(capsys, "export", path)
+    path.write_text(json.dumps(rec))  # (a reason planted by hand: the record is exported as stored, unverified)
+    code, out, _ = run_cli(capsys, "export", path, "--trust-stored")
     assert code == 0
     row = next(r for r in read_csv(out) if r["case_id"] == case["case_id"])
     assert row["reason"] == "'" + case["score"]["reason"]
-    code, out, _ = run_cli(capsys, "export", path, "--format", "jsonl")
+    code, out, _ = run_cli(capsys, "export", path, "--format", "jsonl", "--trust-stored")
     row = next(json.loads(x) for x in out.splitlines() if json.loads(x)["case_id"] == case["case_id"])
     assert row["reason"] == case["score"]["reason"]  # JSON is data, not a sheet
 

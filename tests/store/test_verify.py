@@ -155,3 +155,32 @@ def test_a_task_not_installed_here_is_used_as_stored_and_said(runs, tmp_path, ca
     code = cli.main(["report", str(tmp_path / "theirs.json"), "-o", str(tmp_path / "r.html")])
     err = capsys.readouterr().err
     assert code == 0 and "their_task case(s) used as stored, unverified" in err
+
+
+def test_an_edited_record_is_refused_by_export_and_the_history_naming_the_case(runs, tmp_path, capsys):
+    edited = _edit_to_pass(runs / "full.json", tmp_path / "edited.json")
+    code = cli.main(["export", str(tmp_path / "edited.json"), "-o", str(tmp_path / "rows.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and edited[0] in err and "re-derived" in err and not (tmp_path / "rows.csv").exists()
+    for command in (["runs", str(tmp_path)], ["report", str(tmp_path), "-o", str(tmp_path / "index.html")]):
+        code = cli.main(command)
+        err = capsys.readouterr().err
+        assert code == 2 and edited[0] in err and "re-derived" in err, command
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_export_and_the_history_take_an_honest_record_and_trust_stored_says_so(runs, tmp_path, capsys):
+    assert cli.main(["export", str(runs / "full.json"), "--format", "jsonl", "-o", str(tmp_path / "rows.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    stored = json.loads((runs / "full.json").read_text())
+    assert [r["outcome"] for r in rows] == [c["outcome"] for c in stored["cases"]]
+    honest = tmp_path / "honest"
+    honest.mkdir()
+    shutil.copy(runs / "full.json", honest / "full.json")
+    assert cli.main(["runs", str(honest)]) == 0 and stored["run_id"] in capsys.readouterr().out
+    edited = _edit_to_pass(runs / "full.json", tmp_path / "edited.json")
+    code = cli.main(["export", str(tmp_path / "edited.json"), "--trust-stored", "-o", str(tmp_path / "rows.csv")])
+    err = capsys.readouterr().err
+    assert code == 0 and "--trust-stored" in err and "unverified" in err and edited[0] in err
+    assert cli.main(["runs", str(tmp_path / "edited.json"), "--trust-stored"]) == 0
+    assert "--trust-stored" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 MAX_LINE = 64 * 1024 * 1024  # one message; a tool result is bounded far below this by the record
+CHUNK = 1 << 20  # bytes read at most at once
 
 
 def send(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -36,15 +37,16 @@ class Lines:
         self.sock = sock
         self._buffer = bytearray()
         self._scanned = 0  # no newline before this offset of the buffer
+        self._chunk: memoryview | None = None
 
     def next(self) -> dict[str, Any] | None:
         while (end := self._buffer.find(b"\n", self._scanned)) < 0:
             self._scanned = len(self._buffer)
-            if not self._fill(1 << 20):
+            if not self._fill():
                 return None
             if len(self._buffer) > MAX_LINE:
                 return None
-        line = bytes(self._buffer[:end])
+        line = self._buffer[:end]
         del self._buffer[:end + 1]
         self._scanned = 0
         try:
@@ -53,24 +55,28 @@ class Lines:
             return None
         return message if isinstance(message, dict) else None
 
-    def _fill(self, size: int) -> bool:
-        """Up to ``size`` more bytes into the buffer; False at the end of the stream."""
+    def _fill(self) -> bool:
+        """More bytes into the buffer (read into one reused chunk: ``recv(1 MiB)`` would allocate
+        and free a megabyte each time); False at the end of the stream."""
+        if self._chunk is None:
+            self._chunk = memoryview(bytearray(CHUNK))
         try:
-            chunk = self.sock.recv(size)
+            n = self.sock.recv_into(self._chunk)
         except OSError as exc:
             _raised_by_a_handler(exc)
             return False
-        if not chunk:
+        if not n:
             return False
-        self._buffer += chunk
+        self._buffer += self._chunk[:n]
         return True
 
     def take(self, size: int) -> bytes | None:
         """The next ``size`` raw bytes (a blob sent after a line that announced it), None at end of stream."""
         while len(self._buffer) < size:
-            if not self._fill(max(1 << 20, size - len(self._buffer))):
+            if not self._fill():
                 return None
-        blob = bytes(self._buffer[:size])
+        with memoryview(self._buffer) as view:
+            blob = bytes(view[:size])
         del self._buffer[:size]
         self._scanned = 0
         return blob
