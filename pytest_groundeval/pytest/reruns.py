@@ -197,10 +197,12 @@ class Reruns:
         if reporter is None or reporter.record is None:
             return  # no eval case ran
         if self.again:
+            from pytest_groundeval.reporting.terminal import plural
+
             later = len(reporter.record.reruns or [])
             terminalreporter.write_line(
-                f"groundeval: {len(self.again)} case(s) ran again (a plugin re-ran the item): each keeps its first "
-                f"result; {later} later execution(s) with an agent call are in the record's reruns, with their usage",
+                f"groundeval: {plural(len(self.again), 'case')} ran again (a plugin re-ran the item): each keeps its first "
+                f"result; {plural(later, 'later execution')} with an agent call are in the record's reruns, with their usage",
                 yellow=True)
         if self.repeat is not None:
             terminalreporter.write_line(

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_groundeval.model import CaseResult, MetricSpec, TaskSummary, resolve_metric
+from pytest_groundeval.reporting.terminal import plural
 from pytest_groundeval.scorers.base import prf
 
 DEFAULT_ALPHA = 0.05
@@ -314,7 +315,7 @@ def pair(base: LoadedRun, new: LoadedRun, *, intersect: bool) -> tuple[
                      for side, x in (("BASE", only_b), ("NEW", only_n)) if x]
             problems.append(f"{task}: different case sets: " + "; ".join(parts))
         if changed:
-            problems.append(f"{task}: {len(changed)} case(s) with a different content hash (not the same case "
+            problems.append(f"{task}: {plural(len(changed), 'case')} with a different content hash (not the same case "
                             f"under the same id; e.g. {_examples(changed)})")
         keep = sorted((ids_b & ids_n) - set(changed))
         if only_b or only_n or changed:
@@ -325,7 +326,7 @@ def pair(base: LoadedRun, new: LoadedRun, *, intersect: bool) -> tuple[
         kept = sum(len(v) for v in paired.values())
         raise CompareError(
             "BASE and NEW are not runs of the same cases:\n  " + "\n  ".join(problems)
-            + f"\nre-run both over the same cases, or pass --intersect to compare the {kept} case(s) both hold "
+            + f"\nre-run both over the same cases, or pass --intersect to compare the {plural(kept, 'case')} both hold "
             "with the same content")
     return paired, left_out, notes
 
@@ -482,7 +483,7 @@ def _unskipped(pairs: list[tuple[str, list[CaseResult], list[CaseResult]]], note
             for i, b, n in pairs]
     skipped = [i for i, b, n in kept if not b or not n]
     if skipped:
-        notes.append(f"{len(skipped)} case(s) skipped in one run left out (e.g. {_examples(skipped)})")
+        notes.append(f"{plural(len(skipped), 'case')} skipped in one run left out (e.g. {_examples(skipped)})")
     return [k for k in kept if k[1] and k[2]]
 
 
@@ -606,7 +607,7 @@ def compare(base: LoadedRun, new: LoadedRun, *, alpha: float = DEFAULT_ALPHA, se
         elif run.info.kind == "journal":
             warnings.append(f"{side} ({run.info.path}) is a journal: its run may not have finished")
     for task, why in left_out.items():
-        warnings.append(f"--intersect: {task}: compared {why['compared']} case(s); left out "
+        warnings.append(f"--intersect: {task}: compared {plural(why['compared'], 'case')}; left out "
                         f"{why['only_in_base']} only in BASE, {why['only_in_new']} only in NEW, "
                         f"{why['content_differs']} with different content")
     if metrics is not None:
@@ -721,7 +722,7 @@ def render_text(c: Comparison, *, max_flips: int = 20) -> str:
            f"  {_method(c)}"]
     out += [f"  warning: {w}" for w in c.warnings]
     for t in c.tasks:
-        out += ["", f"{t.task}: {t.n_cases} case(s) paired"]
+        out += ["", f"{t.task}: {plural(t.n_cases, 'case')} paired"]
         out += [f"  note: {n}" for n in t.notes]
         if _usage_line(t):
             out.append(f"  {_usage_line(t)}")
@@ -747,7 +748,7 @@ def render_text(c: Comparison, *, max_flips: int = 20) -> str:
     regs = c.regressions
     out.append("")
     if regs:
-        out.append(f"{len(regs)} regression(s) significant at alpha {c.alpha:g}:")
+        out.append(f"{plural(len(regs), 'regression')} significant at alpha {c.alpha:g}:")
         out += [f"  {r.describe()}" for r in regs]
     else:
         out.append(f"no regression significant at alpha {c.alpha:g}")
@@ -773,7 +774,7 @@ def _md_run(run: RunInfo) -> str:
 
 def render_markdown(c: Comparison, *, max_flips: int = 20) -> str:
     regs = c.regressions
-    head = (f"**{len(regs)} regression(s)** significant at alpha {c.alpha:g}" if regs
+    head = (f"**{plural(len(regs), 'regression')}** significant at alpha {c.alpha:g}" if regs
             else f"No regression significant at alpha {c.alpha:g}")
     out = ["### groundeval compare", "", f"**base**: {_md_run(c.base)}  ", f"**new**: {_md_run(c.new)}", "",
            head + (":" if regs else "."), ""]
@@ -905,7 +906,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(render(result, args.format, max_flips=args.max_flips))
     regs = result.regressions
     if args.fail_on_regression and regs:
-        print(f"groundeval compare: FAILED: {len(regs)} regression(s) significant at alpha {args.alpha:g}: "
+        print(f"groundeval compare: FAILED: {plural(len(regs), 'regression')} significant at alpha {args.alpha:g}: "
               + "; ".join(r.describe() for r in regs), file=sys.stderr)
         return 1
     return 0

@@ -44,6 +44,7 @@ import orjson
 from pydantic import PrivateAttr
 
 from pytest_groundeval.model import CaseResult, RunRecord
+from pytest_groundeval.reporting.terminal import plural
 from pytest_groundeval.store.reviews import CaseReviews, ReviewError, Reviews, read_record, read_reviews
 
 HEAD = ("run_id", "agent", "model", "task", "case_id", "repeat", "outcome", "error_kind", "reason")
@@ -290,5 +291,5 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"groundeval export: could not write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 2
-    print(f"groundeval export: {n} row(s) to {args.output}", file=sys.stderr)
+    print(f"groundeval export: {plural(n, 'row')} to {args.output}", file=sys.stderr)
     return 0

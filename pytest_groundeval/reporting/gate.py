@@ -157,7 +157,7 @@ def _no_value(t: Threshold, summary: TaskSummary | None) -> str:
 
     why = (": grounded applies only to an agent the harness gave tools (see each case's details.grounded)"
            if t.key == GROUNDED_SPEC.name else "")
-    return f"{ran} {t.task} case(s) ran, {int(applicable or 0)} applicable to {t.key}{why}"
+    return f"{ran} {t.task} {'case' if ran == 1 else 'cases'} ran, {int(applicable or 0)} applicable to {t.key}{why}"
 
 
 def run_gate(thresholds: Iterable[Threshold], summary: Mapping[str, TaskSummary],

@@ -65,6 +65,7 @@ from urllib.parse import quote
 
 from pytest_groundeval.model import MetricSpec, RunRecord, TaskSummary, headline_of
 from pytest_groundeval.reporting.html import JS_CATCHER, csp_hash, data_json, e, interval, num
+from pytest_groundeval.reporting.terminal import plural
 from pytest_groundeval.store.record import open_private
 
 HEADLINE_KINDS = ("rate", "mean", "prf")
@@ -294,7 +295,7 @@ def gather(paths: Sequence[Path], pages: Path | None = None, href: str = "", *, 
         del stored
     if not history.runs:
         where = ", ".join(str(p) for p in paths)
-        also = f" ({len(history.skipped)} file(s) skipped: journals, shards or reviews)" if history.skipped else ""
+        also = f" ({plural(len(history.skipped), 'file')} skipped: journals, shards or reviews)" if history.skipped else ""
         raise HistoryError(f"no run record in {where}{also}: give run records (runs/*.json) or a folder holding them "
                            "(read recursively)")
     history.runs.sort(key=_order)

@@ -72,6 +72,7 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from pytest_groundeval.model import MetricSpec, headline_of
+from pytest_groundeval.reporting.terminal import plural
 from pytest_groundeval.store.record import escape_unencodable, open_private
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -918,7 +919,7 @@ def reviews_section(record: Mapping[str, Any], base: Mapping[str, Any] | None = 
         got = (rec or {}).get("reviews") or {}
         notes += [str(w) for w in got.get("warnings") or []]
         if got.get("superseded"):
-            notes.append(f"{got['superseded']} earlier review(s) superseded by later ones (all kept in {got.get('file')})")
+            notes.append(f"{plural(got['superseded'], 'earlier review')} superseded by later ones (all kept in {got.get('file')})")
         for r in got.get("standing") or []:
             case = f"{r.get('task')}:{r.get('case_id')}" + (f"[r{r['repeat']}]" if r.get("repeat") is not None else "")
             was, now = ("passed" if v == "pass" else "failed" for v in (r.get("original"), r.get("verdict")))

@@ -168,7 +168,7 @@ def test_a_clearly_worse_agent_is_a_significant_regression(project, capsys):
     code, out, err = run_compare(capsys, base, new, "--fail-on-regression")
     assert code == 1
     assert "FAILED" in err and "extraction.pass: 1.000 -> " in err and "mcnemar p=" in err
-    assert "extraction.micro_f1" in err and "regression(s) significant at alpha 0.05" in out
+    assert "extraction.micro_f1" in err and "regressions significant at alpha 0.05" in out
     assert re.search(r"^  pass .* mcnemar .* REGRESSION$", out, re.M)
 
     # the other way round it is an improvement, never a regression
@@ -429,7 +429,7 @@ def test_markdown_is_valid_tables(project, capsys):
     pass_row = next(_cells(r) for r in rows if _cells(r)[0] == "pass")
     assert pass_row[5] == "mcnemar" and pass_row[7] == "**regression**"
     assert "<details><summary>pass → fail: " in out and "</details>" in out
-    assert "**1 regression(s)**" not in out and "regression(s)** significant at alpha 0.05" in out
+    assert "**1 regression**" not in out and "regressions** significant at alpha 0.05" in out
     assert f"- `" in out and HALLUCINATED in out
 
 
@@ -468,7 +468,7 @@ def test_different_case_sets_are_refused_unless_intersect(project, capsys, tmp_p
     assert code == 0 and task_of(data)["n_cases"] == 41
     assert data["left_out"]["extraction"] == {"only_in_base": 4, "only_in_new": 0, "content_differs": 0, "compared": 41}
     _, out, _ = run_compare(capsys, project / "correct.json", path, "--intersect")
-    assert "--intersect: extraction: compared 41 case(s); left out 4 only in BASE" in out
+    assert "--intersect: extraction: compared 41 cases; left out 4 only in BASE" in out
 
 
 def test_different_content_hashes_are_refused_unless_intersect(project, capsys, tmp_path):
@@ -479,7 +479,7 @@ def test_different_content_hashes_are_refused_unless_intersect(project, capsys, 
     code, _, err = run_compare(capsys, project / "correct.json", path)  # no data here has that content
     assert code == 2 and "cannot be re-derived here" in err and changed["case_id"] in err
     code, _, err = run_compare(capsys, project / "correct.json", path, "--trust-stored")
-    assert code == 2 and "1 case(s) with a different content hash" in err and changed["case_id"] in err
+    assert code == 2 and "1 case with a different content hash" in err and changed["case_id"] in err
     code, data = as_json(capsys, project / "correct.json", path, "--intersect", "--trust-stored")
     assert code == 0 and task_of(data)["n_cases"] == 44
     assert data["left_out"]["extraction"]["content_differs"] == 1

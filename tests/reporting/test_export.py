@@ -121,7 +121,7 @@ def test_csv_has_one_row_per_case_result_repeats_and_errors_included(runs, tmp_p
     rec = record(runs / "mixed.json")
     out = tmp_path / "mixed.csv"
     code, _, err = run_cli(capsys, "export", runs / "mixed.json", "-o", out)
-    assert code == 0 and "8 row(s)" in err
+    assert code == 0 and "8 rows" in err
     rows = read_csv(out.read_text())
     cases = rec["cases"]
     assert len(cases) == 8 and len(rows) == len(cases)  # 4 cases x 2 repeats, each its own row

@@ -292,7 +292,7 @@ def test_errors_name_the_file(runs_dir, tmp_path, capsys):
     only.mkdir()
     shutil.copy(runs_dir / "b-fourth.jsonl", only)
     assert groundeval("runs", str(only)) == 2
-    assert "1 file(s) skipped" in capsys.readouterr().err
+    assert "1 file skipped" in capsys.readouterr().err
     mixed = tmp_path / "mixed"
     shutil.copytree(runs_dir, mixed)
     (mixed / "notes.json").write_text('{"hello": 1}')

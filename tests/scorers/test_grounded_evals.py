@@ -255,7 +255,7 @@ def test_a_self_reported_transcript_is_never_evidence_through_pytest_evals(pytes
         assert c["outcome"] == "failed" and c["transcript"] is None and c["tools_offered"] is None
         assert c["agent_reported"][0]["tool"] == "lookup_medication_code"  # kept, never read
         assert c["score"]["reason"] == f"not grounded (--require-grounded): {NOT_APPLICABLE}"
-    result.stdout.fnmatch_lines(["*MISSED write.grounded = - < threshold 1.0 (2 write case(s) ran, "
+    result.stdout.fnmatch_lines(["*MISSED write.grounded = - < threshold 1.0 (2 write cases ran, "
                                  "0 applicable to grounded: grounded applies only to an agent the harness gave tools*"])
     assert "no write case ran" not in result.stdout.str()
 

@@ -238,7 +238,7 @@ def test_a_review_shows_in_the_report_and_the_page_s_figures_stay_the_scorer_s(c
     dom = browse(page) if CHROMIUM else parse(text)
     section = dom.one("section", id="reviews")
     assert section.one("b", data_reviews="standing").text() == "2"
-    assert "1 earlier review(s) superseded by later ones" in section.one("p", class_="warn").text()
+    assert "1 earlier review superseded by later ones" in section.one("p", class_="warn").text()
     rows = section.all("tr", data_review=f"write:{ZYRTEC}")
     assert [(r.attrs["data-dimension"], r.one(data_scorer=True).text(), r.one(data_reviewed=True).text(),
              r.one(data_by=True).text(), r.one(data_why=True).text()) for r in rows] == [

@@ -308,6 +308,6 @@ def test_the_readme_with_and_without_tools_commands_run_as_written(tmp_path, ope
     assert tools["summary"]["extraction"]["grounded"] == 1.0 and "grounded_n" not in single["summary"]["extraction"] \
         or not single["summary"]["extraction"].get("grounded_n")
     out = proc.stdout
-    assert "extraction: 45 case(s) paired" in out and "no regression significant" in out
+    assert "extraction: 45 cases paired" in out and "no regression significant" in out
     line = next(x for x in out.splitlines() if x.strip().startswith("tokens: base"))
     assert f"{single['usage']['input_tokens']:,} in" in line and f"{tools['usage']['input_tokens']:,} in" in line
