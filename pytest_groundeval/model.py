@@ -578,6 +578,18 @@ class Completeness(_Model):
     shard: ShardRecord | None = None  # one shard of a sharded run (--groundeval-shard K/N); None: the whole
 
 
+class UnfinishedUsage(_Model):
+    """``--resume``: what the resumed run's cases that never finished had paid before the
+    kill (written beside its journal as each attempt reported it, ``store/spent.py``); part
+    of the run's ``input_tokens``, ``output_tokens`` and ``cost_usd``."""
+
+    cases: int  # cases with an attempt started in the killed session and no result there
+    attempts_cut: int  # attempts the kill cut before their end: what they spent after their last report is unknown
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None  # None: the model is not priced (or a usage is not token counts)
+
+
 class RunUsage(_Model):
     input_tokens: int
     output_tokens: int
@@ -587,6 +599,7 @@ class RunUsage(_Model):
     cases_unreported: int = 0  # the agent ran but reported no usage: cost unknown, not $0
     prices_as_of: str  # the price table's date
     prices_source: str | None = None  # where its prices come from (URL); absent in records before it
+    unfinished: UnfinishedUsage | None = None  # --resume: the killed session's unfinished cases (counted above)
 
 
 class BudgetRecord(_Model):

@@ -182,6 +182,11 @@ def _set_up(config: pytest.Config) -> "Evaluator":
 
         register_spend_share(config, settings.run_record.parent if settings.run_record else settings.runs_dir)
     reporter = None
+    from pytest_groundeval.store import spent as spentlog
+
+    journal = (getattr(config, "workerinput", None) or {}).get(spentlog.WORKERINPUT)
+    if settings.is_worker and journal:  # what each attempt spends, beside the controller's journal
+        spentlog.open_sink(Path(journal))
     if not settings.is_worker:  # the controller (or the only process) records
         if settings.run_record is not None:  # one run per --run-record path (runlock.py)
             from pytest_groundeval.store.lock import acquire

@@ -34,7 +34,8 @@ from pytest_groundeval.store.redact import redact_obj
 from pytest_groundeval.run.runner import not_run
 from pytest_groundeval.pytest.signals import terminated
 from pytest_groundeval.tasks.base import Task
-from pytest_groundeval.run.usage import budget_record, total_usage
+from pytest_groundeval.run.usage import budget_record, total_usage, with_unfinished
+from pytest_groundeval.store import spent as spentlog
 
 FREEZE_EVERY = 256  # results kept between two gc.freeze() calls
 
@@ -133,6 +134,11 @@ class Reporter:
         self.collected: list[str] = []  # the node ids xdist's workers collected
         self.froze = False  # gc.freeze() was called (undone at unconfigure)
         self.other_failures = 0  # failed reports that are not eval cases (plain tests, teardowns)
+        # --resume: what the killed session's unfinished cases paid (store/spent.py), read before any call;
+        # this session's attempts write beside its own journal
+        self.unfinished = spentlog.unfinished(stored.path.with_suffix(".jsonl"), set(stored.cases)) \
+            if stored is not None and settings.mode == "resume" else ([], 0, set())
+        spentlog.open_sink(self.path.with_suffix(".jsonl"))
         self.failure_lines: list[str] = []  # the lines above pytest's short summary (_one_line_failures)
         self._failed_reports: dict[tuple, pytest.TestReport] = {}  # each failed eval case's report, by result key
 
@@ -275,6 +281,10 @@ class Reporter:
                 # as an interrupt (pytest prints no terminal summary for INTERNAL_ERROR); the
                 # problem makes the exit status 3 once the record is written
                 pytest.exit(f"groundeval: {e}", returncode=pytest.ExitCode.INTERRUPTED)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[spentlog.WORKERINPUT] = str(self.path.with_suffix(".jsonl"))  # store/spent.py
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -447,6 +457,9 @@ class Reporter:
             cases = stopped_tool_users(cases)
         summary = summarize(self.tasks, cases)
         usage = total_usage(cases + self.reruns)  # every execution's usage, the first results' figures
+        spent, cut, unfinished = self.unfinished
+        model = (self.stored.answered_model or self.stored.model) if self.stored is not None else None
+        usage = with_unfinished(usage, model, spent, cut, len(unfinished))
         budget = budget_record(self.settings.max_cost, cases, usage)
         completeness = self.completeness(session, exitstatus, cases, budget)
         gate = run_gate(self.settings.thresholds, summary, completeness)
@@ -497,6 +510,7 @@ class Reporter:
         from pytest_groundeval.store.files import mark_folded
 
         mark_folded(stored.path, self.path, self.record.run_id)
+        spentlog.remove(stored.path)  # its unfinished cases' spend is in this record
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:

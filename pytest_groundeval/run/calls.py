@@ -113,6 +113,9 @@ def report_spent(tally: dict[str, Any] | None, usage: dict[str, Any] | None,
     stops waiting for the attempt, which then raises nothing the agent could attach it to)."""
     if tally is not None and usage:
         tally["usage"] = dict(usage)
+        note = tally.get("on_spent")  # the runner's: written beside the journal (store/spent.py)
+        if callable(note):
+            note(dict(usage))
     if tally is not None and transcript is not None:
         tally["transcript"] = list(transcript)
 

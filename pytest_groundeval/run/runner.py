@@ -34,6 +34,7 @@ from pytest_groundeval.model import (
 )
 from pytest_groundeval.tasks.base import Task
 from pytest_groundeval.run import fhircase
+from pytest_groundeval.store import spent as spentlog
 from pytest_groundeval.run.toolcalls import ToolLog, observe
 from pytest_groundeval.run.usage import Budget, cost_usd, costs_nothing
 
@@ -264,6 +265,10 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
         began = time.perf_counter()
         tally: dict[str, Any] = {}
         tallies.append(tally)
+        number, key = len(tallies), called.ref.key
+        # written beside the journal as it goes (store/spent.py): a kill mid-case loses no spend
+        tally["on_spent"] = lambda usage: spentlog.spent(key, number, _valid_usage(usage))
+        spentlog.sent(key, number)
         log: ToolLog | None = None
         try:
             # on the thread that calls: the agent's own runs nest under the case; the harness
@@ -274,11 +279,13 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
                 output = call_agent(agent, task, case, observers)
             logs[id(output)] = (output, log)  # the answering attempt's log, whichever thread ran it
             tally["answered"] = True
+            spentlog.spent(key, number, _valid_usage(output.usage), done=True)
             return output
         except BaseException as exc:
             usage = _failed_usage(exc)
             if usage:
                 tally["usage"] = usage
+            spentlog.spent(key, number, _valid_usage(tally.get("usage")), done=True)
             raise
         finally:
             spent.append(time.perf_counter() - began)

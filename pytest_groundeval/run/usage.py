@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_groundeval.model import BudgetRecord, CaseResult, RunUsage
+from pytest_groundeval.model import BudgetRecord, CaseResult, RunUsage, UnfinishedUsage
 
 PRICES_PATH = Path(__file__).with_name("prices.json")
 PROVIDER_PREFIX = "anthropic:"  # how --agent=langgraph names Anthropic models ("anthropic:claude-…")
@@ -193,6 +193,33 @@ def total_usage(cases: list[CaseResult]) -> RunUsage:
     return RunUsage(input_tokens=tin, output_tokens=tout, cost_usd=round(cost, 6), cases_priced=priced,
                     cases_unpriced=unpriced, cases_unreported=silent, prices_as_of=prices["as_of"],
                     prices_source=prices["source"])
+
+
+def with_unfinished(usage: RunUsage, model: str | None, spent: list[dict[str, Any]], cut: int,
+                    cases: int) -> RunUsage:
+    """``usage`` plus what a killed session's unfinished cases had paid (``store/spent.py``:
+    each attempt's last reported usage; ``cut`` attempts ended by the kill)."""
+    if not cases:
+        return usage
+    costs = [cost_usd(model, u) for u in spent]
+    return add_unfinished(usage, UnfinishedUsage(
+        cases=cases, attempts_cut=cut, input_tokens=sum(int(u.get("input_tokens") or 0) for u in spent),
+        output_tokens=sum(int(u.get("output_tokens") or 0) for u in spent),
+        cost_usd=None if None in costs else round(sum(c for c in costs if c is not None), 8)))
+
+
+def add_unfinished(usage: RunUsage, lost: UnfinishedUsage | None) -> RunUsage:
+    """``usage`` with ``lost`` counted in, and added to its ``unfinished`` (a merge of shards)."""
+    if lost is None:
+        return usage
+    had = usage.unfinished
+    both = lost if had is None else UnfinishedUsage(
+        cases=had.cases + lost.cases, attempts_cut=had.attempts_cut + lost.attempts_cut,
+        input_tokens=had.input_tokens + lost.input_tokens, output_tokens=had.output_tokens + lost.output_tokens,
+        cost_usd=None if had.cost_usd is None or lost.cost_usd is None else round(had.cost_usd + lost.cost_usd, 8))
+    return usage.model_copy(update={
+        "input_tokens": usage.input_tokens + lost.input_tokens, "output_tokens": usage.output_tokens + lost.output_tokens,
+        "cost_usd": round(usage.cost_usd + (lost.cost_usd or 0.0), 6), "unfinished": both})
 
 
 class LocalSpend:

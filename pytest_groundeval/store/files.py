@@ -260,6 +260,9 @@ def write(record: RunRecord, path: Path | str, *, journal: Path | None = None) -
     write_json_atomic(path, record_chunks(record))
     if journal is not None and not record.completeness.cut_short:
         journal.unlink(missing_ok=True)
+        from pytest_groundeval.store.spent import remove
+
+        remove(journal)  # what its attempts spent: every case is in the record
     return path
 
 

@@ -39,13 +39,13 @@ from pytest_groundeval.store.files import Journal, StoreError, read, write
 from pytest_groundeval.store.record import build_record, new_run_id, summarize, user_subset
 from pytest_groundeval.store.reviews import ReviewError, append, describe, read_reviews, reviews_path
 from pytest_groundeval.pytest.shard import selection_digest, shard_of
-from pytest_groundeval.run.usage import budget_record, total_usage
+from pytest_groundeval.run.usage import add_unfinished, budget_record, total_usage
 
 # options that may differ between the shards of one run: they say how a shard ran, not what
 VOLATILE_OPTIONS = frozenset({"shard", "concurrency", "numprocesses", "resumed_from", "rescored_from"})
 VOLATILE_SELECTION = frozenset({"numprocesses"})
 USAGE_COUNTS = frozenset({"input_tokens", "output_tokens", "cost_usd", "cases_priced", "cases_unpriced",
-                          "cases_unreported"})
+                          "cases_unreported", "unfinished"})
 
 
 class MergeError(Exception):
@@ -272,6 +272,8 @@ def merge_with_reviews(paths: list[Path], thresholds: list[str] | None = None, *
     # executions after a case's first (a plugin re-ran it, reruns.py): kept, and their usage counted
     reruns = [c for _, r in ordered for c in r.reruns or []]
     usage = total_usage(cases + reruns).model_copy(update=_price_table(first))  # the shards' (all equal)
+    for shard in shards.values():  # what a resumed shard's killed session had paid for unfinished cases
+        usage = add_unfinished(usage, shard.usage.unfinished)
     budgets = [r.budget.max_cost_usd for _, r in ordered if r.budget is not None]
     budget = budget_record(sum(budgets) if budgets else None, cases, usage)  # --max-cost is per shard
     answered = next((r for _, r in ordered if r.cases), first)
