@@ -60,6 +60,7 @@ from pytest_groundeval.run.calls import (AgentCrash, PermanentAgentError, Transi
 
 _encode = json.JSONEncoder(default=str).encode  # (ASCII, as json.dumps writes it)
 HELLO_TIMEOUT = 120.0
+ANSWER_SPIN = 200e-6 if hasattr(socket, "MSG_DONTWAIT") and hasattr(os, "sched_yield") else 0.0  # an instant agent's answer is back within this (wire.Lines: no sleep, no wake-up wait)
 MOVED = "-"  # host_server.MOVED: the agent object follows on the channel  # importing the agent's module (an SDK) may take a while on a busy machine
 
 
@@ -174,7 +175,7 @@ class AgentHost:
         ctl_theirs.close()
         os.close(bell_theirs)
         self.sock, self.ctl = ours, ctl
-        self._lines = Lines(ours)
+        self._lines = Lines(ours, spin=ANSWER_SPIN)
         self._out = threading.Lock()
         self._ctl_lock = threading.Lock()
         self._runs: dict[int, _Run] = {}

@@ -11,7 +11,9 @@ token: a connection without it is closed unanswered); the harness answers ``{"to
 from __future__ import annotations
 
 import json
+import os
 import socket
+import time
 from typing import Any
 
 MAX_LINE = 64 * 1024 * 1024  # one message; a tool result is bounded far below this by the record
@@ -33,8 +35,9 @@ class Lines:
     """The JSON messages arriving on a socket, one per line (None at end of stream). A long
     line (an agent's 50 MB answer) is gathered in one growing buffer, scanned once."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, spin: float = 0.0) -> None:
         self.sock = sock
+        self.spin = spin  # seconds to poll (yielding the CPU) for a quick answer before sleeping in recv
         self._buffer = bytearray()
         self._scanned = 0  # no newline before this offset of the buffer
         self._chunk: memoryview | None = None
@@ -61,7 +64,9 @@ class Lines:
         if self._chunk is None:
             self._chunk = memoryview(bytearray(CHUNK))
         try:
-            n = self.sock.recv_into(self._chunk)
+            n = self._polled() if self.spin else None
+            if n is None:
+                n = self.sock.recv_into(self._chunk)
         except OSError as exc:
             _raised_by_a_handler(exc)
             return False
@@ -69,6 +74,21 @@ class Lines:
             return False
         self._buffer += self._chunk[:n]
         return True
+
+    def _polled(self) -> int | None:
+        """What arrives within ``spin`` seconds, polled without sleeping (None: nothing yet). An
+        answer that takes a few tens of microseconds on the other CPU is then read without this
+        process going to sleep and waiting, on a busy machine, to be scheduled again; the CPU is
+        yielded between polls, so a peer on this CPU runs meanwhile."""
+        end = time.perf_counter() + self.spin
+        while True:
+            try:
+                return self.sock.recv_into(self._chunk, 0, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
+            if time.perf_counter() >= end:
+                return None
+            os.sched_yield()
 
     def take(self, size: int) -> bytes | None:
         """The next ``size`` raw bytes (a blob sent after a line that announced it), None at end of stream."""
