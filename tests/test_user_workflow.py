@@ -78,7 +78,7 @@ class MyAgent:
 
     def run(self, prompt):
         if "Bundle:\\n" in prompt:
-            return json.dumps({"active_medications": self.active(json.loads(prompt.split("Bundle:\\n", 1)[1]))})
+            return json.dumps({"active_medications": self.active(json.JSONDecoder().raw_decode(prompt.split("Bundle:\\n", 1)[1])[0])})
         subject = re.search(r"for the patient (\\S+)\\.", prompt)[1]
         note = prompt.split("Clinical note:\\n", 1)[1]
         return "Here is the resource:\\n```json\\n" + json.dumps(run_baseline_write(note, subject)["resource"]) + "\\n```"

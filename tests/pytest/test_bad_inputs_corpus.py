@@ -415,7 +415,7 @@ def duplicates(tmp_path_factory) -> dict[str, dict[str, Any]]:
             fragments, names = ["cases.json: duplicate case ids ['x']"], ["cases.json"]
         calls = project / "calls.txt"
         proc = _inner(project, *args, "--run-record", "record.json", "--agent=recording_agent:Recording",
-                      env={"AGENT_CALLS": str(calls)})
+                      env={"AGENT_CALLS": str(calls), "CI": "1"})  # CI: pytest's short summary keeps whole messages
         record = project / "record.json"
         runs[source] = {"proc": proc, "record": json.loads(record.read_text()) if record.exists() else None,
                         "calls": calls.read_text().split() if calls.exists() else [], "intact": intact,

@@ -94,7 +94,7 @@ def _patient(params: dict[str, Any]) -> int:
 def test_an_errored_request_is_an_agent_error_and_an_expired_one_a_timeout(project, monkeypatch):
     with AnthropicLoopback(outcome=lambda cid, params: ("errored", "expired")[_patient(params)]) as api:
         _env(monkeypatch, api)
-        project.runpytest_subprocess(*_args(project, "--agent-retries", "0")).assert_outcomes(failed=4)
+        project.runpytest_subprocess(*_args(project, "--agent-retries", "0")).assert_outcomes(errors=4)
     rec = _record(project)
     kinds = {(c["case_id"], c["repeat"]): c["error"]["kind"] for c in rec["cases"]}
     assert kinds == {(PATIENTS[0], 1): "agent", (PATIENTS[0], 2): "agent",
@@ -187,7 +187,7 @@ def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch
         argv = [a for a in _args(project) if a not in ("--agent=claude", MODEL, "--model")]
         result = project.runpytest_subprocess(*argv, "--agent=chat", "--model", "openai:gpt-test",
                                               "--model-base-url", api.url, "--agent-retries", "0")
-        result.assert_outcomes(passed=2, failed=2)
+        result.assert_outcomes(passed=2, errors=2)
     assert api.batch_creations == 1 and "/v1/chat/completions" not in api.requests  # no direct call
     assert api.requests.count("/v1/files") == 1
     result.stdout.fnmatch_lines(["*groundeval: batch batch_* submitted: 4 requests*",

@@ -271,7 +271,7 @@ def test_a_crashed_case_counts_0_in_grounded_when_the_agent_kind_takes_tools_or_
     assert "grounded" not in (not_run(lref, error=crash, task=letter, tool_using=True).applicable or [])
 
 
-def test_the_controller_gives_a_crashed_case_grounded_from_the_run_s_agent_spec():
+def test_the_controller_gives_a_crashed_case_grounded_from_the_run_s_agent_spec(tmp_path):
     """pytest_handlecrashitem (the reporter in the xdist controller): a crash of a tool-using
     agent kind's case is recorded counting 0 in grounded; of a tool-less kind's, not."""
     from types import SimpleNamespace
@@ -284,9 +284,12 @@ def test_the_controller_gives_a_crashed_case_grounded_from_the_run_s_agent_spec(
     for name, grounded in (("langgraph", True), ("baseline", False)):
         config = SimpleNamespace(stash=pytest.Stash(), rootpath=ROOT)  # (the crashed item's suite is named from it)
         local = SimpleNamespace(find_case=lambda case_id: [ref] if case_id == ref.case_id else [])
-        reporter = Reporter(config, SimpleNamespace(agent=AgentSpec(name)), {"labs": task}, None, local)
-        report = SimpleNamespace(longreprtext="worker 'gw0' crashed", node=None)
-        reporter.pytest_handlecrashitem(f"evals/test_labs.py::test_labs[{ref.case_id}]", report, None)
+        settings = SimpleNamespace(agent=AgentSpec(name), run_record=tmp_path / f"{name}.json")
+        reporter = Reporter(config, settings, {"labs": task}, None, local)
+        nodeid = f"evals/test_labs.py::test_labs[{ref.case_id}]"
+        report = pytest.TestReport(nodeid, ("evals/test_labs.py", 1, "test_labs"), {}, "failed",
+                                   "worker 'gw0' crashed", "???")  # as xdist makes a crash report
+        reporter.pytest_handlecrashitem(nodeid, report, None)
         result, _ = reporter._local[id(report)]
         assert result.error.kind == "crash" and ("grounded" in result.applicable) == grounded, name
 
