@@ -463,7 +463,7 @@ def test_different_case_sets_are_refused_unless_intersect(project, capsys, tmp_p
     code, out, err = run_compare(capsys, project / "correct.json", path)
     assert code == 2 and out == ""
     assert "not runs of the same cases" in err and "4 only in BASE" in err and dropped[0] in err
-    assert "--intersect" in err and "41 case(s)" in err
+    assert "--intersect" in err and "41 cases" in err
     code, data = as_json(capsys, project / "correct.json", path, "--intersect")
     assert code == 0 and task_of(data)["n_cases"] == 41
     assert data["left_out"]["extraction"] == {"only_in_base": 4, "only_in_new": 0, "content_differs": 0, "compared": 41}
