@@ -58,11 +58,17 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def kill_descendants(server: int, keep: frozenset[int] = frozenset(), rounds: int = 200) -> None:
-    """SIGKILL every descendant of this process but ``keep`` (and theirs), until none is left
-    (a process forking while it is killed is caught in the next round)."""
+KILL_WAIT = 20.0  # seconds a killed descendant may take to be gone (less than the harness's 30 s wait)
+
+
+def kill_descendants(server: int, keep: frozenset[int] = frozenset(), timeout: float = KILL_WAIT) -> None:
+    """SIGKILL every descendant of this process but ``keep`` (and theirs), and return once none
+    is left: a killed process is gone only when it has exited (one in uninterruptible sleep on a
+    busy machine exits when its I/O is done), and one forking while it is killed is caught in
+    the next round. Gives up after ``timeout`` seconds (a process stuck in the kernel)."""
     me = os.getpid()
-    for _ in range(rounds):
+    deadline, pause = time.monotonic() + timeout, 0.001
+    while True:
         tree = _children()
         todo, targets = list(tree.get(me, [])), []
         while todo:  # (a kept process is spared, not its children)
@@ -78,7 +84,10 @@ def kill_descendants(server: int, keep: frozenset[int] = frozenset(), rounds: in
             except ProcessLookupError:
                 pass
         _reap_others(server)
-        time.sleep(0.001)  # killed processes' orphans reach this reaper
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(pause)  # killed processes exit, and their orphans reach this reaper
+        pause = min(pause * 2, 0.05)
 
 
 def _status(code: int) -> dict[str, int]:
