@@ -91,8 +91,43 @@ wait_idle() {  # bounded wait until the server answers: loaded, and done with an
 wait_idle
 
 # ---- three cases of every task, through chat and langgraph ----
+# the three of each task with the shortest prompts: the model's context is 8192 tokens, and a case
+# whose prompt (its patient's record, for extraction and reconciliation) does not fit is refused by
+# the server before the model answers (HTTP 400), a case with no model turn to look at. The prompts
+# are measured by a run of every case with an agent that answers with its prompt's length.
+mkdir -p "$OUT/sizing"
+cat > "$OUT/sizing/smoke_sizing.py" <<'PY'
+class PromptLength:
+    name = "prompt-length"
+
+    def run(self, prompt):
+        return str(len(prompt))
+PY
+PYTHONPATH="$OUT/sizing${PYTHONPATH:+:$PYTHONPATH}" uv run --no-sync pytest evals -q -p no:cacheprovider \
+  -p no:randomly --agent smoke_sizing:PromptLength --run-record "$OUT/sizing/record.json" \
+  --no-groundeval-html > "$OUT/sizing/log" 2>&1 || true  # (its cases fail: the answers are lengths)
 uv run --no-sync pytest evals --collect-only -q -p no:cacheprovider -p no:randomly 2>/dev/null \
-  | grep '::' | awk -F'::' -v n="$CASES_PER_TASK" '{ if (++seen[$1] <= n) print }' > "$OUT/cases.txt"
+  | grep '::' > "$OUT/sizing/items.txt"
+uv run --no-sync python - "$OUT/sizing/record.json" "$CASES_PER_TASK" "$OUT/sizing/items.txt" > "$OUT/cases.txt" <<'PY'
+import json, sys
+from collections import defaultdict
+
+record, per_task = json.load(open(sys.argv[1])), int(sys.argv[2])
+# (task, case id) -> node id: a letter case and a reconciliation case may share an id
+items = {(line.split("::")[0].rsplit("/", 1)[-1].removeprefix("test_").removesuffix(".py"),
+          line.strip().rsplit("[", 1)[-1].rstrip("]")): line.strip() for line in open(sys.argv[3]) if "[" in line}
+by_task = defaultdict(list)
+for c in record["cases"]:
+    if c.get("raw_output") is None or not str(c["raw_output"]).strip().isdigit():
+        sys.exit(f"smoke: the sizing run has no prompt length for {c['task']}:{c['case_id']} ({c['outcome']}: "
+                 f"{(c.get('error') or {}).get('message')})")
+    by_task[c["task"]].append((int(c["raw_output"]), c["case_id"]))
+for task, sized in sorted(by_task.items()):
+    for length, case_id in sorted(sized)[:per_task]:
+        if (task, case_id) not in items:
+            sys.exit(f"smoke: no collected item for {task}:{case_id}")
+        print(items[task, case_id])
+PY
 echo "smoke: $(wc -l < "$OUT/cases.txt") cases: $(cut -d: -f1 "$OUT/cases.txt" | sort -u | xargs)"
 for agent in chat langgraph; do
   wait_idle
@@ -122,9 +157,12 @@ for agent in ("chat", "langgraph"):
     if len(cases) != len(wanted):
         problems.append(f"{agent}: {len(cases)} cases recorded of {len(wanted)}")
     for c in cases:
-        # the agent's own account of its model turns, and (tools given) the harness's tool-call log
-        if c.get("agent_reported") is None or (c.get("tools_offered") and c.get("transcript") is None):
-            problems.append(f"{agent} {c['task']}:{c['case_id']}: recorded without a transcript ({c['outcome']})")
+        # the agent's own account of its model turns (at least one: an attempt the server refused,
+        # or whose first call never answered, has none to look at), and (tools given) the
+        # harness's tool-call log
+        if not c.get("agent_reported") or (c.get("tools_offered") and c.get("transcript") is None):
+            why = (c.get("error") or {}).get("message") or c["outcome"]
+            problems.append(f"{agent} {c['task']}:{c['case_id']}: recorded without a model turn ({why})")
     seconds = [c["duration_s"] for c in cases if c.get("duration_s") is not None]
     usage = record["usage"]
     print(f"{agent}: {len(cases)} cases, outcomes {dict(Counter(c['outcome'] for c in cases))}, "

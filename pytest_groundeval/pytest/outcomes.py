@@ -27,7 +27,7 @@ pytest-xdist and for every later reader of the report (the short test summary as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pytest_groundeval.pytest.keys import ERROR_ATTR  # True on the report of an errored eval case
 from pytest_groundeval.reporting.terminal import agent_frame, not_run  # the record's words
@@ -53,7 +53,7 @@ def line(result: "CaseResult", tbstyle: str | None = None) -> str:
     return redact_text(escape_unencodable(text))
 
 
-def apply(report: "pytest.TestReport", result: "CaseResult", where: tuple[str, int], *,
+def apply(report: "pytest.TestReport", result: "CaseResult", where: tuple[str, int] | Callable[[], tuple[str, int]], *,
           tbstyle: str | None = None, evaluated: bool = False) -> None:
     """The call report of an eval item (or xdist's report of its crash) says what its result
     says. ``where``: the test's file and line (a skip's location, as pytest's own skip marks
@@ -63,6 +63,7 @@ def apply(report: "pytest.TestReport", result: "CaseResult", where: tuple[str, i
     if report.when not in ("call", "???") or result.outcome == "passed":  # (xdist's crash reports: "???")
         return
     if result.outcome == "skipped" or not_run(result):
+        where = where() if callable(where) else where  # (a callable: found only for a skip)
         report.outcome, report.longrepr = "skipped", (where[0], where[1], f"Skipped: {result.reason or 'skipped'}")
         return
     if report.skipped:

@@ -465,7 +465,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         from pytest_groundeval.pytest.items import RESULT
         from pytest_groundeval.pytest.outcomes import apply, item_location
 
-        apply(report, result, item_location(item), tbstyle=item.config.option.tbstyle,
+        apply(report, result, lambda: item_location(item), tbstyle=item.config.option.tbstyle,
               evaluated=item.stash.get(RESULT, None) is result)
         from pytest_groundeval.pytest.items import REPORT_ATTR, case_ref, properties
         from pytest_groundeval.store.record import case_json

@@ -21,7 +21,13 @@ from pytest_groundeval.scorers.base import Score, prf
 
 
 def _norm(name: Any) -> str:
-    return " ".join(str(name).split()).casefold() if name is not None else ""
+    return _norm_text(name) if isinstance(name, str) else " ".join(str(name).split()).casefold() \
+        if name is not None else ""
+
+
+@functools.lru_cache(maxsize=65536)  # (the same displays, item after item and case after case)
+def _norm_text(name: str) -> str:
+    return " ".join(name.split()).casefold()
 
 
 #: a display that states a status other than active ("(stopped)", "discontinued"): the item
@@ -58,12 +64,18 @@ def case_vocabulary(displays: Iterable[Any]) -> drugtext.Vocabulary:
     """The lexicon's vocabulary with the drug words of the case's own displays, spelling folded
     (a drug of the record the catalog lacks is still a drug: naming it on another code is naming
     another drug)."""
+    return _vocabulary(frozenset(str(d) for d in displays if _norm(d)))
+
+
+@functools.lru_cache(maxsize=4096)  # (the same patient's displays, case after case and task after task)
+def _vocabulary(displays: frozenset[str]) -> drugtext.Vocabulary:
     base = drugtext.lexicon_vocabulary()
-    extra = frozenset(w for d in displays if _norm(d) for w in _product(str(d), base.names).ingredients)
+    extra = frozenset(w for d in displays for w in _product(d, base.names).ingredients)
     return drugtext.Vocabulary(base.names | extra, base.brand_ingredients, base.displays) if extra - base.names \
         else base
 
 
+@functools.lru_cache(maxsize=65536)  # (a pure reading of a display: drug names recur across patients)
 def _product(display: str, names: frozenset[str]) -> drugtext.Product:
     """The product a reference display names, its spelling folded as an answer's is (Synthea's
     "Simvistatin 10 MG" is simvastatin)."""
@@ -298,8 +310,10 @@ def status_in_prose(prose: str, predicted: list[dict[str, Any]], *, active: Call
     work (:data:`NOT_A_STATUS`). ``order_only``: items of which only the order's status is
     asserted (a remark on the patient's taking, :data:`TAKING`, is no contradiction of them);
     ``mask``: phrases that are not status remarks (a verdict's name, "stopped-but-taking")."""
-    vocab = case_vocabulary(p.get("display") for p in predicted)
+    vocab = None
     for sentence in sentences(prose):
+        if vocab is None:  # (no text around the answer: no sentence, no vocabulary to build)
+            vocab = case_vocabulary(p.get("display") for p in predicted)
         text = NOT_A_STATUS.sub(_blank, mask.sub(_blank, sentence) if mask else sentence)
         taking = {m.start() for m in TAKING.finditer(text)}
         hit = first_fault(text, NOT_ACTIVE, predicted, vocab, lambda said, p: active(p) and not (

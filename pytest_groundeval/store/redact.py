@@ -48,6 +48,20 @@ MIN_SECRET = 8  # shorter values would redact ordinary words ("pass" in "passed"
 MIN_B64 = 8  # the shortest base64 text redacted (a stable run of characters, alignment removed)
 
 
+#: the literals :data:`KEY_SHAPES`' forms start with: a text holding none of them holds no key
+#: shape, known without running the pattern at every position (every case's record)
+KEY_STARTS = ("sk-", "gh", "github_pat_", "AKIA", "ASIA", "xox")  # (gh: ghp_, gho_, ghu_, ghs_, ghr_)
+
+
+def _may_hold_key(text: str | bytes) -> bool:
+    """Does ``text`` hold one of :data:`KEY_STARTS` (spelled out: no generator on every record)?"""
+    if isinstance(text, bytes):
+        return (b"sk-" in text or b"gh" in text or b"github_pat_" in text or b"AKIA" in text
+                or b"ASIA" in text or b"xox" in text)
+    return ("sk-" in text or "gh" in text or "github_pat_" in text or "AKIA" in text
+            or "ASIA" in text or "xox" in text)
+
+
 _session: tuple[list[str], list[bytes]] | None = None  # this session's secrets (configure())
 
 
@@ -102,7 +116,8 @@ def redact_text(text: str, environ: Mapping[str, str] | None = None) -> str:
     for value in secret_values(environ):
         if value in text:
             text = text.replace(value, MARK)
-    text = KEY_SHAPES.sub(MARK, text)
+    if _may_hold_key(text):
+        text = KEY_SHAPES.sub(MARK, text)
     return URL_CREDENTIALS.sub(lambda m: m.group(1) + MARK + "@", text) if "://" in text else text
 
 
@@ -115,7 +130,8 @@ def redact_json(blob: bytes, environ: Mapping[str, str] | None = None) -> bytes:
     for encoded in encoded_values:
         if encoded in blob:
             blob = blob.replace(encoded, MARK.encode())
-    blob = KEY_SHAPES_BYTES.sub(MARK.encode(), blob)
+    if _may_hold_key(blob):
+        blob = KEY_SHAPES_BYTES.sub(MARK.encode(), blob)
     if b"://" in blob:
         blob = URL_CREDENTIALS.sub(lambda m: m.group(1) + MARK + "@", blob.decode("utf-8")).encode("utf-8")
     return blob

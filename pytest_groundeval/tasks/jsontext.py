@@ -315,6 +315,8 @@ def unstated_claims(prose: str, obj: dict[str, Any], *, codes: Iterable[str] = (
     prose may name; ``spans``: ranges a number may lie in (what the answer's values give, known
     only to their precision). ``flag_key``: the object's flag; when the object states it, a flag word in
     the prose must agree, and a yes/no answer word counts as one."""
+    if not prose.strip():
+        return []  # (nothing around the object: nothing stated beside it)
     s_numbers, s_days, s_strings, s_bools = _stated(obj)
     s_numbers += [float(n) for n in numbers]
     known_codes = s_strings | {c.casefold() for c in codes}

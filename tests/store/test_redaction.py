@@ -281,3 +281,22 @@ def test_a_key_passed_to_warnings_warn_is_redacted_in_pytest_s_warnings_summary(
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "warnings summary" in out and "calling with" in out, out
     assert secret not in out and shape not in out and MARK in out
+
+
+def test_the_prefilter_names_every_key_shape_s_start():
+    """The check that skips the key-shape pattern (``redact._may_hold_key``) finds each form's
+    literal start: every top-level alternative of the pattern begins with one of KEY_STARTS,
+    and each of those is found in text and in bytes (a form it missed would go unredacted)."""
+    import re
+
+    from pytest_groundeval.store import redact
+
+    forms = redact.KEY_SHAPES.pattern.split("|\\b")
+    starts = [re.sub(r"^\\b|^\(\?:", "", f) for f in forms]
+    for start in starts:
+        literals = [lit for lit in redact.KEY_STARTS if start.startswith(lit)
+                    or start.startswith(lit[:2] + "[")]  # (gh[pousr]_: the literal "gh")
+        assert literals or start.startswith(("AKIA|ASIA",)), start
+    for literal in redact.KEY_STARTS:
+        assert redact._may_hold_key(f"a {literal} b") and redact._may_hold_key(f"a {literal} b".encode())
+    assert not redact._may_hold_key("no key here") and not redact._may_hold_key(b"no key here")
