@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,7 @@ def _asked_for(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_fixtures(config), "groundeval-fixtures")
     for name, info in _infos().items():
         config.addinivalue_line("markers", f"{name}: groundeval {name} eval cases ({info.description})")
     if _asked_for(config):
@@ -331,32 +333,37 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 # ------------------------------------------------------------------ fixtures
-# The fixtures are session-scoped and take no other fixture (``request`` is not one): pytest
-# resolves every fixture (and its dependencies) again for each item, so an eval item pays for
-# three lookups, not six. Each finds its session's evaluator under the stash key.
-def _evaluator(request: pytest.FixtureRequest) -> "Evaluator":
-    return _ensure(request.config)
+def _fixtures(config: pytest.Config) -> types.ModuleType:
+    """The plugin's fixtures for this session's config, in a module object of their own
+    (registered at ``pytest_configure``: global, as a plugin module's fixtures are; a conftest's
+    ``agent`` or ``scorer`` still overrides them). Session-scoped, and asking for no other
+    fixture, not even ``request``: pytest resolves an item's fixtures again for each item, and
+    each ``request`` it resolves is a new fixture definition (its signature read), so closures
+    over ``config`` spare every eval item three of them."""
+    holder = types.ModuleType("pytest_groundeval.fixtures")
+
+    @pytest.fixture(scope="session")
+    def agent() -> Any:
+        """The agent under evaluation, as chosen by ``--agent`` (override in a conftest to inject your own)."""
+        return _ensure(config).get_agent()
+
+    @pytest.fixture(scope="session")
+    def scorer() -> Any:
+        """``scorer(prediction, case) -> Score``: the scorer of the case's own task (override in a
+        conftest to inject your own)."""
+        return _ensure(config).score
+
+    @pytest.fixture(scope="session")
+    def evaluate() -> Any:
+        """``evaluate(case, agent, scorer)``: run the case, attach its result to the running item's
+        report, and fail the item (with the reason) unless the case passed."""
+        return _evaluate(_ensure(config))
+
+    holder.agent, holder.scorer, holder.evaluate = agent, scorer, evaluate
+    return holder
 
 
-@pytest.fixture(scope="session")
-def agent(request: pytest.FixtureRequest) -> Any:
-    """The agent under evaluation, as chosen by ``--agent`` (override in a conftest to inject your own)."""
-    return _evaluator(request).get_agent()
-
-
-@pytest.fixture(scope="session")
-def scorer(request: pytest.FixtureRequest) -> Any:
-    """``scorer(prediction, case) -> Score``: the scorer of the case's own task (override in a
-    conftest to inject your own)."""
-    return _evaluator(request).score
-
-
-@pytest.fixture(scope="session")
-def evaluate(request: pytest.FixtureRequest) -> Any:
-    """``evaluate(case, agent, scorer)``: run the case, attach its result to the running item's
-    report, and fail the item (with the reason) unless the case passed."""
-    evaluator = _evaluator(request)
-
+def _evaluate(evaluator: "Evaluator") -> Any:
     from pytest_groundeval.pytest.items import RESULT
     from pytest_groundeval.pytest.outcomes import line, not_run
     from pytest_groundeval.pytest.reruns import first_result
