@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_groundeval.pytest.keys import CRASHES
+from pytest_groundeval.pytest.keys import CRASHES, listing_only
 from pytest_groundeval.pytest.ledger import WorkerLedger
 from pytest_groundeval.model import CaseRef, ErrorInfo
 
@@ -162,7 +162,7 @@ def register(config: pytest.Config, evaluator: Any, controller: bool) -> None:
         return
     # an xdist controller: xdist sets --dist (load for -n) before configure, registers its
     # session plugin only in its own (maybe later) pytest_configure
-    if not controller or getattr(config.option, "dist", "no") == "no" or config.option.collectonly:
+    if not controller or getattr(config.option, "dist", "no") == "no" or listing_only(config):
         return
 
     def case_ids() -> set[str]:

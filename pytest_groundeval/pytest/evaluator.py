@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import pytest
 
+from pytest_groundeval.pytest.keys import listing_only
 from pytest_groundeval.run.concurrency import Prefetcher
 from pytest_groundeval.store.files import StoredRun, find_run, load_stored as read_stored
 from pytest_groundeval.model import CaseRef, CaseResult, ErrorInfo
@@ -287,7 +288,7 @@ class Evaluator:
         called = [ref for ref in refs if self.needs_call(ref)]
         keys = [ref.key for ref in called]
         self._plan = keys
-        if called and self.settings.mode != "rescore" and not session.config.option.collectonly:
+        if called and self.settings.mode != "rescore" and not listing_only(session.config):
             self._validate_ahead(session.config, called)
         self._position = {k: i for i, k in enumerate(keys)}
         if refs:

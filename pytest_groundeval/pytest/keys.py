@@ -32,3 +32,11 @@ RERUNS = pytest.StashKey["Reruns"]()  # every process groundeval is set up in
 ERROR_ATTR = "groundeval_error"
 WORKER_OUTPUT = pytest.StashKey["WorkerOutput"]()  # what this process reports of its session (workeroutput.py)
 FHIR_SERVER = pytest.StashKey["FhirServer"]()  # a process whose tasks use the FHIR server (started on first use)
+
+
+def listing_only(config: pytest.Config) -> bool:
+    """A session that collects and lists, running no item: ``--collect-only``, ``--fixtures``,
+    ``--fixtures-per-test`` (nothing to record, prefetch or report)."""
+    option = config.option
+    return bool(getattr(option, "collectonly", False) or getattr(option, "showfixtures", False)
+                or getattr(option, "show_fixtures_per_test", False))

@@ -25,7 +25,7 @@ from pytest_groundeval.store.files import StoredRun
 from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
 from pytest_groundeval.model import CaseRef, CaseResult, Completeness, ErrorInfo, RunRecord, ShardRecord
 from pytest_groundeval.pytest.items import REPORT_ATTR
-from pytest_groundeval.pytest.keys import CRASHES, LANGSMITH_CONTROLLER
+from pytest_groundeval.pytest.keys import CRASHES, LANGSMITH_CONTROLLER, listing_only
 from pytest_groundeval.pytest.options import Settings
 from pytest_groundeval.pytest.workeroutput import WorkerOutput, WorkerOutputError, parse
 from pytest_groundeval.store.record import (build_record, case_json, git_info, new_run_id, now_iso, sort_cases, summarize,
@@ -429,7 +429,7 @@ class Reporter:
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """Summary → gate → record (written atomically) → exit status. With thresholds set,
         the gate decides the exit status."""
-        if session.config.option.collectonly:
+        if listing_only(session.config):
             return  # --collect-only: nothing ran, nothing to record
         if not self.results and not self.selected_any() \
                 and not any(t.origin == "option" for t in self.settings.thresholds):
@@ -518,7 +518,7 @@ class Reporter:
         journal are made and its header written; a folder that cannot be written is a usage
         error, with nothing run. Serially, when the session selected an eval case; under xdist
         (the controller does not collect), when an agent or a record path was asked for."""
-        if session.config.option.collectonly:
+        if listing_only(session.config):
             return
         if session.items:
             from pytest_groundeval.pytest.items import case_ref

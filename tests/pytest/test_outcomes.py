@@ -92,3 +92,15 @@ def test_own(case, agent, scorer, evaluate):
     result = evalproject.runpytest("--data-dir", "data", "--run-record", "record.json", "-p", "no:cacheprovider",
                                    "test_evals.py", "--agent=agents_under_test:Hallucinating")
     result.assert_outcomes(failed=len(SMALL_SET))
+
+
+@pytest.mark.parametrize("listing", ["--collect-only", "--fixtures", "--fixtures-per-test"])
+def test_a_session_that_only_lists_writes_no_record(evalproject, listing):
+    """``pytest evals --fixtures`` collects the eval items and runs none: no record, no
+    journal, no "cut short" summary (a listing is not a run that stopped)."""
+    result = evalproject.runpytest("--data-dir", "data", "--agent=agents_under_test:Correct", listing,
+                                   "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    out = result.stdout.str()
+    assert "cut short" not in out and "groundeval summary" not in out, out
+    assert not (evalproject.path / ".groundeval" / "runs").exists()

@@ -25,6 +25,7 @@ from pytest_groundeval.integrations.langsmith.common import (
     DATASET_PREFIX, MAX_KEPT_ERRORS, Experiment, Session, _error_text, _jsonable, _now, _number, _redacted,
     _relative, _run_name, _scrub, case_feedback, example_id, experiment_name, jury_calls)
 from pytest_groundeval.pytest.items import REPORT_ATTR, case_ref
+from pytest_groundeval.pytest.keys import listing_only
 from pytest_groundeval.pytest.workeroutput import LangSmithOutput, publish
 from pytest_groundeval.run.runner import NO_TRACE
 
@@ -174,7 +175,7 @@ class LangSmithWorker(Session):
 
     # ------------------------------------------------------------- setup (where items run)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if session.config.option.collectonly or self.gave_up:
+        if listing_only(session.config) or self.gave_up:
             return
         refs = [ref for ref in map(case_ref, session.items) if ref is not None]
         for ref in refs:  # the examples each suite's experiment runs over (a case's repeats: one example)
