@@ -118,8 +118,10 @@ class BatchSubmitter:
             cid = custom_id(request, ref.repeat)
             if room is not None and not self.batches.holds(cid):
                 cost = estimate(request, agent.model)
-                if cost > room:
-                    continue  # not submitted: its call says so (--max-cost)
+                if cost > room:  # not submitted: its case is not run, as --max-cost keeps any case
+                    ev.budget.refuse(ref.key, f"--max-cost {ev.settings.max_cost:g} USD has no room for it in the "
+                                              f"batch (about {cost:.4f} USD at the batch price, {room:.4f} left)")
+                    continue
                 room -= cost
             requests[cid] = request
         self.batches.submit(requests)
