@@ -26,10 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Mapping, Union
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema, model_serializer,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, WithJsonSchema,
+                      model_serializer, model_validator)
 
 SCHEMA_VERSION = "2.0"
+#: the validation context of a record, journal or shard read back from a file (``store/files.py``):
+#: what was written before a field existed is read in its own words (``ErrorInfo.not_run``)
+STORED: dict[str, Any] = {"stored": True}
+NOT_RUN = "not run"  # how the message of a case not run begins, for people (``ErrorInfo.not_run`` for programs)
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 ErrorKind = Literal["case", "agent", "timeout", "budget", "crash", "interrupted", "internal", "server"]
@@ -340,10 +344,33 @@ class ScoreRecord(_Model):
 
 
 class ErrorInfo(_Model):
+    """Why a case was not scored. ``not_run``: the harness never ran the case to its answer
+    (``--max-cost`` had no room for it, the stop after identical agent errors, a missing
+    prerequisite such as the FHIR server, another case's crash): pytest's skip, still an error of
+    the run. Its message begins "not run" for people; this field is the fact, whatever wraps
+    the message."""
+
     kind: ErrorKind
     message: str
     error_class: str | None = None
     traceback: str | None = None  # internal errors: groundeval's; agent errors: the agent's own
+    not_run: bool = False
+
+    @classmethod
+    def never_run(cls, kind: ErrorKind, why: str) -> "ErrorInfo":
+        """The error of a case the harness did not run, and why (``not run: <why>``)."""
+        return cls(kind=kind, message=f"{NOT_RUN}: {why}", not_run=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_run_in_words(cls, data: Any, info: ValidationInfo) -> Any:
+        """A stored error written before ``not_run`` existed said it by its message alone: one
+        whose message begins "not run" is read as not run (only when read back from a file,
+        :data:`STORED`; an error made in this version says it itself)."""
+        if (isinstance(data, dict) and "not_run" not in data and info.context is not None
+                and info.context.get("stored") and str(data.get("message", "")).startswith(NOT_RUN)):
+            data = {**data, "not_run": True}
+        return data
 
 
 class Attempt(_Model):

@@ -8,7 +8,9 @@ the last tool result, which a batch cannot answer: ``--batch`` with any other ag
 usage error (run those without it), and so is ``--batch`` with xdist's ``-n`` (one batch per
 session, submitted by one process). A case of a task that starts a FHIR server per case
 (labs, orders) names that server in its prompt, and the server lives only for the case's call:
-those cases are called directly, at the list price.
+those cases are called directly, at the list price. With ``--max-cost`` the batch holds the
+requests that fit it at the batch price (:func:`estimate`); a case left out is refused by the
+budget before its call (``Budget.refuse``): not run, kind ``budget``, as any case --max-cost keeps.
 """
 
 from __future__ import annotations
@@ -118,8 +120,10 @@ class BatchSubmitter:
             cid = custom_id(request, ref.repeat)
             if room is not None and not self.batches.holds(cid):
                 cost = estimate(request, agent.model)
-                if cost > room:
-                    continue  # not submitted: its call says so (--max-cost)
+                if cost > room:  # not submitted: its case is not run, as --max-cost keeps any case
+                    ev.budget.refuse(ref.key, f"--max-cost {ev.settings.max_cost:g} USD has no room for it in the "
+                                              f"batch (about {cost:.4f} USD at the batch price, {room:.4f} left)")
+                    continue
                 room -= cost
             requests[cid] = request
         self.batches.submit(requests)

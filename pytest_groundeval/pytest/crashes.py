@@ -130,7 +130,7 @@ class CrashLedgers:
         others = [k for k in in_flight if k != me]
         # no dump (os._exit, SIGKILL): no evidence against another call; the item keeps the crash
         if culprit is not None and culprit != me:
-            return ErrorInfo(kind="interrupted", message=(
+            return ErrorInfo(kind="interrupted", not_run=True, message=(
                 f"not run to the end: the pytest-xdist worker {worker} crashed{what} in the agent call for "
                 f"{':'.join(map(str, culprit))}, which is run again on its own; --resume runs this case again"))
         beside = f" (the call for {', '.join(':'.join(map(str, k)) for k in others)} was in flight too)" if others else ""

@@ -398,7 +398,7 @@ class Evaluator:
             if result is not None:
                 return result
         if self.stop_reason is not None:
-            return not_run(ref, error=ErrorInfo(kind="agent", message=f"not run: {self.stop_reason}"))
+            return not_run(ref, error=ErrorInfo.never_run("agent", self.stop_reason))
         if self.prefetcher is not None and agent is self._agent and not self.prefetcher.stopped:
             called = self.prefetcher.take(ref.key)
         elif isinstance(agent := self.hosted(agent), ErrorInfo):

@@ -10,8 +10,9 @@ record              groundeval's terminal     pytest (letter, count, junitxml)
 ``skipped``         skipped                   ``s`` skipped, ``<skipped>``
 =================  ========================  =====================================
 
-A case **not run** is an errored case whose message starts "not run" (the harness never
-asked the agent, or was stopped before its answer: ``--max-cost`` reached, the stop after
+A case **not run** is an errored case whose error says so (``ErrorInfo.not_run``; its message
+begins "not run" for people): the harness never asked the agent, or was stopped before its
+answer (``--max-cost`` had no room for it, with ``--batch`` too, the stop after
 identical agent errors, a task's prerequisite missing such as its FHIR server, another
 case's crash): pytest skips it, with that reason. It still counts in the record's
 ``n_errors`` and as 0 in the rates, so the gate and the exit status do not change

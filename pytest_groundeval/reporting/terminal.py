@@ -53,14 +53,11 @@ def usage_line(record: RunRecord) -> str:
     return f"tokens: {u.input_tokens:,} in, {u.output_tokens:,} out; cost {cost}"
 
 
-NOT_RUN = "not run"  # how the message of a case not run begins (runner, evaluator, fhircase, crashes)
-
-
 def not_run(case: Any) -> bool:
-    """An errored case the harness never ran to its answer (its message says "not run":
-    ``--max-cost`` reached, the stop after identical agent errors, a missing prerequisite,
-    another case's crash): pytest's skip (``pytest/outcomes.py``), still an error in the record."""
-    return case.outcome == "error" and case.error is not None and case.error.message.startswith(NOT_RUN)
+    """An errored case the harness never ran to its answer (``ErrorInfo.not_run``: ``--max-cost``
+    had no room for it, the stop after identical agent errors, a missing prerequisite, another
+    case's crash): pytest's skip (``pytest/outcomes.py``), still an error in the record."""
+    return case.outcome == "error" and case.error is not None and case.error.not_run
 
 
 def errors_line(record: RunRecord) -> str | None:

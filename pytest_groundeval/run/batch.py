@@ -141,8 +141,8 @@ class Batches:
     def result(self, cid: str, deadline: float | None = None) -> Any:
         """The answer to request ``cid`` once its batch has ended; its error otherwise."""
         if cid not in self._owner:
-            raise PermanentAgentError("not run: no batch of this session holds this request (not submitted: "
-                                      "--max-cost had no room for it at the batch price)")
+            raise PermanentAgentError("no batch of this session holds this request (it is not the one submitted "
+                                      "for this case when the items were collected)")
         self.start()
         with self._cond:
             while cid not in self._results and self._failed is None:

@@ -57,8 +57,8 @@ def open_case(server: Any, task: Any, case: Case) -> tuple[Case, Opened | None, 
     from pytest_groundeval.fhir.server.manager import CaseRefused, ServerDied, ServerUnavailable
 
     if server is None:
-        return case, None, ErrorInfo(kind="server", message=(
-            f"not run: task {case.ref.task!r} needs the harness's FHIR server, and this run has none"))
+        return case, None, ErrorInfo.never_run(
+            "server", f"task {case.ref.task!r} needs the harness's FHIR server, and this run has none")
     ref = case.ref
     key = f"{ref.task}:{ref.case_id}" + (f"[r{ref.repeat}]" if ref.repeat is not None else "")
     today = case.inputs.get("today")
@@ -67,11 +67,11 @@ def open_case(server: Any, task: Any, case: Case) -> tuple[Case, Opened | None, 
         handle = server.open_case(case.inputs.get("bundle"), key=key, clock=clock,
                                   write_cap=getattr(task, "fhir_write_cap", None))
     except ServerUnavailable as e:
-        return case, None, ErrorInfo(kind="server", message=f"not run: {e.reason}")
+        return case, None, ErrorInfo.never_run("server", e.reason)
     except CaseRefused as e:
         return case, None, ErrorInfo(kind="case", message=f"{ref.task}:{ref.case_id}: {e}")
     except ServerDied as e:
-        return case, None, ErrorInfo(kind="server", message=f"not run: {e}")
+        return case, None, ErrorInfo.never_run("server", str(e))
     inputs = dict(case.inputs)
     inputs["fhir_base_url"] = handle.base_url
     seeded = dataclasses.replace(case, prompt=case.prompt.replace(PLACEHOLDER, handle.base_url), inputs=inputs)

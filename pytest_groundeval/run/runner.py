@@ -179,9 +179,9 @@ def call_case(task: Task, ref: CaseRef, agent: Any, policy: CallPolicy | None = 
             return called
     ticket = None
     if budget is not None:  # room for this call reserved, or it does not start (usage.Budget)
-        ticket, why = budget.reserve()
+        ticket, why = budget.reserve(ref.key)
         if ticket is None:
-            called.error = ErrorInfo(kind="budget", message=f"not run: {why}")
+            called.error = ErrorInfo.never_run("budget", why)
             if opened is not None:  # its repository was made for nothing: dropped
                 opened.server.close_case(opened.handle)
             return called

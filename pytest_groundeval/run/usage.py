@@ -263,15 +263,24 @@ class Budget:
         self._ledger = share if share is not None else LocalSpend()
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
+        self._refused: dict[tuple, str] = {}  # case key -> why it may not start (refuse)
 
     @property
     def spent(self) -> float:
         with self._cond:
             return float(self._ledger.transact(lambda st: st["spent"]))
 
-    def reserve(self) -> tuple[str | None, str | None]:
-        """Wait for room for one call: ``(ticket, None)`` to start it, ``(None, why)`` when
-        it may not start. Pass the ticket to :meth:`settle` when the call is over."""
+    def refuse(self, key: tuple, why: str) -> None:
+        """The call of case ``key`` (``CaseRef.key``) may not start: the room for it was
+        decided ahead (``--batch``: the batch submitted at collection had none for it)."""
+        self._refused[key] = why
+
+    def reserve(self, key: tuple | None = None) -> tuple[str | None, str | None]:
+        """Wait for room for one call (of case ``key``): ``(ticket, None)`` to start it,
+        ``(None, why)`` when it may not start. Pass the ticket to :meth:`settle` when the call
+        is over."""
+        if key is not None and key in self._refused:
+            return None, self._refused[key]
         if self.max_cost is None:
             return "", None
         ticket = f"{os.getpid()}-{next(self._ids)}"

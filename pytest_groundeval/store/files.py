@@ -6,8 +6,10 @@
 ignored) as a typed :class:`Journal`. Every file it cannot give that way is a
 :class:`StoreError` naming the file, what is wrong and what to do: missing or unreadable,
 not JSON, not a groundeval file (foreign), another (older) or a newer record format, or
-not valid as one. The reporter's ``--resume`` / ``--rescore``, ``groundeval compare``,
-``groundeval report`` and ``groundeval merge`` all read through it.
+not valid as one. What a file written before a field existed says is read in its own words
+(``model.STORED``: a case error whose message begins "not run" is not run). The reporter's
+``--resume`` / ``--rescore``, ``groundeval compare``, ``groundeval report`` and ``groundeval
+merge`` all read through it.
 
 :func:`write` writes a typed record: redacted (``redact.py``: nothing leaves a run with a
 key in it), atomically (a temp file in the same folder, fsync, rename: a reader sees the
@@ -25,7 +27,8 @@ from typing import Any, Iterator
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pytest_groundeval.model import SCHEMA_VERSION, CaseResult, LegacySummaryError, MetricSpec, RunRecord, require_specs
+from pytest_groundeval.model import (SCHEMA_VERSION, STORED, CaseResult, LegacySummaryError, MetricSpec, RunRecord,
+                                     require_specs)
 from pytest_groundeval.store.record import escape_unencodable, write_json_atomic
 from pytest_groundeval.store.redact import redact_json
 
@@ -145,7 +148,7 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
             if header is None:
                 break  # a journal's first line is its header
             try:
-                case = CaseResult.model_validate(obj)
+                case = CaseResult.model_validate(obj, context=STORED)
             except ValidationError as e:
                 raise _invalid(path, f"line {n}", e) from None
             if kind == "case":
@@ -168,7 +171,7 @@ def _read_journal(path: Path, raw: bytes) -> Journal:
 
 def _read_record(path: Path, raw: bytes, cases_only: bool) -> RunRecord:
     try:
-        return RunRecord.model_validate_json(raw)  # the common case, in pydantic-core; else say why not
+        return RunRecord.model_validate_json(raw, context=STORED)  # the common case, in pydantic-core; else say why not
     except ValidationError:
         pass
     try:
@@ -187,7 +190,7 @@ def _read_record(path: Path, raw: bytes, cases_only: bool) -> RunRecord:
             raise StoreError(str(e)) from None
         data["summary"] = {}  # --resume / --rescore read its cases only (and make a summary that declares)
     try:
-        return RunRecord.model_validate(data)
+        return RunRecord.model_validate(data, context=STORED)
     except ValidationError as e:
         raise _invalid(path, "the record", e) from None
 

@@ -26,7 +26,7 @@ def _junit(path) -> Counter:
 
 
 def _record_words(rec: dict) -> Counter:
-    return Counter("not run" if c["outcome"] == "error" and c["error"]["message"].startswith("not run")
+    return Counter("not run" if c["outcome"] == "error" and c["error"]["not_run"]
                    else c["outcome"] for c in rec["cases"])
 
 

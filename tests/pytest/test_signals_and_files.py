@@ -339,6 +339,7 @@ def test_only_the_case_whose_call_crashed_the_worker_is_a_crash(tmp_path):
     assert sorted(cases) == ORDER, out[-3000:]
     # the case beside the crash was in flight, not at fault: interrupted, to be run again
     assert cases[beside]["outcome"] == "error" and cases[beside]["error"]["kind"] == "interrupted", cases[beside]
+    assert cases[beside]["error"]["not_run"] is True  # not run to the end: a pytest skip
     assert f"crashed (Fatal Python error: Segmentation fault) in the agent call for extraction:{crasher}" \
         in cases[beside]["error"]["message"]
     # the crashing case was handed to a replacement worker by xdist and ran there (it crashes once)

@@ -140,7 +140,10 @@ def test_a_session_killed_after_submitting_resumes_the_same_batch(project, monke
     assert journal_batches(project.path / "record.jsonl")[0]["id"] == line["id"]
 
 
-def test_max_cost_admits_requests_at_the_batch_price(project, monkeypatch):
+def test_max_cost_admits_requests_at_the_batch_price_and_the_rest_are_budget_not_run(project, monkeypatch):
+    """The cases --max-cost leaves out of the batch are recorded as any case it keeps from
+    running: error kind ``budget``, not run (a pytest skip), no call and no attempt, and the
+    terminal's "not run: 2 budget"."""
     from pytest_groundeval.pytest.batching import estimate
 
     with AnthropicLoopback() as api:
@@ -154,11 +157,17 @@ def test_max_cost_admits_requests_at_the_batch_price(project, monkeypatch):
         assert full[0] + full[1] > cap
         result = project.runpytest_subprocess(*_args(project, "--max-cost", f"{cap:.8f}"))
     second = [b for path, b in api.requests if path == "/v1/messages/batches"][1]
-    assert len(second["requests"]) == 2
+    assert len(second["requests"]) == 2 and "/v1/messages" not in _paths(api)  # nothing called directly
     rec = _record(project)
     refused = [c for c in rec["cases"] if c["outcome"] == "error"]
     assert len(refused) == 2 and all("--max-cost" in c["error"]["message"] for c in refused)
+    assert all(c["error"]["kind"] == "budget" and c["error"]["not_run"] for c in refused), refused
+    assert all(c["attempts"] == 0 and c["agent"] is None for c in refused)  # its agent was never asked
     assert sum(c["outcome"] == "passed" for c in rec["cases"]) == 2, result.stdout.str()[-2000:]
+    assert rec["budget"]["stopped"] and rec["budget"]["cases_not_run"] == 2
+    result.assert_outcomes(passed=2, skipped=2)  # a case not run is pytest's skip
+    result.stdout.fnmatch_lines(["*extraction: 4 cases, 2 passed, 0 failed, 0 errors, 2 not run*",
+                                 "*not run: 2 budget"])
 
 
 @pytest.mark.parametrize("args, says", [

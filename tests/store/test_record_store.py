@@ -309,3 +309,35 @@ def test_an_agent_transcript_not_in_the_steps_shape_is_dropped_with_a_warning(tm
     odd = run_case(task, ref, Odd([{"type": "ai", "tool_calls": 3}]))
     assert odd.outcome == "passed" and odd.agent_reported is None  # scored all the same
     assert odd.warnings and odd.warnings[0].startswith("transcript dropped: agent 'odd' reported steps not in")
+
+
+# ---------------------------------------------------------------- a case not run, then and now
+NOT_RUN_MESSAGE = "not run: --max-cost 1 USD reached (spent 1.0200)"
+
+
+def test_not_run_is_the_errors_field_and_older_files_said_it_by_their_message(stored, tmp_path):
+    """``ErrorInfo.not_run`` says a case was not run, whatever wraps its message; a record or
+    journal written before the field existed said it by the message's first words alone and is
+    read so, the journal a --resume reads included. A file with the field, and an error made in
+    this version, say it themselves."""
+    from pytest_groundeval.model import ErrorInfo
+    from pytest_groundeval.reporting.terminal import errors_line
+
+    data = _record(stored)
+    errors = [{"kind": "budget", "message": NOT_RUN_MESSAGE, "error_class": None, "traceback": None},  # before
+              {"kind": "budget", "message": f"agent 'x' failed after 1 attempt(s): {NOT_RUN_MESSAGE}",
+               "not_run": True},  # wrapped: the field stands
+              {"kind": "agent", "message": NOT_RUN_MESSAGE, "not_run": False}]  # said not: its words change nothing
+    for case, error in zip(data["cases"], errors):
+        case.update(outcome="error", error=error, score=None)
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    lines = [{"kind": "header", "schema_version": SCHEMA_VERSION, "run_id": data["run_id"]},
+             *({"kind": "case", **c} for c in data["cases"])]
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for name in ("old.json", "old.jsonl"):
+        said = [c.error.not_run for c in read(tmp_path / name).cases[:3]]
+        assert said == [True, True, False], name
+    assert errors_line(read(tmp_path / "old.json")) == "errors: 1 agent; not run: 2 budget"
+    # an error this version makes without the field is not read from its words
+    assert ErrorInfo(kind="budget", message=NOT_RUN_MESSAGE).not_run is False
+    assert ErrorInfo.never_run("budget", "--max-cost 1 USD reached").not_run is True
