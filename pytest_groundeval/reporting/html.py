@@ -713,11 +713,11 @@ def paired_tests(base: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Any, 
     common, a record it cannot read): ``(Comparison | None, message)``."""
     from pydantic import ValidationError
 
-    from pytest_groundeval.model import RunRecord
+    from pytest_groundeval.model import STORED, RunRecord
     from pytest_groundeval.reporting.compare import CompareError, compare, loaded_run
 
-    try:
-        runs = [loaded_run(RunRecord.model_validate({k: v for k, v in r.items() if k != "reviews"}),
+    try:  # (records read back: an older one says "not run" by its message, model.STORED)
+        runs = [loaded_run(RunRecord.model_validate({k: v for k, v in r.items() if k != "reviews"}, context=STORED),
                            f"{side} ({r.get('run_id')})")
                 for side, r in (("BASE", base), ("NEW", new))]
         return compare(runs[0], runs[1], intersect=True), ""
