@@ -95,6 +95,11 @@ def rxnorm_coding(concept: Any, where: str = "CodeableConcept", field: str = "Co
     return None
 
 
+@functools.lru_cache(maxsize=4096)  # (the same few profile URLs on every resource of every bundle)
+def _other_profile(profile: str) -> bool:
+    return _OTHER_PROFILE.search(profile) is not None
+
+
 def _other_version(res: dict[str, Any]) -> str | None:
     """Why ``res`` (a resource or the Bundle) is not R4/R4B, or None: a resource type or a
     field of another FHIR version, or a ``meta`` hint (a core profile of another release,
@@ -116,7 +121,7 @@ def _other_version(res: dict[str, Any]) -> str | None:
     if isinstance(meta, dict):
         profiles, tags = meta.get("profile"), meta.get("tag")
         for profile in profiles if isinstance(profiles, list) else []:
-            if isinstance(profile, str) and _OTHER_PROFILE.search(profile):
+            if isinstance(profile, str) and _other_profile(profile):
                 return f"claims the profile {profile!r} of another FHIR version"
         for tag in tags if isinstance(tags, list) else []:
             if isinstance(tag, dict) and tag.get("system") == FHIR_VERSION_TAG and isinstance(tag.get("code"), str) \
@@ -158,20 +163,19 @@ def bundle_resources(bundle: Any, source: str) -> list[tuple[str | None, dict]]:
         raise _wrong(source, "Bundle.entry", entries, "a list")
     resources: list[tuple[str | None, dict]] = []
     for i, entry in enumerate(entries or []):
-        where = f"{source}: Bundle.entry[{i}]"
         if not isinstance(entry, dict):
-            raise CaseError(f"{where} is {_kind(entry)}, expected an object")
+            raise CaseError(f"{source}: Bundle.entry[{i}] is {_kind(entry)}, expected an object")
         res, url = entry.get("resource"), entry.get("fullUrl")
         if res is None:  # an entry without a resource (e.g. a request or a search outcome)
             continue
         if not isinstance(res, dict):
-            raise _wrong(where, "resource", res, "an object (a resource)")
+            raise _wrong(f"{source}: Bundle.entry[{i}]", "resource", res, "an object (a resource)")
         if url is not None and not isinstance(url, str):
-            raise _wrong(where, "fullUrl", url, "a string")
+            raise _wrong(f"{source}: Bundle.entry[{i}]", "fullUrl", url, "a string")
         if not isinstance(res.get("resourceType"), str):
-            raise _wrong(where, "resource.resourceType", res.get("resourceType"), "a string")
+            raise _wrong(f"{source}: Bundle.entry[{i}]", "resource.resourceType", res.get("resourceType"), "a string")
         if res.get("id") is not None and not isinstance(res["id"], str):
-            raise _wrong(f"{where} ({res['resourceType']})", "id", res["id"], "a string")
+            raise _wrong(f"{source}: Bundle.entry[{i}] ({res['resourceType']})", "id", res["id"], "a string")
         why = _other_version(res)
         if why:
             raise CaseError(f"{source}: not a FHIR R4 bundle: Bundle.entry[{i}] ({res['resourceType']}) {why}")
