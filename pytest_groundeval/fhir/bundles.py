@@ -378,6 +378,7 @@ class BundleMemo:
 
     def __init__(self, folder: Path | None = None, background: bool = False, shipped: Path | None = None) -> None:
         self.folder = Path(folder) if folder is not None else None
+        self._folder_text = str(self.folder) if self.folder is not None else ""
         self._shipped_path = shipped  # the package's shipped verdicts (fhir/shipped.py); None: none
         self._shipped: dict[str, str | None] | None = None  # read on first use
         self._pending: dict[str, Any] = {}  # key -> the Future of its validation ahead of the items (warmup.py)
@@ -398,6 +399,10 @@ class BundleMemo:
 
     def path(self, key: str) -> Path | None:
         return None if self.folder is None else self.folder / key[:2] / f"{key}.bin"
+
+    def _entry_file(self, key: str) -> str:
+        """:meth:`path` as text (no ``Path`` built: looked up for every case of a run)."""
+        return os.path.join(self._folder_text, key[:2], key + ".bin")
 
     def verdict(self, raw: bytes, content_hash: str, data: Any = None) -> Verdict:
         """The verdict on the bundle ``raw`` (``data``: its parsed JSON, if the caller has it).
@@ -495,8 +500,7 @@ class BundleMemo:
         key = self.key(content_hash)
         if key in self._verdicts or key in self._pending or self.shipped(content_hash) is not None:
             return True
-        path = self.path(key)
-        return path is not None and path.exists()
+        return self.folder is not None and os.path.exists(self._entry_file(key))
 
     def expect(self, content_hash: str, future: Any) -> None:
         """The verdict on ``content_hash`` is on its way (``future``: ``(issues,)``, or None when
@@ -562,11 +566,11 @@ class BundleMemo:
 
     # -- disk --
     def _read(self, key: str) -> tuple[str | None, bytes | None] | None:
-        path = self.path(key)
-        if path is None:
+        if self.folder is None:
             return None
         try:
-            blob = path.read_bytes()
+            with open(self._entry_file(key), "rb") as fh:
+                blob = fh.read()
         except OSError:
             return None
         entry = _parse_entry(blob, key)
