@@ -206,7 +206,7 @@ def test_no_core_module_names_a_task():
 
 # ---------------------------------------------------------------- settings, controller and workers
 def test_settings_are_frozen(pytester):
-    from pytest_groundeval.pytest.options import Settings
+    from pytest_groundeval.pytest.settings import Settings
 
     config = pytester.parseconfigure("--agent=baseline")
     settings = Settings.from_config(config, registry())

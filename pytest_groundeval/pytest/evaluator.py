@@ -28,7 +28,7 @@ from pytest_groundeval.run.concurrency import Prefetcher
 from pytest_groundeval.store.files import StoredRun, find_run, load_stored as read_stored
 from pytest_groundeval.model import CaseRef, CaseResult, ErrorInfo
 from pytest_groundeval.pytest.items import NEXT_ITEM, Suite, case_ref, settle_suites
-from pytest_groundeval.pytest.options import Settings
+from pytest_groundeval.pytest.settings import Settings
 from pytest_groundeval.pytest.reruns import first_result
 from pytest_groundeval.pytest.workeroutput import WorkerOutput, publish
 from pytest_groundeval.run.runner import (Called, CallObservers, agent_name, call_case, finish_case,

@@ -130,7 +130,7 @@ def _ensure(config: pytest.Config) -> "Evaluator":
 def _set_up(config: pytest.Config) -> "Evaluator":
     from pytest_groundeval.integrations.langsmith.common import api_key as langsmith_key
     from pytest_groundeval.pytest.evaluator import Evaluator, load_stored
-    from pytest_groundeval.pytest.options import Settings
+    from pytest_groundeval.pytest.settings import Settings
     from pytest_groundeval.pytest.reporter import Reporter
     from pytest_groundeval.pytest.shard import register_sharder
     from pytest_groundeval.pytest.workeroutput import current

@@ -26,7 +26,7 @@ from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
 from pytest_groundeval.model import CaseRef, CaseResult, Completeness, ErrorInfo, RunRecord, ShardRecord
 from pytest_groundeval.pytest.items import REPORT_ATTR
 from pytest_groundeval.pytest.keys import CRASHES, LANGSMITH_CONTROLLER, listing_only
-from pytest_groundeval.pytest.options import Settings
+from pytest_groundeval.pytest.settings import Settings
 from pytest_groundeval.pytest.workeroutput import WorkerOutput, WorkerOutputError, parse
 from pytest_groundeval.store.record import (build_record, case_json, git_info, new_run_id, now_iso, sort_cases, summarize,
                                             user_subset)

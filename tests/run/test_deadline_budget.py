@@ -416,7 +416,8 @@ def test_bad_usage_on_the_answer_stops_the_budget_even_when_failed_attempts_were
 def test_a_case_has_a_deadline_across_attempts_by_default(pytester):
     """One hung case costs at most the default --case-deadline (5 minutes), not 5 attempts of
     --agent-timeout (10 minutes); the help says so."""
-    from pytest_groundeval.pytest.options import DEFAULT_AGENT_TIMEOUT, DEFAULT_CASE_DEADLINE, Settings
+    from pytest_groundeval.pytest.options import DEFAULT_AGENT_TIMEOUT, DEFAULT_CASE_DEADLINE
+    from pytest_groundeval.pytest.settings import Settings
     from pytest_groundeval.pytest.plugin import _registry
 
     config = pytester.parseconfigure("-p", "no:cacheprovider")

@@ -350,7 +350,7 @@ def test_the_evaluator_remembers_which_cases_were_given_tools_for_a_pytest_timeo
 
     from pytest_groundeval.agents.spec import AgentSpec
     from pytest_groundeval.pytest.evaluator import Evaluator
-    from pytest_groundeval.pytest.options import Settings
+    from pytest_groundeval.pytest.settings import Settings
     from pytest_groundeval.run.calls import CallPolicy
     from pytest_groundeval.run.runner import call_case
 
