@@ -398,10 +398,10 @@ class BundleMemo:
         return hashlib.sha256(f"{content_hash}\n{versions()}".encode()).hexdigest()
 
     def path(self, key: str) -> Path | None:
-        return None if self.folder is None else self.folder / key[:2] / f"{key}.bin"
+        return None if self.folder is None else Path(self._entry_file(key))
 
     def _entry_file(self, key: str) -> str:
-        """:meth:`path` as text (no ``Path`` built: looked up for every case of a run)."""
+        """Where the entry of ``key`` is, as text (no ``Path`` built: looked up for every case)."""
         return os.path.join(self._folder_text, key[:2], key + ".bin")
 
     def verdict(self, raw: bytes, content_hash: str, data: Any = None) -> Verdict:

@@ -9,7 +9,6 @@ option that says where its cases live (``Task.source``).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -153,24 +152,6 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     return defaults
 
 
-def _task_path(config: pytest.Config, task: Any) -> Path:
-    """The command-line value is relative to the current folder; the ini value to the
-    rootdir; the default to groundeval's packaged data (built-in suites) or the rootdir."""
-    given = config.getoption(task.source.dest)
-    ini = config.getini(task.source.ini)
-    if given:
-        path = Path(given)
-        return path if path.is_absolute() else Path.cwd() / path
-    if ini:
-        path = Path(ini)
-        return path if path.is_absolute() else config.rootpath / path
-    if task.source.packaged:
-        from pytest_groundeval.tasks.resources import data_path
-
-        return data_path(task.source.default)
-    return config.rootpath / task.source.default
-
-
 def source_setting(config: pytest.Config, task: Any) -> str:
     """Which setting gave a task's case path (for a refusal of that path): the command-line
     option, the ini key, or the task's default."""
@@ -180,60 +161,3 @@ def source_setting(config: pytest.Config, task: Any) -> str:
     if config.getini(src.ini):
         return f"given by the ini key {src.ini}, relative to the rootdir {config.rootpath}"
     return f"the {task.name} suite's default; point it elsewhere with {src.flag} or the ini key {src.ini}"
-
-
-def _runs_dir(config: pytest.Config) -> Path:
-    """``--groundeval-runs-dir`` (relative to the current folder), else ``.groundeval/runs``
-    under the rootdir."""
-    given = config.getoption("groundeval_runs_dir")
-    return Path(given).absolute() if given else config.rootpath / RUNS_DIR
-
-
-MAX_CONCURRENCY = 256
-MAX_RETRIES = 20
-MAX_REPEAT = 1000
-
-
-def _check_values(opt: Any) -> None:
-    """Option values that cannot mean anything are usage errors at start, never clamped."""
-    def bad(flag: str, value: Any, why: str) -> None:
-        raise pytest.UsageError(f"groundeval: {flag} {value!r}: {why}")
-
-    def finite(x: Any) -> bool:
-        return isinstance(x, (int, float)) and math.isfinite(x)
-
-    n = opt("groundeval_concurrency")
-    if n is not None and not 1 <= n <= MAX_CONCURRENCY:
-        bad("--concurrency", n, f"must be between 1 and {MAX_CONCURRENCY}")
-    cost = opt("groundeval_max_cost")
-    if cost is not None and not (finite(cost) and cost > 0):
-        bad("--max-cost", cost, "must be a positive number of USD")
-    deadline = opt("groundeval_case_deadline")
-    if deadline is not None and not (finite(deadline) and deadline > 0):
-        bad("--case-deadline", deadline, "must be a positive number of seconds")
-    timeout = opt("groundeval_agent_timeout")
-    if timeout is not None and not (finite(timeout) and timeout > 0):
-        bad("--agent-timeout", timeout, "must be a positive number of seconds")
-    tokens = opt("groundeval_max_tokens")
-    if tokens is not None and tokens < 1:
-        bad("--model-max-tokens", tokens, "must be 1 or more")
-    if opt("groundeval_max_consecutive_errors") < 0:
-        bad("--max-consecutive-errors", opt("groundeval_max_consecutive_errors"), "must be 0 (never stop) or more")
-    limit = opt("groundeval_limit")
-    if limit is not None and limit < 1:
-        bad("--groundeval-limit", limit, "must be 1 or more (the cases of each task to run)")
-    repeat = opt("groundeval_repeat")
-    if not 1 <= repeat <= MAX_REPEAT:
-        bad("--repeat", repeat, f"must be between 1 and {MAX_REPEAT}")
-    poll = opt("groundeval_batch_poll")
-    if not (finite(poll) and poll > 0):
-        bad("--batch-poll", poll, "must be a positive number of seconds")
-    retries = opt("groundeval_retries")
-    if not 0 <= retries <= MAX_RETRIES:
-        bad("--agent-retries", retries, f"must be between 0 and {MAX_RETRIES}")
-    for flag, dest in (("--agent-retry-delay", "groundeval_retry_base_delay"),
-                       ("--agent-max-retry-after", "groundeval_max_retry_after")):
-        value = opt(dest)
-        if not (finite(value) and value >= 0):
-            bad(flag, value, "must be a number of seconds, 0 or more")
-

@@ -54,18 +54,18 @@ def line(result: "CaseResult", tbstyle: str | None = None) -> str:
     return redact_text(escape_unencodable(text))
 
 
-def apply(report: "pytest.TestReport", result: "CaseResult", where: tuple[str, int] | Callable[[], tuple[str, int]], *,
+def apply(report: "pytest.TestReport", result: "CaseResult", where: Callable[[], tuple[str, int]], *,
           tbstyle: str | None = None, evaluated: bool = False) -> None:
     """The call report of an eval item (or xdist's report of its crash) says what its result
-    says. ``where``: the test's file and line (a skip's location, as pytest's own skip marks
-    give it). ``evaluated``: the item's ``evaluate`` produced ``result`` and raised for it (its
+    says. ``where``: gives the test's file and line (a skip's location, as pytest's own skip
+    marks give it; asked for only when the case is skipped). ``evaluated``: the item's ``evaluate`` produced ``result`` and raised for it (its
     message becomes the case's line); otherwise pytest's own report (a traceback of the test's
     own, pytest-timeout's) is kept, only classified."""
     if report.when not in ("call", "???") or result.outcome == "passed":  # (xdist's crash reports: "???")
         return
     if result.outcome == "skipped" or not_run(result):
-        where = where() if callable(where) else where  # (a callable: found only for a skip)
-        report.outcome, report.longrepr = "skipped", (where[0], where[1], f"Skipped: {result.reason or 'skipped'}")
+        path, lineno = where()  # (asked only for a skip)
+        report.outcome, report.longrepr = "skipped", (path, lineno, f"Skipped: {result.reason or 'skipped'}")
         return
     if report.skipped:
         return  # pytest skipped it (a skip of the test's own): its report stands

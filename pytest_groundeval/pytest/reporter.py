@@ -329,7 +329,7 @@ class Reporter:
         from pytest_groundeval.pytest.outcomes import apply
 
         path, lineno = report.location[0], report.location[1]
-        apply(report, result, (str(self.config.rootpath / path), (lineno if lineno is not None else -1) + 1))
+        apply(report, result, lambda: (str(self.config.rootpath / path), (lineno if lineno is not None else -1) + 1))
         self.hand_over(report, result, blob)
 
     @pytest.hookimpl(wrapper=True)

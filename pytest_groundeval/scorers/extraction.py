@@ -21,8 +21,7 @@ from pytest_groundeval.scorers.base import Score, prf
 
 
 def _norm(name: Any) -> str:
-    return _norm_text(name) if isinstance(name, str) else " ".join(str(name).split()).casefold() \
-        if name is not None else ""
+    return "" if name is None else _norm_text(name if isinstance(name, str) else str(name))
 
 
 @functools.lru_cache(maxsize=65536)  # (the same displays, item after item and case after case)

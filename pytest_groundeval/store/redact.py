@@ -51,15 +51,13 @@ MIN_B64 = 8  # the shortest base64 text redacted (a stable run of characters, al
 #: the literals :data:`KEY_SHAPES`' forms start with: a text holding none of them holds no key
 #: shape, known without running the pattern at every position (every case's record)
 KEY_STARTS = ("sk-", "gh", "github_pat_", "AKIA", "ASIA", "xox")  # (gh: ghp_, gho_, ghu_, ghs_, ghr_)
+_KEY_STARTS_BYTES = tuple(k.encode() for k in KEY_STARTS)
 
 
 def _may_hold_key(text: str | bytes) -> bool:
-    """Does ``text`` hold one of :data:`KEY_STARTS` (spelled out: no generator on every record)?"""
-    if isinstance(text, bytes):
-        return (b"sk-" in text or b"gh" in text or b"github_pat_" in text or b"AKIA" in text
-                or b"ASIA" in text or b"xox" in text)
-    return ("sk-" in text or "gh" in text or "github_pat_" in text or "AKIA" in text
-            or "ASIA" in text or "xox" in text)
+    """Does ``text`` hold one of :data:`KEY_STARTS`? (``map`` over ``__contains__``: no
+    generator frame on every record)"""
+    return any(map(text.__contains__, _KEY_STARTS_BYTES if isinstance(text, bytes) else KEY_STARTS))
 
 
 _session: tuple[list[str], list[bytes]] | None = None  # this session's secrets (configure())
