@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from pytest_groundeval.reporting.gate import run_gate
 from pytest_groundeval.reporting.terminal import plural
-from pytest_groundeval.store import read, write
+from pytest_groundeval.store import write
 from pytest_groundeval.store.files import StoredRun
 from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
 from pytest_groundeval.model import CaseRef, CaseResult, Completeness, ErrorInfo, RunRecord, ShardRecord
@@ -540,8 +540,8 @@ class Reporter:
         return bool(getattr(config.option, "numprocesses", None)) or bool(getattr(config.option, "dist", "no") != "no")
 
     def _write_html(self, session: pytest.Session) -> None:
-        """The HTML report of the record just written (read back: the page shows exactly the
-        file), beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A
+        """The HTML report of the record just written (read back as JSON: the page shows
+        exactly the file; it was validated as it was built, so it is not validated again), beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A
         failure is one terminal line; the page asked for (``--groundeval-html``) makes it
         INTERNAL_ERROR, the default one leaves the exit status to the run (the record stands)."""
         if not self.settings.html:
@@ -550,7 +550,7 @@ class Reporter:
         from pytest_groundeval.reporting.html import write as write_html
 
         try:
-            self.html_path = write_html(read(self.path).model_dump(mode="json"), target)
+            self.html_path = write_html(orjson.loads(self.path.read_bytes()), target)
         except Exception as e:  # noqa: BLE001 - disk, permissions, or a bug of the page: said, not raised
             why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
             self.html_error = f"could not write the HTML report {target}: {why}"

@@ -26,7 +26,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple
 
 from pytest_groundeval.tasks.jsontext import one_answer
 from pytest_groundeval.model import (AgentOutput, Case, CaseError, CaseRef, CaseResult, MetricSpec, ParseError,
@@ -38,10 +38,10 @@ __all__ = ["Case", "CaseError", "CaseRef", "CaseSource", "CaseView", "CodedItem"
            "coded_items", "extract_json_object", "listed_codes_view", "require_keys", "score_details"]
 
 
-@dataclass(frozen=True)
-class CodedItem:
+class CodedItem(NamedTuple):
     """One coded item of a truth or an answer as the report shows it: a code, its display and
-    (tasks that judge items) the item's verdict."""
+    (tasks that judge items) the item's verdict. (A named tuple: the report builds one per
+    item of every case, and a frozen dataclass costs several times as much to make.)"""
 
     code: str
     display: Any = None
