@@ -184,6 +184,11 @@ def test_batch_refuses_tool_using_agents_and_xdist(project, monkeypatch, args, s
 
 
 # ------------------------------------------------------------------ --agent=chat on OpenAI's Batch API
+def _openai_args(p: pytest.Pytester, api: Any, *extra: str, model: str = "openai:gpt-test") -> list[str]:
+    argv = [a for a in _args(p) if a not in ("--agent=claude", MODEL, "--model")]
+    return [*argv, "--agent=chat", "--model", model, "--model-base-url", api.url, *extra]
+
+
 def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch):
     pytest.importorskip("langchain_openai")
     from openai_loopback import OpenAILoopback
@@ -193,9 +198,7 @@ def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch
         return "succeeded" if BUNDLES[0] in text else "expired"
 
     with OpenAILoopback(outcome=outcome) as api:
-        argv = [a for a in _args(project) if a not in ("--agent=claude", MODEL, "--model")]
-        result = project.runpytest_subprocess(*argv, "--agent=chat", "--model", "openai:gpt-test",
-                                              "--model-base-url", api.url, "--agent-retries", "0")
+        result = project.runpytest_subprocess(*_openai_args(project, api, "--agent-retries", "0"))
         result.assert_outcomes(passed=2, errors=2)
     assert api.batch_creations == 1 and "/v1/chat/completions" not in api.requests  # no direct call
     assert api.requests.count("/v1/files") == 1
@@ -207,3 +210,43 @@ def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch
                      (PATIENTS[1], 1): ("error", "timeout"), (PATIENTS[1], 2): ("error", "timeout")}
     passed = next(c for c in rec["cases"] if c["outcome"] == "passed")
     assert passed["usage"]["batch_calls"] == 1 and passed["usage"]["input_tokens"] > 1000
+
+
+def test_a_session_killed_after_submitting_an_openai_batch_resumes_the_same_batch(project, monkeypatch):
+    pytest.importorskip("langchain_openai")
+    import openai_loopback
+    from openai_loopback import OpenAILoopback
+
+    polled = threading.Event()
+    handle = openai_loopback._Handler.do_GET
+
+    def watch(self: Any) -> None:
+        handle(self)
+        if "/v1/batches/" in self.path:
+            polled.set()  # the journal has the batch id: it is written before the first poll
+
+    monkeypatch.setattr(openai_loopback._Handler, "do_GET", watch)
+    with OpenAILoopback(hold=True) as api:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *_openai_args(project, api)], cwd=project.path,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            assert polled.wait(120), "the batch was never polled"
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert api.batch_creations == 1 and not (project.path / "record.json").exists()
+        (line,) = journal_batches(project.path / "record.jsonl")  # what a killed session leaves
+        (upload,) = api.uploads
+        assert line["provider"] == "openai" and sorted(line["custom_ids"]) == sorted(r["custom_id"] for r in upload)
+        api.release.set()  # the batch completes (the API kept processing while nobody watched)
+        result = project.runpytest_subprocess(*_openai_args(project, api, "--resume", "record.jsonl",
+                                                            "--run-record", "resumed.json"))
+        result.assert_outcomes(passed=4)
+    # nothing paid twice: no second upload, no second batch, no direct call
+    assert api.batch_creations == 1 and api.requests.count("/v1/files") == 1 and len(api.uploads) == 1
+    assert "/v1/chat/completions" not in api.requests
+    rec = json.loads((project.path / "resumed.json").read_text())
+    assert validate_record(rec) == [] and rec["options"]["resumed_from"] and len(rec["cases"]) == 4
+    assert all(c["outcome"] == "passed" and c["usage"]["batch_calls"] == 1 for c in rec["cases"])
+    assert journal_batches(project.path / "record.jsonl")[0]["id"] == line["id"]
