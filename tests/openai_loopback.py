@@ -54,7 +54,9 @@ class _Handler(JSONHandler):
         if path.endswith("/v1/files"):
             name, data = _upload(self.headers, raw)
             fid = "file-" + uuid.uuid4().hex[:12]
-            server.files[fid] = data
+            with server.lock:
+                server.files[fid] = data
+                server.uploads.append([json.loads(x) for x in data.decode().splitlines() if x.strip()])
             return self._send({"id": fid, "object": "file", "bytes": len(data), "created_at": 0, "filename": name,
                                "purpose": "batch", "status": "processed"})
         if path.endswith("/v1/batches"):
@@ -128,6 +130,7 @@ class OpenAILoopback(Loopback):
         super().__init__(_Handler)
         h: Any = self.httpd
         h.requests, h.lock, h.files, h.batches, h.batch_creations = [], threading.Lock(), {}, {}, 0
+        h.uploads = []  # each uploaded batch input file, as its JSONL lines
         h.answer, h.outcome, h.release = answer, outcome, threading.Event()
         if not hold:
             h.release.set()
@@ -135,6 +138,16 @@ class OpenAILoopback(Loopback):
     @property
     def requests(self) -> list[str]:
         return self.httpd.requests  # type: ignore[attr-defined]
+
+    @property
+    def release(self) -> threading.Event:
+        """Set: a batch completes at its next retrieve."""
+        return self.httpd.release  # type: ignore[attr-defined]
+
+    @property
+    def uploads(self) -> list[list[dict[str, Any]]]:
+        """The uploaded batch input files, each as its lines (``custom_id``, ``body``...)."""
+        return self.httpd.uploads  # type: ignore[attr-defined]
 
     @property
     def batch_creations(self) -> int:

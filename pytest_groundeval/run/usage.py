@@ -9,7 +9,9 @@ means all input, cache included, unlike the Anthropic usage our agents record; a
 more dependency (with its HTTP client, and a lock change) for the ten Claude ids the built-in agents
 call. This table names each model by its exact API id plus an explicit alias list, and every
 run record carries its ``as_of`` date and ``source`` URL; a model it does not list costs
-``null``, never a neighbour's price.
+``null``, never a neighbour's price. Its ``openai`` section holds OpenAI's list prices for a few
+models ``--agent=chat`` calls there (``--model openai:NAME``, ``--batch`` through OpenAI's Batch
+API), in the same five rates, with its own date and source.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import threading
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from pytest_groundeval.model import BudgetRecord, CaseResult, RunUsage, UnfinishedUsage
 
@@ -47,57 +49,96 @@ def _retired_ok(value: Any) -> bool:
         return False
 
 
+OPENAI = "openai"  # the table's section of OpenAI's list prices (``--agent=chat --model openai:NAME``)
+OPENAI_PREFIX = "openai:"
+
+
+def _check_section(section: dict[str, Any], where: str, marks: tuple[str, ...] = (RETIRED,)) -> None:
+    for name, entry in section["models"].items():
+        missing = [r for r in RATES if not isinstance(entry.get(r), (int, float))]
+        if missing or set(entry) - set(RATES) - set(marks):
+            raise ValueError(f"{PRICES_PATH}: {where}model {name!r} needs exactly the rates {', '.join(RATES)}"
+                             + (f" (and optionally {RETIRED!r})" if marks else ""))
+        if RETIRED in entry and not _retired_ok(entry[RETIRED]):
+            raise ValueError(f"{PRICES_PATH}: {where}model {name!r}: {RETIRED!r} is true or a YYYY-MM-DD date, "
+                             f"not {entry[RETIRED]!r}")
+    for alias, target in section.get("aliases", {}).items():
+        if target not in section["models"] or alias in section["models"]:
+            raise ValueError(f"{PRICES_PATH}: {where}alias {alias!r} must name a listed model, not be one")
+
+
 @lru_cache(maxsize=1)
 def price_table() -> dict[str, Any]:
     table = json.loads(PRICES_PATH.read_text())
-    for name, entry in table["models"].items():
-        missing = [r for r in RATES if not isinstance(entry.get(r), (int, float))]
-        if missing or set(entry) - set(RATES) - {RETIRED}:
-            raise ValueError(f"{PRICES_PATH}: model {name!r} needs exactly the rates {', '.join(RATES)} "
-                             f"(and optionally {RETIRED!r})")
-        if RETIRED in entry and not _retired_ok(entry[RETIRED]):
-            raise ValueError(f"{PRICES_PATH}: model {name!r}: {RETIRED!r} is true or a YYYY-MM-DD date, "
-                             f"not {entry[RETIRED]!r}")
-    for alias, target in table.get("aliases", {}).items():
-        if target not in table["models"] or alias in table["models"]:
-            raise ValueError(f"{PRICES_PATH}: alias {alias!r} must name a listed model, not be one")
+    _check_section(table, "")
+    openai = table.get(OPENAI)
+    if openai is not None:
+        _check_section(openai, f"{OPENAI}: ", marks=())  # retirement() speaks of Anthropic's API
+        both = ({*table["models"], *table.get("aliases", {})} & {*openai["models"], *openai.get("aliases", {})})
+        if both:  # a bare id is looked up in both sections: it must name one model
+            raise ValueError(f"{PRICES_PATH}: {', '.join(sorted(both))} listed by Anthropic's and OpenAI's prices")
     return table
 
 
-def price_source() -> dict[str, str]:
-    """The table's date and where its prices come from (what a record carries)."""
+def price_source(models: Iterable[str | None] = ()) -> dict[str, str]:
+    """The table's date and where its prices come from (what a record carries): OpenAI's
+    section's when OpenAI's prices priced every one of ``models`` that is priced (the
+    priced cases' models), the table's (Anthropic's) otherwise."""
     table = price_table()
-    return {"as_of": table["as_of"], "source": table["source"]}
+    used = [found[0] for found in map(_priced, models) if found is not None]
+    section = table.get(OPENAI) if used and all(s is table.get(OPENAI) for s in used) else table
+    return {"as_of": section["as_of"], "source": section["source"]}
+
+
+def _sections(model: str) -> list[tuple[dict[str, Any], str]]:
+    """Where ``model`` may be priced, and the id to look up there: ``anthropic:NAME`` in
+    Anthropic's prices, ``openai:NAME`` in OpenAI's, a bare id in either (their ids differ)."""
+    table = price_table()
+    openai = [table[OPENAI]] if OPENAI in table else []
+    if model.startswith(PROVIDER_PREFIX):
+        return [(table, model[len(PROVIDER_PREFIX):])]
+    if model.startswith(OPENAI_PREFIX):
+        return [(section, model[len(OPENAI_PREFIX):]) for section in openai]
+    return [(section, model) for section in (table, *openai)]
+
+
+def _priced(model: str | None) -> tuple[dict[str, Any], str] | None:
+    """The table section ``model`` is priced in and its entry's id: its exact id or a listed alias, with an
+    optional provider prefix. Nothing else (no prefix or family matching)."""
+    if not isinstance(model, str) or not model:
+        return None
+    for section, name in _sections(model):
+        if name in section["models"]:
+            return section, name
+        if name in section.get("aliases", {}):
+            return section, section["aliases"][name]
+    return None
 
 
 def priced_name(model: str | None) -> str | None:
-    """The table entry ``model`` is priced by: its exact id or a listed alias, with an
-    optional ``anthropic:`` prefix. Nothing else (no prefix or family matching)."""
-    if not isinstance(model, str) or not model:
-        return None
-    name = model[len(PROVIDER_PREFIX):] if model.startswith(PROVIDER_PREFIX) else model
-    table = price_table()
-    if name in table["models"]:
-        return name
-    return table.get("aliases", {}).get(name)
+    """The table entry ``model`` is priced by (see :func:`_priced`), or None."""
+    found = _priced(model)
+    return found[1] if found else None
 
 
 def price_for(model: str | None) -> dict[str, Any] | None:
     """The model's five rates (its retirement mark left out: a retired model is priced)."""
-    name = priced_name(model)
-    if name is None:
+    found = _priced(model)
+    if found is None:
         return None
-    return {k: v for k, v in price_table()["models"][name].items() if k in RATES}
+    section, name = found
+    return {k: v for k, v in section["models"][name].items() if k in RATES}
 
 
 def retirement(model: str | None, today: date | None = None) -> str | None:
     """Why a new run should not count on ``model``: Anthropic has retired it (as of ``today``),
     or has set the date it retires on; None for a model the table does not mark (or does not
     list). A retired model keeps its price: runs made before its retirement still cost it."""
-    name = priced_name(model)
-    mark = price_table()["models"][name].get(RETIRED) if name is not None else None
-    if mark is None:
+    found = _priced(model)
+    mark = found[0]["models"][found[1]].get(RETIRED) if found is not None else None
+    if mark is None or found is None:
         return None
+    name = found[1]
     label = name if name == model else f"{model} ({name})"
     where = f"{PRICES_PATH.name}, from {price_table().get('sources', {}).get('deprecations', price_table()['source'])}"
     if mark is True:
@@ -189,7 +230,7 @@ def total_usage(cases: list[CaseResult]) -> RunUsage:
             unpriced += 1
         elif unreported(c):
             silent += 1
-    prices = price_source()
+    prices = price_source(c.model for c in cases if c.cost_usd is not None)
     return RunUsage(input_tokens=tin, output_tokens=tout, cost_usd=round(cost, 6), cases_priced=priced,
                     cases_unpriced=unpriced, cases_unreported=silent, prices_as_of=prices["as_of"],
                     prices_source=prices["source"])

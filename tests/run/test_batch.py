@@ -4,7 +4,9 @@ implements the batch endpoints (create, retrieve, JSONL results) and bills the r
 (``tests/anthropic_loopback.py``). One batch holds every case; each result is scored; its cost
 is half the list price; an errored or expired request is an error of its kind; a session
 killed after submitting resumes the same batch (no second batch); --max-cost admits requests
-at the batch price; tool-using agents and -n are refused."""
+at the batch price; tool-using agents and -n are refused. ``--agent=chat`` on an OpenAI model
+goes through OpenAI's Batch API (``tests/openai_loopback.py``: file upload, batch create and
+retrieve, output and error files), with the same --max-cost and resume guarantees."""
 
 from __future__ import annotations
 
@@ -105,26 +107,37 @@ def test_an_errored_request_is_an_agent_error_and_an_expired_one_a_timeout(proje
     assert api.batch_creations == 1
 
 
-def test_a_session_killed_after_submitting_resumes_the_same_batch(project, monkeypatch):
+def _watch_polls(monkeypatch: pytest.MonkeyPatch, handler: Any, marker: str) -> threading.Event:
+    """Set once a loopback's batch is retrieved (a GET whose path holds ``marker``)."""
     polled = threading.Event()
-    handle = _Handler.do_GET
+    handle = handler.do_GET
 
     def watch(self: Any) -> None:
         handle(self)
-        if "/v1/messages/batches/" in self.path:
+        if marker in self.path:
             polled.set()  # the journal has the batch id: it is written before the first poll
 
-    monkeypatch.setattr(_Handler, "do_GET", watch)
+    monkeypatch.setattr(handler, "do_GET", watch)
+    return polled
+
+
+def _kill_once_polled(p: pytest.Pytester, argv: list[str], polled: threading.Event) -> None:
+    """A session in a process of its own, killed (SIGKILL, no clean-up) once its batch is polled."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=p.path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert polled.wait(120), "the batch was never polled"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_a_session_killed_after_submitting_resumes_the_same_batch(project, monkeypatch):
+    polled = _watch_polls(monkeypatch, _Handler, "/v1/messages/batches/")
     with AnthropicLoopback(hold=True) as api:
         _env(monkeypatch, api)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", *_args(project)], cwd=project.path, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            assert polled.wait(120), "the batch was never polled"
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_once_polled(project, _args(project), polled)
         assert api.batch_creations == 1 and not (project.path / "record.json").exists()
         (line,) = journal_batches(project.path / "record.jsonl")  # what a killed session leaves
         (body,) = [b for path, b in api.requests if path == "/v1/messages/batches"]
@@ -140,21 +153,30 @@ def test_a_session_killed_after_submitting_resumes_the_same_batch(project, monke
     assert journal_batches(project.path / "record.jsonl")[0]["id"] == line["id"]
 
 
+def _room_for_two(bodies: list[dict[str, Any]], input_rate: float, output_rate: float) -> float:
+    """A --max-cost with room for the two cheapest requests at the batch price but not at the
+    list price. Each request's list price is estimated here by hand as ``batching.estimate``
+    documents it (its body's characters / 4 at the input rate, its ``max_tokens`` at the
+    output rate, USD per million tokens), not by calling it: a reservation at the list price
+    must fail the test."""
+    listed = sorted((len(json.dumps(b)) / 4 * input_rate + b.get("max_tokens", 0) * output_rate) / 1e6
+                    for b in bodies)
+    batch = [c / 2 for c in listed]
+    cap = batch[0] + batch[1] + 0.5 * batch[2]  # one more request at the list price would not fit
+    assert listed[0] + listed[1] > cap and batch[0] > 0
+    return cap
+
+
 def test_max_cost_admits_requests_at_the_batch_price_and_the_rest_are_budget_not_run(project, monkeypatch):
     """The cases --max-cost leaves out of the batch are recorded as any case it keeps from
     running: error kind ``budget``, not run (a pytest skip), no call and no attempt, and the
     terminal's "not run: 2 budget"."""
-    from pytest_groundeval.pytest.batching import estimate
-
     with AnthropicLoopback() as api:
         _env(monkeypatch, api)
         probe = project.runpytest_subprocess(*_args(project))
         probe.assert_outcomes(passed=4)
         (body,) = [b for path, b in api.requests if path == "/v1/messages/batches"]
-        costs = sorted(estimate(r["params"], MODEL) for r in body["requests"])
-        full = [2 * c for c in costs]
-        cap = costs[0] + costs[1] + 0.5 * costs[2]  # room for two requests at the batch price (one at full)
-        assert full[0] + full[1] > cap
+        cap = _room_for_two([r["params"] for r in body["requests"]], 3.0, 15.0)  # claude-sonnet-4-6's list price
         result = project.runpytest_subprocess(*_args(project, "--max-cost", f"{cap:.8f}"))
     second = [b for path, b in api.requests if path == "/v1/messages/batches"][1]
     assert len(second["requests"]) == 2 and "/v1/messages" not in _paths(api)  # nothing called directly
@@ -184,6 +206,11 @@ def test_batch_refuses_tool_using_agents_and_xdist(project, monkeypatch, args, s
 
 
 # ------------------------------------------------------------------ --agent=chat on OpenAI's Batch API
+def _openai_args(p: pytest.Pytester, api: Any, *extra: str, model: str = "openai:gpt-test") -> list[str]:
+    argv = [a for a in _args(p) if a not in ("--agent=claude", MODEL, "--model")]
+    return [*argv, "--agent=chat", "--model", model, "--model-base-url", api.url, *extra]
+
+
 def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch):
     pytest.importorskip("langchain_openai")
     from openai_loopback import OpenAILoopback
@@ -193,9 +220,7 @@ def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch
         return "succeeded" if BUNDLES[0] in text else "expired"
 
     with OpenAILoopback(outcome=outcome) as api:
-        argv = [a for a in _args(project) if a not in ("--agent=claude", MODEL, "--model")]
-        result = project.runpytest_subprocess(*argv, "--agent=chat", "--model", "openai:gpt-test",
-                                              "--model-base-url", api.url, "--agent-retries", "0")
+        result = project.runpytest_subprocess(*_openai_args(project, api, "--agent-retries", "0"))
         result.assert_outcomes(passed=2, errors=2)
     assert api.batch_creations == 1 and "/v1/chat/completions" not in api.requests  # no direct call
     assert api.requests.count("/v1/files") == 1
@@ -207,3 +232,68 @@ def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch
                      (PATIENTS[1], 1): ("error", "timeout"), (PATIENTS[1], 2): ("error", "timeout")}
     passed = next(c for c in rec["cases"] if c["outcome"] == "passed")
     assert passed["usage"]["batch_calls"] == 1 and passed["usage"]["input_tokens"] > 1000
+
+
+def test_a_session_killed_after_submitting_an_openai_batch_resumes_the_same_batch(project, monkeypatch):
+    pytest.importorskip("langchain_openai")
+    import openai_loopback
+    from openai_loopback import OpenAILoopback
+
+    polled = _watch_polls(monkeypatch, openai_loopback._Handler, "/v1/batches/")
+    with OpenAILoopback(hold=True) as api:
+        _kill_once_polled(project, _openai_args(project, api), polled)
+        assert api.batch_creations == 1 and not (project.path / "record.json").exists()
+        (line,) = journal_batches(project.path / "record.jsonl")  # what a killed session leaves
+        (upload,) = api.uploads
+        assert line["provider"] == "openai" and sorted(line["custom_ids"]) == sorted(r["custom_id"] for r in upload)
+        api.release.set()  # the batch completes (the API kept processing while nobody watched)
+        result = project.runpytest_subprocess(*_openai_args(project, api, "--resume", "record.jsonl",
+                                                            "--run-record", "resumed.json"))
+        result.assert_outcomes(passed=4)
+    # nothing paid twice: no second upload, no second batch, no direct call
+    assert api.batch_creations == 1 and api.requests.count("/v1/files") == 1 and len(api.uploads) == 1
+    assert "/v1/chat/completions" not in api.requests
+    rec = json.loads((project.path / "resumed.json").read_text())
+    assert validate_record(rec) == [] and rec["options"]["resumed_from"] and len(rec["cases"]) == 4
+    assert all(c["outcome"] == "passed" and c["usage"]["batch_calls"] == 1 for c in rec["cases"])
+    assert journal_batches(project.path / "record.jsonl")[0]["id"] == line["id"]
+
+
+OPENAI_MODEL = "openai:gpt-4.1-mini"  # priced: $0.40 in, $1.60 out per million tokens (prices.json, openai)
+
+
+def test_max_cost_on_an_openai_batch_admits_requests_at_the_batch_price_and_the_rest_are_budget_not_run(
+        project, monkeypatch):
+    """As on Anthropic's batches: the requests uploaded are those that fit --max-cost at half
+    the list price; the cases left out are budget, not run (a pytest skip), no call, no attempt."""
+    pytest.importorskip("langchain_openai")
+    from openai_loopback import OpenAILoopback
+
+    with OpenAILoopback() as api:
+        probe = project.runpytest_subprocess(*_openai_args(project, api, model=OPENAI_MODEL))
+        probe.assert_outcomes(passed=4)
+        (everything,) = api.uploads
+        cap = _room_for_two([line["body"] for line in everything], 0.40, 1.60)
+        result = project.runpytest_subprocess(*_openai_args(project, api, "--max-cost", f"{cap:.8f}",
+                                                            model=OPENAI_MODEL))
+    assert api.batch_creations == 2 and len(api.uploads) == 2
+    admitted = api.uploads[1]
+    assert len(admitted) == 2 and all(line["url"] == "/v1/chat/completions" for line in admitted)
+    assert "/v1/chat/completions" not in api.requests  # nothing called directly
+    rec = _record(project)
+    refused = [c for c in rec["cases"] if c["outcome"] == "error"]
+    assert len(refused) == 2 and all("--max-cost" in c["error"]["message"] for c in refused)
+    assert all(c["error"]["kind"] == "budget" and c["error"]["not_run"] for c in refused), refused
+    assert all(c["attempts"] == 0 and c["agent"] is None for c in refused)  # its agent was never asked
+    passed = [c for c in rec["cases"] if c["outcome"] == "passed"]
+    assert len(passed) == 2, result.stdout.str()[-2000:]
+    for c in passed:  # billed at half the list price
+        assert c["usage"]["batch_calls"] == 1 and c["cost_usd"] == pytest.approx(
+            (c["usage"]["input_tokens"] * 0.40 + c["usage"]["output_tokens"] * 1.60) / 2 / 1e6)
+    assert rec["budget"]["stopped"] and rec["budget"]["cases_not_run"] == 2
+    assert rec["budget"]["spent_usd"] == pytest.approx(sum(c["cost_usd"] for c in passed), abs=1e-6)
+    assert rec["usage"]["prices_source"] == "https://developers.openai.com/api/docs/pricing"  # whose prices
+    result.assert_outcomes(passed=2, skipped=2)  # a case not run is pytest's skip
+    result.stdout.fnmatch_lines(["*groundeval: batch batch_* submitted: 2 requests*",
+                                 "*extraction: 4 cases, 2 passed, 0 failed, 0 errors, 2 not run*",
+                                 "*not run: 2 budget"])

@@ -395,3 +395,84 @@ def test_a_new_run_on_a_retired_model_is_warned_and_still_priced(project):
     plain = _run(project, "--agent=price_agents:Priced")
     plain.assert_outcomes(passed=N)
     assert "RetiredModelWarning" not in plain.stdout.str()
+
+
+# ---------------------------------------------------------------- OpenAI's prices (--agent=chat --model openai:NAME)
+# OpenAI's list prices (Standard tier), USD per million tokens (input, cached input, output),
+# as quoted from https://developers.openai.com/api/docs/pricing, read 2026-12-07 — written here
+# by hand, not read from the table, so a wrong table entry fails.
+OPENAI_LIST_PRICES = {
+    "gpt-4.1": (2.0, 0.5, 8.0),
+    "gpt-4.1-mini": (0.4, 0.1, 1.6),
+    "gpt-4.1-nano": (0.1, 0.025, 0.4),
+    "gpt-4o-mini": (0.15, 0.075, 0.6),
+}
+
+
+def test_every_openai_entry_is_checked_by_hand_and_costs_its_list_price():
+    section = price_table()["openai"]
+    assert set(section["models"]) == set(OPENAI_LIST_PRICES)
+    assert section["source"].startswith("https://") and "pricing" in section["source"]
+    for name, (tin, cached, tout) in OPENAI_LIST_PRICES.items():
+        assert cost_usd(f"openai:{name}", TOKENS) == pytest.approx(expected((tin, tout), **TOKENS), abs=1e-8)
+        # OpenAI bills cache writes as input and reads at its "cached input" rate
+        u = {"input_tokens": 1_000, "output_tokens": 100, "cache_read_input_tokens": 9_000,
+             "cache_creation_input_tokens": 500}
+        assert cost_usd(f"openai:{name}", u) == pytest.approx(
+            (1_000 * tin + 100 * tout + 9_000 * cached + 500 * tin) / 1e6, abs=1e-8)
+        # a batch result at half (OpenAI's Batch API: 50% off)
+        batched = {**TOKENS, "model_calls": 1, "batch_calls": 1}
+        assert cost_usd(f"openai:{name}", batched) == pytest.approx(expected((tin, tout), **TOKENS) / 2, abs=1e-8)
+    assert cost_usd("openai:gpt-4.1-mini", TOKENS) == pytest.approx(0.0158004, abs=1e-7)  # 12,345 in + 6,789 out
+
+
+@pytest.mark.parametrize("model, as_priced", [
+    ("openai:gpt-4.1-mini", "gpt-4.1-mini"),
+    ("gpt-4.1-mini", "gpt-4.1-mini"),  # what the API answers with: a bare id
+    ("gpt-4.1-mini-2025-04-14", "gpt-4.1-mini"),  # a dated snapshot
+    ("openai:gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
+    ("openai:gpt-4.1", "gpt-4.1"),
+])
+def test_openai_ids_and_their_snapshots_are_priced(model, as_priced):
+    assert priced_name(model) == as_priced
+    assert price_for(model) == price_for(f"openai:{as_priced}")
+
+
+@pytest.mark.parametrize("model", [
+    "anthropic:gpt-4.1-mini",  # another provider's endpoint
+    "openai:claude-opus-4-8",
+    "openai:gpt-test",  # a name a local server makes up
+    "openai:gpt-4o",  # not listed (its price differs by snapshot): no guess
+    "gpt-4.1-mini-2025",
+    "openai:gpt-4.1-mini-fast",
+    "openai:",
+])
+def test_openai_lookalikes_and_other_providers_are_unpriced(model):
+    assert priced_name(model) is None and price_for(model) is None and cost_usd(model, TOKENS) is None
+
+
+def test_openai_ids_are_not_claude_ids_and_never_retired():
+    from pytest_groundeval.agents.spec import known_claude_models
+    from pytest_groundeval.run.usage import retirement
+
+    assert not [m for m in known_claude_models() if m.startswith("gpt")]
+    assert retirement("openai:gpt-4.1") is None and retirement("gpt-4.1-mini-2025-04-14") is None
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda t: t["openai"]["aliases"].update({"claude-haiku-4-5": "gpt-4.1"}), "listed by Anthropic's and OpenAI's"),
+    (lambda t: t["openai"]["models"]["gpt-4.1"].update({"retired": True}), "openai: model 'gpt-4.1' needs exactly"),
+    (lambda t: t["openai"]["aliases"].update({"gpt-4.1-x": "gpt-9"}), "openai: alias 'gpt-4.1-x'"),
+])
+def test_the_loader_refuses_a_bad_openai_section(tmp_path, monkeypatch, change, says):
+    bad = json.loads(usage_mod.PRICES_PATH.read_text())
+    change(bad)
+    (tmp_path / "prices.json").write_text(json.dumps(bad))
+    monkeypatch.setattr(usage_mod, "PRICES_PATH", tmp_path / "prices.json")
+    price_table.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=says):
+            price_table()
+    finally:
+        monkeypatch.undo()
+        price_table.cache_clear()
