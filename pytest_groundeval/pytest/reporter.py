@@ -118,6 +118,9 @@ class Reporter:
         self.run_id = new_run_id()
         self.started_at = now_iso()
         self.results: dict[tuple[str, str], CaseResult] = {}
+        # the results this process's redaction step made (case_json at makereport), by id, the
+        # objects held: the record writes them without redacting them again (store.files)
+        self.redacted: dict[int, CaseResult] = {}
         self._local: dict[int, tuple[CaseResult, bytes]] = {}
         self.reruns: list[CaseResult] = []  # executions of a case after its first (reruns.py)
         self.journal: JournalWriter | None = None
@@ -219,6 +222,8 @@ class Reporter:
             self._again(result, blob)
             return
         self._keep(result)
+        if local is not None:
+            self.redacted[id(result)] = result
         self._journal(blob, task=result.task)
 
     def _slim_previous(self) -> None:
@@ -484,7 +489,8 @@ class Reporter:
         if self.journal is not None:
             self.journal.close()  # every case is in it; a complete record replaces it
         try:
-            write(self.record, self.path, journal=self.journal.path if self.journal is not None else None)
+            write(self.record, self.path, journal=self.journal.path if self.journal is not None else None,
+                  redacted=self.redacted)
         except OSError as e:  # disk full, no permission, a file where a folder should be
             self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
             if self.journal is not None and self.journal.error is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -233,17 +233,21 @@ def _indented(model: BaseModel) -> bytes:
 _CASES = b'\n  "cases": []'  # the record's own "cases" key: the only one at two spaces' depth
 
 
-def record_chunks(record: RunRecord) -> Iterator[bytes]:
+def record_chunks(record: RunRecord, redacted: Mapping[int, CaseResult] | None = None) -> Iterator[bytes]:
     """:func:`record_bytes` in pieces, each redacted: the record around its cases, then one
     case at a time, indented as at that depth (a large record is never all in memory as
-    text; a secret lies inside one JSON string, never across pieces)."""
+    text; a secret lies inside one JSON string, never across pieces). ``redacted``: cases
+    this session's redaction step already made (``record.case_json``'s results, by ``id``,
+    holding the objects themselves so no id is reused): only the very objects listed skip
+    a second pass; any other case (a copy, a stored or crashed case) is redacted here."""
     before, after = _indented(record.model_copy(update={"cases": []})).split(_CASES, 1)
     yield redact_json(before + b'\n  "cases": ')
     if not record.cases:
         yield b"[]"
     else:
         for i, case in enumerate(record.cases):
-            yield redact_json((b"[\n    " if i == 0 else b",\n    ") + _indented(case).replace(b"\n", b"\n    "))
+            chunk = (b"[\n    " if i == 0 else b",\n    ") + _indented(case).replace(b"\n", b"\n    ")
+            yield chunk if redacted is not None and redacted.get(id(case)) is case else redact_json(chunk)
         yield b"\n  ]"
     yield redact_json(after + b"\n")
 
@@ -253,14 +257,15 @@ def record_bytes(record: RunRecord) -> bytes:
     return _indented(record) + b"\n"
 
 
-def write(record: RunRecord, path: Path | str, *, journal: Path | None = None) -> Path:
+def write(record: RunRecord, path: Path | str, *, journal: Path | None = None,
+          redacted: Mapping[int, CaseResult] | None = None) -> Path:
     """Write ``record`` to ``path``: redacted, atomically, owner-only, streamed case by case
-    (:func:`record_chunks`). ``journal``: the run's journal (closed), removed once the record
-    is on disk if the record is complete (not cut short); a record cut short keeps it. Raises
-    ``OSError`` when it cannot be written (the file at ``path`` is then as it was, and the
-    journal stays)."""
+    (:func:`record_chunks`; ``redacted``: its cases already redacted, as there). ``journal``:
+    the run's journal (closed), removed once the record is on disk if the record is complete
+    (not cut short); a record cut short keeps it. Raises ``OSError`` when it cannot be
+    written (the file at ``path`` is then as it was, and the journal stays)."""
     path = Path(path)
-    write_json_atomic(path, record_chunks(record))
+    write_json_atomic(path, record_chunks(record, redacted))
     if journal is not None and not record.completeness.cut_short:
         journal.unlink(missing_ok=True)
         from pytest_groundeval.store.spent import remove

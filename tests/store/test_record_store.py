@@ -152,6 +152,29 @@ def test_write_is_redacted_owner_only_and_reads_back_the_same(stored, tmp_path, 
     assert [p.name for p in path.parent.iterdir()] == ["run.json"]  # no temp file left behind
 
 
+def test_only_the_listed_case_objects_skip_the_record_s_second_redaction(stored, tmp_path, monkeypatch):
+    """``write(..., redacted=)``: the reporter lists the results its redaction step made
+    (``case_json``), by id with the objects held. Only those very objects are written without
+    a second pass; a copy holding the same id's content, or any other case, is redacted."""
+    from pytest_groundeval.store import redact
+
+    record = read(stored / "record.json")
+    secret = "sk-test-" + "y" * 24
+    listed, other = (c.model_copy(update={"raw_output": f"key {secret}"}) for c in record.cases[:2])
+    leaky = record.model_copy(update={"cases": [listed, other, *record.cases[2:]]})
+    monkeypatch.setenv("MY_API_KEY", secret)
+    redact.configure()
+    try:
+        path = write(leaky, tmp_path / "run.json", redacted={id(listed): listed, id(other): listed})
+    finally:
+        monkeypatch.delenv("MY_API_KEY")
+        redact.configure()
+    cases = read(path).cases
+    # (a listed case holding a secret cannot happen: listed means redacted; here it shows the skip)
+    assert cases[0].raw_output == f"key {secret}"
+    assert cases[1].raw_output == "key [redacted]"  # its id listed with another object: redacted
+
+
 def test_write_folds_the_journal_only_when_the_record_is_complete(stored, tmp_path):
     complete, short = read(stored / "record.json"), read(stored / "short.json")
     for record, kept in ((complete, False), (short, True)):
