@@ -1467,24 +1467,35 @@ def csp_hash(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
-def data_json(value: Any) -> str:
-    """JSON safe inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` only
-    occur in JSON strings, where ``\\u003c`` ... mean the same, so nothing can close the
+def data_json_bytes(value: Any) -> bytes:
+    """JSON safe inside ``<script type="application/json">``, as UTF-8: ``<``, ``>`` and ``&``
+    only occur in JSON strings, where ``\\u003c`` ... mean the same, so nothing can close the
     element or open a comment (``</script>``, ``<!--``)."""
     try:
-        blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode("utf-8")
+        blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str)
     except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, say: shown as the text \\udXXX
-        blob = orjson.dumps(escape_unencodable(value), option=orjson.OPT_NON_STR_KEYS, default=str).decode("utf-8")
-    return blob.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        blob = orjson.dumps(escape_unencodable(value), option=orjson.OPT_NON_STR_KEYS, default=str)
+    return blob.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+
+
+def data_json(value: Any) -> str:
+    """:func:`data_json_bytes` as text."""
+    return data_json_bytes(value).decode("utf-8")
 
 
 def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
     """The report of ``record`` (a run record as JSON data) as one HTML page; with ``base``,
     compared with that earlier run."""
+    return render_bytes(record, base).decode("utf-8")
+
+
+def render_bytes(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> bytes:
+    """:func:`render` as the file holds it (UTF-8): the cases' data, the bulk of the page, go
+    in as orjson wrote them (never made text, joined and encoded again)."""
     _task_class.cache_clear()
     before = {_key(c): c for c in base.get("cases") or []} if base is not None else {}
     views = [case_view(c, before.get(_key(c)) if base is not None else None) for c in record.get("cases") or []]
-    data = data_json({"comparing": base is not None, "cases": views})
+    data = data_json_bytes({"comparing": base is not None, "cases": views})
     css, js = CSS.strip(), JS.strip()
     csp = (f"default-src 'none'; script-src '{csp_hash(js)}'; style-src '{csp_hash(css)}'; img-src data:; "
            "base-uri 'none'; form-action 'none'")
@@ -1510,20 +1521,19 @@ def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> 
         f"{e(record.get('run_id'))}{e(verdict)}</p>"
         '<div id="errors" hidden></div>\n'
         + "\n".join(sections)
-        + f'\n<script type="application/json" id="groundeval-data">{data}</script>'
-        f"\n<script>{js}</script>\n</body></html>\n"
-    )
+        + '\n<script type="application/json" id="groundeval-data">'
+    ).encode("utf-8", "backslashreplace") + data + f"</script>\n<script>{js}</script>\n</body></html>\n".encode("utf-8")
 
 
 def write(record: Mapping[str, Any], path: Path | str, base: Mapping[str, Any] | None = None) -> Path:
     """Render and write the report to ``path`` (owner-only, like every file the harness
     writes: it holds the cases' data); the path written."""
     path = Path(path)
-    text = render(record, base)
+    page = render_bytes(record, base)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = open_private(path)
     with open(fd, "wb") as fh:
-        fh.write(text.encode("utf-8", "backslashreplace"))
+        fh.write(page)
     return path
 
 
