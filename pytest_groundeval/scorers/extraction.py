@@ -326,6 +326,13 @@ def _blank(m: re.Match[str]) -> str:
     return " " * len(m.group(0))
 
 
+@functools.lru_cache(maxsize=65536)  # (the same displays, item after item and case after case)
+def _status_said(display: str) -> str | None:
+    """The words of ``display`` that state a status other than active (:data:`NOT_ACTIVE`), or None."""
+    said = NOT_ACTIVE.search(display)
+    return said.group(0) if said else None
+
+
 def contradicted(predicted: list[dict[str, Any]],
                  active: Callable[[dict[str, Any]], bool] = lambda p: True) -> dict[str, str]:
     """The codes whose listing contradicts itself, with why: listed under two different
@@ -336,9 +343,9 @@ def contradicted(predicted: list[dict[str, Any]],
     for p in predicted:
         if _norm(p.get("display")):
             names.setdefault(p["code"], set()).add(_norm(p.get("display")))
-        said = NOT_ACTIVE.search(p.get("display") or "") if active(p) else None
+        said = _status_said(p.get("display") or "") if active(p) else None
         if said:
-            out.setdefault(p["code"], f"its display {p.get('display')!r} says {said.group(0)!r}, not active")
+            out.setdefault(p["code"], f"its display {p.get('display')!r} says {said!r}, not active")
     for code, shown in names.items():
         if len(shown) > 1:
             out.setdefault(code, f"listed under {len(shown)} different displays {sorted(shown)}")

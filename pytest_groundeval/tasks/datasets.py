@@ -26,7 +26,8 @@ BUNDLE_SUFFIXES = (".json.gz", ".json")
 def read_bytes(path: Path) -> bytes:
     """File bytes, transparently gunzipped for ``.gz``."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb", buffering=0) as fh:  # (unbuffered: one sized read, no buffer object per file)
+            data = fh.readall()
     except OSError as e:
         raise CaseError(f"{path.name}: cannot read file: {e.strerror or e}") from e
     if path.name.endswith(".gz"):
