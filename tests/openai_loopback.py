@@ -8,11 +8,19 @@ answered (``answer(body)``, by default the extraction task's right answer, as th
 stand-in gives it) into the output file, or, as ``outcome(custom_id, body)`` says, fails with
 an HTTP 400 (``errored``, in the output file) or is left unprocessed (``expired``: the error
 file's ``batch_expired`` line). Usage counts one token per 4 characters of the messages.
+
+Prompt caching as OpenAI documents it (https://platform.openai.com/docs/guides/prompt-caching),
+automatic, for direct calls and batch results alike: a prompt's longest exact prefix shared
+with a prompt answered before is read from the cache, in steps of ``CACHE_STEP`` tokens and
+only from ``CACHE_MIN`` on; ``usage.prompt_tokens`` counts all of the prompt, cached tokens
+included, and ``usage.prompt_tokens_details.cached_tokens`` the part read from the cache (no
+cache write is reported: OpenAI bills it as input). Entries never expire here.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from email import policy
@@ -22,15 +30,34 @@ from typing import Any, Callable
 from anthropic_loopback import default_answer, tokens
 from json_http import JSONHandler, Loopback
 
+CACHE_MIN, CACHE_STEP = 1024, 128  # OpenAI: prompts of 1,024 tokens or more; hits in 128-token steps
 
-def _completion(body: dict[str, Any], answer: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
-    text = "".join(str(m.get("content") or "") for m in body.get("messages") or [])
-    reply = answer({"messages": [{"role": "user", "content": text}]})
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """What the server counts (and caches) of a Chat Completions request: its messages' text."""
+    return "".join(str(m.get("content") or "") for m in body.get("messages") or [])
+
+
+def cached_tokens(seen: list[str], text: str) -> int:
+    """The tokens of ``text`` read from the cache: its longest prefix shared with a prompt in
+    ``seen``, rounded down to ``CACHE_STEP`` tokens, 0 under ``CACHE_MIN``."""
+    shared = max((len(os.path.commonprefix([text, old])) for old in seen), default=0)
+    cached = tokens(text[:shared]) // CACHE_STEP * CACHE_STEP
+    return cached if cached >= CACHE_MIN else 0
+
+
+def _completion(body: dict[str, Any], server: Any) -> dict[str, Any]:
+    """Answer and bill one request (the caller holds ``server.lock``); its prompt is cached from now on."""
+    text = prompt_text(body)
+    reply = server.answer({"messages": [{"role": "user", "content": text}]})
+    cached = cached_tokens(server.prompts, text)
+    server.prompts.append(text)
     return {"id": "chatcmpl-" + uuid.uuid4().hex[:10], "object": "chat.completion", "created": 0,
             "model": body.get("model"), "choices": [{"index": 0, "finish_reason": "stop",
                                                      "message": {"role": "assistant", "content": reply}}],
             "usage": {"prompt_tokens": tokens(text), "completion_tokens": tokens(reply),
-                      "total_tokens": tokens(text) + tokens(reply)}}
+                      "total_tokens": tokens(text) + tokens(reply),
+                      "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0}}}
 
 
 def _upload(headers: Any, raw: bytes) -> tuple[str, bytes]:
@@ -70,7 +97,9 @@ class _Handler(JSONHandler):
                 server.batch_creations += 1
             return self._send(batch)
         if path.endswith("/v1/chat/completions"):
-            return self._send(_completion(json.loads(raw), server.answer))
+            with server.lock:
+                answered = _completion(json.loads(raw), server)
+            return self._send(answered)
         self._send({"error": {"message": path, "type": "invalid_request_error"}}, 404)
 
     def do_GET(self) -> None:  # noqa: N802
@@ -101,7 +130,7 @@ def _end(server: Any, batch: dict[str, Any]) -> None:
         kind = server.outcome(cid, body)
         if kind == "succeeded":
             out.append({"id": "resp", "custom_id": cid, "error": None,
-                        "response": {"status_code": 200, "request_id": "r", "body": _completion(body, server.answer)}})
+                        "response": {"status_code": 200, "request_id": "r", "body": _completion(body, server)}})
         elif kind == "errored":
             out.append({"id": "resp", "custom_id": cid, "error": None, "response": {
                 "status_code": 400, "request_id": "r",
@@ -131,6 +160,7 @@ class OpenAILoopback(Loopback):
         h: Any = self.httpd
         h.requests, h.lock, h.files, h.batches, h.batch_creations = [], threading.Lock(), {}, {}, 0
         h.uploads = []  # each uploaded batch input file, as its JSONL lines
+        h.prompts = []  # the prompts answered so far, in order: the prompt cache
         h.answer, h.outcome, h.release = answer, outcome, threading.Event()
         if not hold:
             h.release.set()

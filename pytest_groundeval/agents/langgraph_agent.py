@@ -532,11 +532,17 @@ class ChatAgent(LangGraphAgent):
         from pytest_groundeval.run.batch import batch_call
 
         body = batch_call(self.batches, self.request(prompt))
-        message = (body.get("choices") or [{}])[0].get("message") or {}
-        usage = body.get("usage") or {}
-        return AgentOutput(text=message.get("content") or "", model=body.get("model") or self.model, usage={
-            "input_tokens": int(usage.get("prompt_tokens") or 0), "output_tokens": int(usage.get("completion_tokens") or 0),
-            "model_calls": 1, "batch_calls": 1})
+        reply = self._reply(body)
+        usage = _usage([reply])  # as a direct call's: OpenAI's cached input tokens counted apart
+        return AgentOutput(text=_text_of(reply), model=body.get("model") or self.model,
+                           usage=None if usage is None else {**usage, "model_calls": 1, "batch_calls": 1})
+
+    def _reply(self, body: dict[str, Any]) -> Any:
+        """A batch result's Chat Completions body as the AI message langchain-openai makes of a
+        direct call's response (the same conversion: its ``usage_metadata`` reads OpenAI's
+        ``prompt_tokens_details.cached_tokens`` as ``cache_read``)."""
+        model = getattr(self.chat_model, "inner", self.chat_model)  # under the model-call cache, the model it wraps
+        return model._create_chat_result(body).generations[0].message
 
 
 __all__ = ["DEFAULT_MODEL", "GENERIC_SYSTEM_PROMPT", "ChatAgent", "LangGraphAgent", "transcript_of"]

@@ -404,6 +404,14 @@ def unpriced_budget(model: str | None, max_cost: float | None, agent_label: str 
     if priced_name(model) is not None:
         return None
     return (f"--max-cost {max_cost:g}: model {model!r} has no price in {PRICES_PATH} "
-            f"(prices as of {price_table()['as_of']}, from {price_table()['source']}), so its cost "
-            "cannot be counted and the budget cannot be enforced; use a listed model id or alias, "
-            "add the model to that table, or drop --max-cost")
+            f"({_looked_up(model)}), so its cost cannot be counted and the budget cannot be enforced; "
+            "use a listed model id or alias, add the model to that table, or drop --max-cost")
+
+
+def _looked_up(model: str) -> str:
+    """The table's sections ``model`` is looked up in (:func:`_sections`: ``openai:NAME``
+    OpenAI's, ``anthropic:NAME`` Anthropic's, a bare id both), each with its date and source."""
+    openai = price_table().get(OPENAI)
+    cited = [f"{'OpenAI' if section is openai else 'Anthropic'}'s prices as of {section['as_of']}, "
+             f"from {section['source']}" for section, _ in _sections(model)]
+    return "; ".join(cited) or "it holds no OpenAI prices"

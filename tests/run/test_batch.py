@@ -231,7 +231,8 @@ def test_chat_on_an_openai_model_goes_through_the_batch_api(project, monkeypatch
     assert kinds == {(PATIENTS[0], 1): ("passed", None), (PATIENTS[0], 2): ("passed", None),
                      (PATIENTS[1], 1): ("error", "timeout"), (PATIENTS[1], 2): ("error", "timeout")}
     passed = next(c for c in rec["cases"] if c["outcome"] == "passed")
-    assert passed["usage"]["batch_calls"] == 1 and passed["usage"]["input_tokens"] > 1000
+    assert passed["usage"]["batch_calls"] == 1
+    assert passed["usage"]["input_tokens"] + passed["usage"].get("cache_read_input_tokens", 0) > 1000
 
 
 def test_a_session_killed_after_submitting_an_openai_batch_resumes_the_same_batch(project, monkeypatch):
@@ -287,9 +288,10 @@ def test_max_cost_on_an_openai_batch_admits_requests_at_the_batch_price_and_the_
     assert all(c["attempts"] == 0 and c["agent"] is None for c in refused)  # its agent was never asked
     passed = [c for c in rec["cases"] if c["outcome"] == "passed"]
     assert len(passed) == 2, result.stdout.str()[-2000:]
-    for c in passed:  # billed at half the list price
-        assert c["usage"]["batch_calls"] == 1 and c["cost_usd"] == pytest.approx(
-            (c["usage"]["input_tokens"] * 0.40 + c["usage"]["output_tokens"] * 1.60) / 2 / 1e6)
+    for c in passed:  # billed at half the list price (the probe's prompts are in the loopback's cache)
+        u = c["usage"]
+        assert u["batch_calls"] == 1 and u["cache_read_input_tokens"] > 0 and c["cost_usd"] == pytest.approx(
+            (u["input_tokens"] * 0.40 + u["cache_read_input_tokens"] * 0.10 + u["output_tokens"] * 1.60) / 2 / 1e6)
     assert rec["budget"]["stopped"] and rec["budget"]["cases_not_run"] == 2
     assert rec["budget"]["spent_usd"] == pytest.approx(sum(c["cost_usd"] for c in passed), abs=1e-6)
     assert rec["usage"]["prices_source"] == "https://developers.openai.com/api/docs/pricing"  # whose prices
@@ -297,3 +299,35 @@ def test_max_cost_on_an_openai_batch_admits_requests_at_the_batch_price_and_the_
     result.stdout.fnmatch_lines(["*groundeval: batch batch_* submitted: 2 requests*",
                                  "*extraction: 4 cases, 2 passed, 0 failed, 0 errors, 2 not run*",
                                  "*not run: 2 budget"])
+
+
+def test_an_openai_batch_results_cached_input_is_billed_at_the_cached_input_price(project, monkeypatch):
+    """OpenAI reports a result's cached input in ``usage.prompt_tokens_details.cached_tokens``
+    (part of its ``prompt_tokens``): the record counts it apart, as ``cache_read_input_tokens``,
+    and bills it at the cached-input rate, at half, like a direct call's. Each case is asked
+    twice (``--repeat 2``): the loopback reads the second request of a prompt from its cache."""
+    pytest.importorskip("langchain_openai")
+    from openai_loopback import OpenAILoopback, prompt_text
+
+    with OpenAILoopback() as api:
+        project.runpytest_subprocess(*_openai_args(project, api, model=OPENAI_MODEL)).assert_outcomes(passed=4)
+    (lines,) = api.uploads
+    rec = _record(project)
+    total = 0.0
+    for i, patient in enumerate(PATIENTS):
+        (prompt,) = {prompt_text(line["body"]) for line in lines if BUNDLES[i] in prompt_text(line["body"])}
+        tokens = -(-len(prompt) // 4)  # the loopback's count: one token per 4 characters, rounded up
+        cached = tokens // 128 * 128  # all of it again, in OpenAI's 128-token steps
+        assert cached >= 1024  # long enough to cache
+        cases = [c for c in rec["cases"] if c["case_id"] == patient]
+        got = sorted((c["usage"]["input_tokens"], c["usage"].get("cache_read_input_tokens", 0)) for c in cases)
+        assert got == sorted([(tokens, 0), (tokens - cached, cached)])  # the first asked, then the repeat
+        for c in cases:
+            u = c["usage"]
+            assert u["batch_calls"] == u["model_calls"] == 1 and not u.get("cache_creation_input_tokens")
+            # gpt-4.1-mini: $0.40 input, $0.10 cached input, $1.60 output per million tokens; batch: half
+            by_hand = (u["input_tokens"] * 0.40 + u.get("cache_read_input_tokens", 0) * 0.10
+                       + u["output_tokens"] * 1.60) / 1e6 / 2
+            assert c["cost_usd"] == pytest.approx(by_hand, abs=1e-9)
+            total += by_hand
+    assert rec["usage"]["cost_usd"] == pytest.approx(total, abs=1e-6)

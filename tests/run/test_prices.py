@@ -279,11 +279,17 @@ UNKNOWN = "not a Claude model id groundeval knows"  # --model checked at start (
     (("--agent=claude", "--model", "claude-opus-4"), "claude-opus-4", UNKNOWN),
     (("--agent=langgraph", "--model", "anthropic:claude-opus-4"), "anthropic:claude-opus-4", UNKNOWN),
     (("--agent=claude", "--model", "claude-haiku-5-5"), "claude-haiku-5-5", "has no price"),  # known, unpriced
+    (("--agent=chat", "--model", "openai:gpt-test"), "openai:gpt-test", "has no price"),  # a local server's name
 ])
 def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monkeypatch, args, model, said):
+    from openai_loopback import OpenAILoopback
+
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
     monkeypatch.setattr(anthropic, "Anthropic", lambda **kw: pytest.fail("no call may start"))
-    result = _run(project, *args, "--max-cost", "5")
+    with OpenAILoopback() as api:  # answers the start's check of --model-base-url (the openai: model's server)
+        base = ("--model-base-url", api.url) if model.startswith("openai:") else ()
+        result = _run(project, *args, *base, "--max-cost", "5")
+    assert not [path for path in api.requests if "/chat/completions" in path or "/batches" in path]  # no call
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     if said == UNKNOWN:
@@ -292,6 +298,9 @@ def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monk
         return
     assert f"model {model!r} has no price" in err and "prices.json" in err
     assert "budget cannot be enforced" in err
+    # the prices it was looked up in: OpenAI's for an openai: name, Anthropic's and OpenAI's for a bare one
+    assert (price_table()["source"] in err) is not model.startswith("openai:")
+    assert price_table()["openai"]["source"] in err
     assert not (project.path / "record.json").exists()
     # without a budget the same model runs (its cost is null)
     if "price_agents" in args[0]:
@@ -449,6 +458,25 @@ def test_openai_ids_and_their_snapshots_are_priced(model, as_priced):
 ])
 def test_openai_lookalikes_and_other_providers_are_unpriced(model):
     assert priced_name(model) is None and price_for(model) is None and cost_usd(model, TOKENS) is None
+
+
+@pytest.mark.parametrize("model, cited", [
+    ("openai:gpt-test", {"OpenAI"}),
+    ("openai:claude-opus-4-8", {"OpenAI"}),  # a Claude id at OpenAI's endpoint: OpenAI's prices are the ones
+    ("anthropic:gpt-4.1-mini", {"Anthropic"}),
+    ("anthropic:claude-opus-4-1-something-new", {"Anthropic"}),
+    ("gpt-unlisted-1", {"Anthropic", "OpenAI"}),  # a bare id is looked up in both
+    ("claude-opus-4-1-something-new", {"Anthropic", "OpenAI"}),
+])
+def test_an_unpriced_models_budget_error_cites_the_prices_it_was_looked_up_in(model, cited):
+    table = price_table()
+    sections = {"Anthropic": table, "OpenAI": table["openai"]}
+    assert table["source"] != table["openai"]["source"]
+    why = unpriced_budget(model, 5.0)
+    assert why is not None and f"model {model!r} has no price" in why
+    for who, section in sections.items():
+        assert (f"{who}'s prices as of {section['as_of']}, from {section['source']}" in why) is (who in cited), why
+        assert (section["source"] in why) is (who in cited), why
 
 
 def test_openai_ids_are_not_claude_ids_and_never_retired():
