@@ -56,7 +56,7 @@ from typing import Any
 
 from pytest_groundeval.integrations.mcp.wire import Lines, send
 from pytest_groundeval.run.calls import (AgentCrash, PermanentAgentError, TransientAgentError, attempt_deadline,
-                                         attempt_tally, current_repeat, report_spent)
+                                         attempt_tally, current_repeat, report_agent_time, report_spent)
 
 _encode = json.JSONEncoder(default=str).encode  # (ASCII, as json.dumps writes it)
 HELLO_TIMEOUT = 120.0
@@ -289,6 +289,7 @@ class AgentHost:
                              name="groundeval-agent-host-tool").start()
             return True
         if op == "done":
+            report_agent_time(run.tally, message.get("seconds"))  # (the host's own measure of the call)
             try:
                 run.answer.set(_output(message.get("output")))
             except Exception as exc:  # noqa: BLE001 - a malformed answer fails its call

@@ -260,15 +260,17 @@ def _run(agent: Any, channel: Channel, message: dict[str, Any]) -> None:
         try:
             with calls.repeat_of(message.get("repeat")), fhircase.fhir_base_of(message.get("fhir_base_url")), \
                     calls.spending_into(Spent(channel, run)):
+                started = time.perf_counter()
                 if callable(getattr(agent, "run_case", None)):
                     value = agent.run_case(TaskView(channel, run, message.get("task") or {}), message["prompt"],
                                            message.get("inputs") or {})
                 else:
                     value = agent.run(message["prompt"])
+                seconds = time.perf_counter() - started
         finally:
             if token is not None:
                 calls._DEADLINE.reset(token)
-        channel.send({"op": "done", "id": run, "output": _output(value)})
+        channel.send({"op": "done", "id": run, "output": _output(value), "seconds": seconds})
     except BaseException as exc:  # noqa: BLE001 - the harness's to judge
         channel.send({"op": "failed", "id": run, "error": _error(exc)})
 

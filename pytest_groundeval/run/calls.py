@@ -106,6 +106,14 @@ def attempt_tally() -> dict[str, Any] | None:
     return _TALLY.get()
 
 
+def report_agent_time(tally: dict[str, Any] | None, seconds: Any) -> None:
+    """How long the attempt's agent itself ran, measured where it ran (its agent host: the call
+    alone, without the round trip or the wait behind the host's other calls). The prefetcher
+    reads it to tell an instant agent (``run/concurrency.py``); nothing is scored on it."""
+    if tally is not None and isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
+        tally["agent_seconds"] = float(seconds)
+
+
 def report_spent(tally: dict[str, Any] | None, usage: dict[str, Any] | None,
                  transcript: list[dict[str, Any]] | None = None) -> None:
     """The attempt has spent ``usage`` so far (its whole usage, not an increment); and, when

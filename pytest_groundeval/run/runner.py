@@ -142,7 +142,7 @@ class Called:
     error: ErrorInfo | None = None
     fields: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
-    agent_s: float | None = None  # how long the agent took (all attempts)
+    agent_s: float | None = None  # how long the agent itself took (all attempts; _agent_time)
     observed: ToolLog | None = None  # the harness's log of the answering attempt's tool calls
     failed_usage: list[dict[str, Any]] = field(default_factory=list)  # what failed attempts spent
     uncounted: str | None = None  # why the answer's spend could not be counted (usage dropped)
@@ -288,7 +288,7 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
             spentlog.spent(key, number, _valid_usage(tally.get("usage")), done=True)
             raise
         finally:
-            spent.append(time.perf_counter() - began)
+            spent.append(_agent_time(tally, time.perf_counter() - began))
 
     def failed() -> list[dict[str, Any]]:  # (what an agent reported: counted only if it is token counts)
         return [u for t in list(tallies) if not t.get("answered") and (u := _valid_usage(t.get("usage")))]
@@ -338,6 +338,13 @@ def _call_agent(called: Called, task: Task, case: Case, agent: Any, policy: Call
     called.fields.update(attempts=len(attempts), attempt_log=attempts if len(attempts) > 1 else [])
     called.failed_usage = failed()
     return output
+
+
+def _agent_time(tally: dict[str, Any], measured: float) -> float:
+    """An attempt's time: the agent's own as its host measured it (``calls.report_agent_time``:
+    without the round trip and the wait behind the host's other calls), else as measured here."""
+    own = tally.get("agent_seconds")
+    return own if isinstance(own, float) and 0.0 <= own <= measured else measured
 
 
 def _keep_partial(called: Called, exc: BaseException, logs: list[ToolLog], tallies: list[dict[str, Any]],

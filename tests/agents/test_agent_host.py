@@ -117,6 +117,25 @@ class SpawnsPerCase:
             fh.write(f"{child.pid}\\n")
         return json.dumps({"active_medications": []})
 
+class BusyHost:
+    """Answers (nothing) at once, in a host a thread of its own keeps busy (it holds the GIL but
+    at Python's switch interval): each round trip waits for the GIL there, the call itself does not."""
+    name = "busy-host"
+    def __init__(self):
+        def spin():
+            while True:
+                sum(range(1000))
+        threading.Thread(target=spin, daemon=True).start()
+    def run(self, prompt):
+        return json.dumps({"active_medications": []})
+
+class SlowButSure(BusyHost):
+    """As BusyHost, but the call itself takes 5 ms: not an instant agent."""
+    name = "slow-but-sure"
+    def run(self, prompt):
+        time.sleep(0.005)
+        return super().run(prompt)
+
 class IgnoresSigterm:
     """Ignores SIGTERM, says so on a FIFO, and hangs."""
     name = "ignores-sigterm"
@@ -151,6 +170,19 @@ def _kill(pids) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@pytest.mark.parametrize("agent, concurrency", [("BusyHost", 1), ("SlowButSure", 8)])
+def test_an_instant_agent_is_told_by_its_own_time_in_the_host_not_the_round_trip(cheats, agent, concurrency):
+    """The prefetcher runs an instant agent's calls inline (threads only add GIL hand-offs): it
+    tells one by how long its first calls took. A hosted agent's call is timed in its host, so
+    a round trip that waits there (a busy host, the queue behind 8 calls at once) does not make
+    an instant agent look slow; an agent whose call itself takes 5 ms keeps its 8 calls in flight.
+    The record's ``concurrency`` says which (1: run inline)."""
+    result = cheats.runpytest_subprocess(*RUN, f"--agent=cheats:{agent}", "--concurrency", "8", "--repeat", "3")
+    record = read_record(cheats)
+    assert len(record["cases"]) == 12 and all(c["attempts"] == 1 and c["error"] is None for c in record["cases"])
+    assert record["options"]["concurrency"] == concurrency, result.stdout.str()[-2000:]
 
 
 def test_an_agent_that_erases_its_truth_still_fails(cheats):
