@@ -547,8 +547,9 @@ class Reporter:
 
     def _write_html(self, session: pytest.Session) -> None:
         """The HTML report of the record just written (read back as JSON: the page shows
-        exactly the file; it was validated as it was built, so it is not validated again), beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A
-        failure is one terminal line; the page asked for (``--groundeval-html``) makes it
+        exactly the file; it was validated as it was built, so it is not validated again),
+        beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A failure
+        is one terminal line; the page asked for (``--groundeval-html``) makes it
         INTERNAL_ERROR, the default one leaves the exit status to the run (the record stands)."""
         if not self.settings.html:
             return  # --no-groundeval-html

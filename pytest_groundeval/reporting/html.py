@@ -1522,7 +1522,7 @@ def render_bytes(record: Mapping[str, Any], base: Mapping[str, Any] | None = Non
         '<div id="errors" hidden></div>\n'
         + "\n".join(sections)
         + '\n<script type="application/json" id="groundeval-data">'
-    ).encode("utf-8", "backslashreplace") + data + f"</script>\n<script>{js}</script>\n</body></html>\n".encode("utf-8")
+    ).encode("utf-8", "backslashreplace") + data + f"</script>\n<script>{js}</script>\n</body></html>\n".encode()
 
 
 def write(record: Mapping[str, Any], path: Path | str, base: Mapping[str, Any] | None = None) -> Path:
