@@ -65,15 +65,17 @@ import hashlib
 import html
 import json
 import math
+import os
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
 from pytest_groundeval.model import MetricSpec, headline_of
 from pytest_groundeval.reporting.terminal import plural
-from pytest_groundeval.store.record import escape_unencodable, open_private
+from pytest_groundeval.store.record import escape_unencodable
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
 HIST_BINS = tuple(f"{k / 10:.1f}–{(k + 1) / 10:.1f}" for k in range(10)) + ("1.0",)
@@ -1490,12 +1492,15 @@ def render(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> 
 
 
 def render_bytes(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> bytes:
-    """:func:`render` as the file holds it (UTF-8): the cases' data, the bulk of the page, go
-    in as orjson wrote them (never made text, joined and encoded again)."""
+    """:func:`render` as the file holds it (UTF-8)."""
+    return b"".join(render_chunks(record, base))
+
+
+def render_chunks(record: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> Iterator[bytes]:
+    """The page in pieces, UTF-8: its head (the sections), then the cases' data one case at a
+    time, then its end. The data, the bulk of the page, go in as orjson wrote them, and a
+    large run's page is never all in memory at once, nor every case's view."""
     _task_class.cache_clear()
-    before = {_key(c): c for c in base.get("cases") or []} if base is not None else {}
-    views = [case_view(c, before.get(_key(c)) if base is not None else None) for c in record.get("cases") or []]
-    data = data_json_bytes({"comparing": base is not None, "cases": views})
     css, js = CSS.strip(), JS.strip()
     csp = (f"default-src 'none'; script-src '{csp_hash(js)}'; style-src '{csp_hash(css)}'; img-src data:; "
            "base-uri 'none'; form-action 'none'")
@@ -1511,7 +1516,7 @@ def render_bytes(record: Mapping[str, Any], base: Mapping[str, Any] | None = Non
     sections.append(_header(record))
     sections += [_task_section(t, record) for t in tasks_of(record)]
     sections.append(_usage_section(record))
-    return (
+    yield (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{e(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -1522,18 +1527,32 @@ def render_bytes(record: Mapping[str, Any], base: Mapping[str, Any] | None = Non
         '<div id="errors" hidden></div>\n'
         + "\n".join(sections)
         + '\n<script type="application/json" id="groundeval-data">'
-    ).encode("utf-8", "backslashreplace") + data + f"</script>\n<script>{js}</script>\n</body></html>\n".encode()
+    ).encode("utf-8", "backslashreplace")
+    # {"comparing": ..., "cases": [view, ...]} as orjson writes it whole, one view at a time
+    yield b'{"comparing":' + (b"true" if base is not None else b"false") + b',"cases":['
+    before = {_key(c): c for c in base.get("cases") or []} if base is not None else {}
+    for i, case in enumerate(record.get("cases") or []):
+        view = case_view(case, before.get(_key(case)) if base is not None else None)
+        yield (b"," if i else b"") + data_json_bytes(view)
+    yield b"]}" + f"</script>\n<script>{js}</script>\n</body></html>\n".encode()
 
 
 def write(record: Mapping[str, Any], path: Path | str, base: Mapping[str, Any] | None = None) -> Path:
-    """Render and write the report to ``path`` (owner-only, like every file the harness
-    writes: it holds the cases' data); the path written."""
+    """Render and write the report to ``path``, piece by piece (:func:`render_chunks`), into a
+    file of its own then moved over ``path`` (owner-only, like every file the harness writes:
+    it holds the cases' data; a page that fails half-way leaves ``path`` as it was); the path
+    written."""
     path = Path(path)
-    page = render_bytes(record, base)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = open_private(path)
-    with open(fd, "wb") as fh:
-        fh.write(page)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # (mode 0600)
+    try:
+        with open(fd, "wb") as fh:
+            for chunk in render_chunks(record, base):
+                fh.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
