@@ -135,10 +135,12 @@ def retirement(model: str | None, today: date | None = None) -> str | None:
     or has set the date it retires on; None for a model the table does not mark (or does not
     list). A retired model keeps its price: runs made before its retirement still cost it."""
     found = _priced(model)
-    mark = found[0]["models"][found[1]].get(RETIRED) if found is not None else None
-    if mark is None or found is None:
+    if found is None:
         return None
-    name = found[1]
+    section, name = found
+    mark = section["models"][name].get(RETIRED)
+    if mark is None:
+        return None
     label = name if name == model else f"{model} ({name})"
     where = f"{PRICES_PATH.name}, from {price_table().get('sources', {}).get('deprecations', price_table()['source'])}"
     if mark is True:
