@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from pytest_groundeval.reporting.gate import run_gate
 from pytest_groundeval.reporting.terminal import plural
 from pytest_groundeval.store import write
-from pytest_groundeval.store.files import StoredRun
+from pytest_groundeval.store.files import Layout, StoredRun, read_written
 from pytest_groundeval.store.journal import JournalWriter, JournalWriteError
 from pytest_groundeval.model import CaseRef, CaseResult, Completeness, ErrorInfo, RunRecord, ShardRecord
 from pytest_groundeval.pytest.items import REPORT_ATTR
@@ -126,6 +126,7 @@ class Reporter:
         self.journal: JournalWriter | None = None
         self._journal_specs: set[str] = set()  # the tasks whose specs the journal holds
         self.record: RunRecord | None = None
+        self.layout = Layout()  # where the written record's cases lie in its file (the page reads them one by one)
         self.record_path: Path | None = None
         self.problems: list[str] = []
         self.write_error: str | None = None
@@ -489,8 +490,9 @@ class Reporter:
         if self.journal is not None:
             self.journal.close()  # every case is in it; a complete record replaces it
         try:
+            self.layout = Layout()
             write(self.record, self.path, journal=self.journal.path if self.journal is not None else None,
-                  redacted=self.redacted)
+                  redacted=self.redacted, layout=self.layout)
         except OSError as e:  # disk full, no permission, a file where a folder should be
             self.write_error = f"could not write the run record {self.path}: {e.strerror or e}"
             if self.journal is not None and self.journal.error is not None:
@@ -546,8 +548,9 @@ class Reporter:
         return bool(getattr(config.option, "numprocesses", None)) or bool(getattr(config.option, "dist", "no") != "no")
 
     def _write_html(self, session: pytest.Session) -> None:
-        """The HTML report of the record just written (read back as JSON: the page shows
-        exactly the file; it was validated as it was built, so it is not validated again),
+        """The HTML report of the record just written (read back as JSON, its cases one at a
+        time as the page goes through them: the page shows exactly the file; it was validated
+        as it was built, so it is not validated again),
         beside it or at ``--groundeval-html``; none under ``--no-groundeval-html``. A failure
         is one terminal line; the page asked for (``--groundeval-html``) makes it
         INTERNAL_ERROR, the default one leaves the exit status to the run (the record stands)."""
@@ -557,7 +560,7 @@ class Reporter:
         from pytest_groundeval.reporting.html import write as write_html
 
         try:
-            self.html_path = write_html(orjson.loads(self.path.read_bytes()), target)
+            self.html_path = write_html(read_written(self.path, self.layout), target)
         except Exception as e:  # noqa: BLE001 - disk, permissions, or a bug of the page: said, not raised
             why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
             self.html_error = f"could not write the HTML report {target}: {why}"

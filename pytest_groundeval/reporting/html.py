@@ -149,47 +149,12 @@ def tasks_of(record: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def cases_of(record: Mapping[str, Any], task: str) -> list[dict[str, Any]]:
-    return [c for c in record.get("cases") or [] if c.get("task") == task]
-
-
 def _scored(c: Mapping[str, Any]) -> bool:
     return c.get("outcome") in ("passed", "failed") and isinstance(c.get("score"), dict)
 
 
 def _metrics(c: Mapping[str, Any]) -> dict[str, Any]:
     return (c.get("score") or {}).get("metrics") or {} if isinstance(c.get("score"), dict) else {}
-
-
-def dimensions_of(cases: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The scoring dimensions the task's cases carry, in their order of first appearance."""
-    found: list[str] = []
-    for c in cases:
-        for d in ((c.get("score") or {}).get("dimensions") or {}) if isinstance(c.get("score"), dict) else {}:
-            if d not in found:
-                found.append(d)
-    return found
-
-
-def dimension_rates(summary: Mapping[str, Any], cases: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]:
-    """``(dimension, pass rate, ci95)`` per dimension, then the overall ``pass`` when the
-    summary has it: the summary's figures (computed from the cases only when it lacks one)."""
-    rows = []
-    run = [c for c in cases if c.get("outcome") != "skipped"]
-    for d in dimensions_of(cases):
-        value = summary.get(d)
-        if not _number(value):
-            passed = sum(bool(((c.get("score") or {}).get("dimensions") or {}).get(d, {}).get("passed"))
-                         for c in run if _scored(c))
-            value = round(passed / len(run), 6) if run else None
-        rows.append((d, value, summary.get(f"{d}_ci95")))
-    if _number(summary.get("pass")) and "pass" not in dict.fromkeys(r[0] for r in rows):
-        rows.append(("pass", summary["pass"], summary.get("pass_ci95")))
-    return rows
-
-
-def has_f1(cases: Iterable[Mapping[str, Any]]) -> bool:
-    return any("f1" in _metrics(c) for c in cases)
 
 
 def f1_bin(f1: float) -> int:
@@ -199,71 +164,148 @@ def f1_bin(f1: float) -> int:
     return max(0, min(9, math.floor(f1 * 10)))
 
 
-def f1_histogram(cases: list[dict[str, Any]]) -> tuple[list[int], int]:
-    """Counts of scored cases per :data:`HIST_BINS` bin, and the errored cases (no score;
-    they count 0 in the summary's means) apart."""
-    counts = [0] * len(HIST_BINS)
-    errors = 0
-    for c in cases:
-        if _scored(c) and _number(_metrics(c).get("f1")):
-            counts[f1_bin(float(_metrics(c)["f1"]))] += 1
-        elif c.get("outcome") == "error":
-            errors += 1
-    return counts, errors
-
-
 def specs_of(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The task's declared metrics as the record holds them (``summary.<task>.specs``)."""
     specs = summary.get("specs")
     return {k: v for k, v in specs.items() if isinstance(v, dict)} if isinstance(specs, dict) else {}
 
 
-def _view_items(case: Mapping[str, Any], side: str) -> tuple[Any, ...]:
-    """The coded items of one side (``truth`` / ``predicted``) of the case's task view."""
-    view = task_view(case)
-    return (getattr(view, side) or ()) if view is not None else ()
-
-
-def verdict_rows(summary: Mapping[str, Any], cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per class of a per-class breakdown (reconciliation's verdicts: the prf specs declared
-    with a ``group``), in declaration order: its P/R/F1 and the summed TP / FP / FN, the record's
-    figures, and how many truth and answer items name it."""
-    groups: dict[str, dict[str, Any]] = {}
+def verdict_groups(summary: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The classes of a per-class breakdown (reconciliation's verdicts: the prf specs declared
+    with a ``group``), in declaration order, each with the summary keys of its P/R/F1 and of
+    its TP / FP / FN counts."""
+    groups: dict[str, dict[str, str]] = {}
     for name, spec in specs_of(summary).items():
         if spec.get("kind") != "prf" or not spec.get("group") or spec.get("figure") not in ("precision", "recall", "f1"):
             continue
-        row = groups.setdefault(str(spec["group"]), {"name": str(spec["group"]), "keys": {}})
-        row["keys"][spec["figure"]] = name
+        keys = groups.setdefault(str(spec["group"]), {})
+        keys[spec["figure"]] = name
         for m, count in zip(("tp", "fp", "fn"), spec.get("counts") or ()):
-            row["keys"][m] = count
-    rows = []
-    for group, row in groups.items():
-        for m in ("precision", "recall", "f1", "tp", "fp", "fn"):
-            row[m] = summary.get(row["keys"].get(m, ""))
-        for side in ("truth", "predicted"):  # the items the task's view names with that class
-            row[side] = sum(1 for c in cases for item in _view_items(c, side) if item.verdict == group)
-        rows.append(row)
-    return rows
+            keys[m] = count
+    return groups
 
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def task_usage(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: 0 for k in USAGE_KEYS}
-    cost, priced, unpriced = 0.0, 0, 0
-    for c in cases:
+class OutcomeCount:
+    """Cases per outcome, errors also per kind (``error:agent``), counted case by case."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
+        self.kinds: dict[str, int] = {}
+
+    def add(self, c: Mapping[str, Any]) -> None:
+        o = str(c.get("outcome"))
+        self.counts[o] = self.counts.get(o, 0) + 1
+        if o == "error":
+            kind = ((c.get("error") or {}) if isinstance(c.get("error"), dict) else {}).get("kind") or "unknown"
+            self.kinds[f"error:{kind}"] = self.kinds.get(f"error:{kind}", 0) + 1
+
+    def result(self) -> dict[str, int]:
+        """In :data:`OUTCOMES` order, the kinds after ``error`` in order of first appearance."""
+        out: dict[str, int] = {}
+        for o, n in self.counts.items():
+            out[o] = n
+            if o == "error":
+                out.update(self.kinds)
+        return out
+
+
+class TaskTally:
+    """One task's cases as its section and its rows on the page show them, summed one case
+    at a time (:class:`Tally`): outcomes, scoring dimensions, per-case F1, the items each
+    verdict class names, tokens and cost."""
+
+    def __init__(self, summary: Mapping[str, Any]) -> None:
+        self.summary = summary
+        self.n = self.run = 0  # cases; cases not skipped
+        self.outcomes = OutcomeCount()
+        self.dims: dict[str, int] = {}  # dimension (first appearance) -> scored cases that passed it
+        self.has_f1, self.f1, self.f1_errors = False, [0] * len(HIST_BINS), 0
+        self.groups = verdict_groups(summary)
+        self.named = {(g, side): 0 for g in self.groups for side in ("truth", "predicted")}
+        self.usage: dict[str, Any] = dict.fromkeys(USAGE_KEYS, 0)
+        self.cost, self.priced, self.unpriced = 0.0, 0, 0
+
+    def add(self, c: Mapping[str, Any]) -> None:
+        self.n += 1
+        self.outcomes.add(c)
+        self.run += c.get("outcome") != "skipped"
+        scored, metrics = _scored(c), _metrics(c)
+        score = c.get("score") if isinstance(c.get("score"), dict) else {}
+        for d, v in (score.get("dimensions") or {}).items():
+            self.dims[d] = self.dims.get(d, 0) + (scored and isinstance(v, dict) and bool(v.get("passed")))
+        self.has_f1 = self.has_f1 or "f1" in metrics
+        if scored and _number(metrics.get("f1")):
+            self.f1[f1_bin(float(metrics["f1"]))] += 1
+        elif c.get("outcome") == "error":
+            self.f1_errors += 1  # no score: counted 0 in the summary's means
+        if self.groups:
+            view = task_view(c)
+            for side in ("truth", "predicted") if view is not None else ():
+                for item in getattr(view, side) or ():
+                    if item.verdict in self.groups:
+                        self.named[(item.verdict, side)] += 1
+        self._add_usage(c)
+
+    def _add_usage(self, c: Mapping[str, Any]) -> None:
         usage = c.get("usage") or {}
         for k in USAGE_KEYS:
             if _number(usage.get(k)):
-                out[k] += int(usage[k])
+                self.usage[k] += int(usage[k])
         if _number(c.get("cost_usd")):
-            cost += float(c["cost_usd"])
-            priced += 1
+            self.cost += float(c["cost_usd"])
+            self.priced += 1
         elif usage:
-            unpriced += 1
-    out.update(cost_usd=round(cost, 6), cases_priced=priced, cases_unpriced=unpriced)
-    return out
+            self.unpriced += 1
+
+    def dimension_rates(self) -> list[tuple[str, Any, Any]]:
+        """``(dimension, pass rate, ci95)`` per dimension, then the overall ``pass`` when the
+        summary has it: the summary's figures (computed from the cases only when it lacks one)."""
+        rows = []
+        for d, passed in self.dims.items():
+            value = self.summary.get(d)
+            if not _number(value):
+                value = round(passed / self.run, 6) if self.run else None
+            rows.append((d, value, self.summary.get(f"{d}_ci95")))
+        if _number(self.summary.get("pass")) and "pass" not in self.dims:
+            rows.append(("pass", self.summary["pass"], self.summary.get("pass_ci95")))
+        return rows
+
+    def verdict_rows(self) -> list[dict[str, Any]]:
+        """Per verdict class: its P/R/F1 and summed TP / FP / FN (the record's figures), and
+        how many truth and answer items name it."""
+        rows = []
+        for group, keys in self.groups.items():
+            row: dict[str, Any] = {"name": group, "keys": keys}
+            for m in ("precision", "recall", "f1", "tp", "fp", "fn"):
+                row[m] = self.summary.get(keys.get(m, ""))
+            for side in ("truth", "predicted"):
+                row[side] = self.named[(group, side)]
+            rows.append(row)
+        return rows
+
+    def usage_row(self) -> dict[str, Any]:
+        return {**self.usage, "cost_usd": round(self.cost, 6), "cases_priced": self.priced,
+                "cases_unpriced": self.unpriced}
+
+
+class Tally:
+    """A run's cases summed for the page in one pass over them (a large run's cases are read
+    one at a time, never held as a list): per task, in the record's order (the summary's
+    tasks, then any other a case names), a :class:`TaskTally`; and the outcomes of all."""
+
+    def __init__(self, record: Mapping[str, Any]) -> None:
+        summary = record.get("summary") or {}
+        self.tasks: dict[Any, TaskTally] = {t: TaskTally(summary.get(t) or {}) for t in summary}
+        self.outcomes = OutcomeCount()
+        for c in record.get("cases") or []:
+            task = self.tasks.get(c.get("task"))
+            if task is None:
+                task = self.tasks[c.get("task")] = TaskTally({})
+            task.add(c)
+            self.outcomes.add(c)
 
 
 # ---------------------------------------------------------------- one case, as the script shows it
@@ -392,25 +434,6 @@ def reason_of(case: Mapping[str, Any]) -> str:
     error = case.get("error") if isinstance(case.get("error"), dict) else None
     score = case.get("score") if isinstance(case.get("score"), dict) else None
     return (error or {}).get("message") or (score or {}).get("reason") or case.get("skip_reason") or ""
-
-
-def outcome_counts(cases: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Cases per outcome, errors also per kind (``error:agent``), in :data:`OUTCOMES` order
-    (the kinds after ``error``, in order of first appearance)."""
-    counts: dict[str, int] = {o: 0 for o in OUTCOMES}
-    kinds: dict[str, int] = {}
-    for c in cases:
-        o = str(c.get("outcome"))
-        counts[o] = counts.get(o, 0) + 1
-        if o == "error":
-            kind = ((c.get("error") or {}) if isinstance(c.get("error"), dict) else {}).get("kind") or "unknown"
-            kinds[f"error:{kind}"] = kinds.get(f"error:{kind}", 0) + 1
-    out: dict[str, int] = {}
-    for o, n in counts.items():
-        out[o] = n
-        if o == "error":
-            out.update(kinds)
-    return out
 
 
 def _fhir_view(fhir: Any) -> dict[str, Any] | None:
@@ -595,23 +618,22 @@ def verdict_chart(rows: list[dict[str, Any]]) -> str:
     return hbar_chart(flat, "precision, recall and F1 per verdict", "data-verdict-metric", "verdicts", classes)
 
 
-def _task_section(task: str, record: Mapping[str, Any]) -> str:
-    summary = (record.get("summary") or {}).get(task) or {}
-    cases = cases_of(record, task)
+def _task_section(task: str, tally: TaskTally) -> str:
+    summary = tally.summary
     parts = [f'<section class="task" id="task-{e(task)}" data-task="{e(task)}"><h2>{e(task)}</h2>']
-    verdicts = verdict_rows(summary, cases)
+    verdicts = tally.verdict_rows()
     elsewhere = {v["keys"][m] for v in verdicts for m in v["keys"]}
     parts.append(_task_metrics(task, summary, elsewhere))
     charts = []
-    dims = dimension_rates(summary, cases)
+    dims = tally.dimension_rates()
     if dims:
         rows = "".join(f'<tr data-dimension="{e(d)}"><td>{e(d)}</td><td class="num">{e(num(v))}</td>'
                        f'<td class="num">{e(interval(ci))}</td></tr>' for d, v, ci in dims)
         charts.append('<figure class="dimensions"><figcaption>Pass rate per dimension (95% interval)</figcaption>'
                       + hbar_chart(dims, f"{task}: pass rate per dimension", "data-dimension", "dimension-chart")
                       + _table(("dimension", "pass rate", "95% interval"), [rows], "dimension-table") + "</figure>")
-    if has_f1(cases):
-        counts, errors = f1_histogram(cases)
+    if tally.has_f1:
+        counts, errors = tally.f1, tally.f1_errors
         extra = [("error", errors)] if errors else []
         rows = "".join(f'<tr data-bin="{e(lbl)}"><td>{e(lbl)}</td><td class="num">{n}</td></tr>'
                        for lbl, n in list(zip(HIST_BINS, counts)) + extra)
@@ -647,7 +669,7 @@ def _cost(u: Mapping[str, Any], per_task: bool = False) -> str:
                       0 if per_task else int(u.get("cases_unreported") or 0), int(u.get("cases_priced") or 0))
 
 
-def _usage_section(record: Mapping[str, Any]) -> str:
+def _usage_section(record: Mapping[str, Any], tally: Tally) -> str:
     u = record.get("usage") or {}
     run = _kv([
         ("input tokens", "usage.input_tokens", e(num(u.get("input_tokens")))),
@@ -659,8 +681,8 @@ def _usage_section(record: Mapping[str, Any]) -> str:
         ("prices from", "usage.prices_source", e(u.get("prices_source") or "–")),
     ])
     rows = []
-    for task in tasks_of(record):
-        t = task_usage(cases_of(record, task))
+    for task, counted in tally.tasks.items():
+        t = counted.usage_row()
         rows.append(f'<tr data-usage-task="{e(task)}"><td>{e(task)}</td>'
                     + "".join(f'<td class="num" data-usage="{k}">{e(num(t[k]))}</td>' for k in USAGE_KEYS)
                     + f'<td class="num" data-usage="cost_usd">{e(_cost(t, per_task=True))}</td>'
@@ -837,16 +859,15 @@ def _headline(summary: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
     return None if name is None else (name, summary[name], summary.get(f"{name}_ci95"))
 
 
-def _overview(record: Mapping[str, Any], base: Mapping[str, Any] | None, paired: Any) -> str:
+def _overview(record: Mapping[str, Any], base: Mapping[str, Any] | None, paired: Any, tally: Tally) -> str:
     """The strip at the top: per task its cases by outcome (errors by kind; each count a button
     that filters the case table), its headline figure, and with a base run its outcome changes
     and the p of its paired ``pass`` test; then the gate, completeness and cost."""
     flips = comparison(base, record)["flips"] if base is not None else []
     by_task = {t.task: t for t in paired.tasks} if paired is not None else {}
     rows = []
-    for task in tasks_of(record):
-        cases = cases_of(record, task)
-        counts = outcome_counts(cases)
+    for task, counted in tally.tasks.items():
+        counts = counted.outcomes.result()
         buttons = []
         for o, n in counts.items():
             if not n or (o == "error" and any(k.startswith("error:") for k in counts)):
@@ -856,7 +877,7 @@ def _overview(record: Mapping[str, Any], base: Mapping[str, Any] | None, paired:
                            f'data-outcome="{e(o)}"><b data-count="{e(task)}.{e(o)}">{n}</b> {e(label)}</button>')
         cells = [f'<th scope="row">{e(task)}</th>',
                  f'<td><button type="button" class="count" data-task="{e(task)}" data-outcome="">'
-                 f'<b data-count="{e(task)}.cases">{len(cases)}</b> cases</button> {" ".join(buttons)}</td>']
+                 f'<b data-count="{e(task)}.cases">{counted.n}</b> cases</button> {" ".join(buttons)}</td>']
         head = _headline((record.get("summary") or {}).get(task) or {})
         cells.append('<td class="headline">' + ("" if head is None else
                      f'{e(head[0])} <b data-headline="{e(task)}.{e(head[0])}">{e(num(head[1]))}</b> '
@@ -883,7 +904,7 @@ def _overview(record: Mapping[str, Any], base: Mapping[str, Any] | None, paired:
             + ('<button type="button" class="jump" data-jump="comparison">comparison</button> '
                if base is not None else "")
             + "".join(f'<button type="button" class="jump" data-jump="task-{e(t)}">{e(t)}</button> '
-                      for t in tasks_of(record))
+                      for t in tally.tasks)
             + '<button type="button" class="jump" data-jump="usage">tokens and cost</button></p></section>')
 
 
@@ -892,11 +913,11 @@ CASE_COLUMNS = (("case", "c-id"), ("task", "c-task"), ("outcome", "c-outcome"), 
                 ("cost", "c-num"))
 
 
-def _cases_section(record: Mapping[str, Any], comparing: bool) -> str:
-    counts = outcome_counts(record.get("cases") or [])
+def _cases_section(tally: Tally, comparing: bool) -> str:
+    counts = tally.outcomes.result()
     opt = "".join(f'<option value="{e(o)}">{e("error: " + o[6:] if o.startswith("error:") else o)} ({n})</option>'
                   for o, n in counts.items() if n)
-    topt = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in tasks_of(record))
+    topt = "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in tally.tasks)
     change = ('<label>change <select id="change"><option value="">all</option>'
               '<option value="changed">outcome changed</option></select></label>') if comparing else ""
     cols = [c for c in CASE_COLUMNS if comparing or c[0] != "base"]
@@ -1509,13 +1530,14 @@ def render_chunks(record: Mapping[str, Any], base: Mapping[str, Any] | None = No
     verdict = "" if gate is None else (" — gate PASSED" if gate.get("passed") else " — gate FAILED")
     paired, refused = paired_tests(base, record) if base is not None else (None, "")
     # what one looks for first (the summary strip, the cases), then the details of the run
-    sections = [_overview(record, base, paired), _cases_section(record, base is not None),
+    tally = Tally(record)  # (one pass over the cases; the views below are the second)
+    sections = [_overview(record, base, paired, tally), _cases_section(tally, base is not None),
                 reviews_section(record, base)]
     if base is not None:
         sections.append(_comparison_section(base, record, paired, refused))
     sections.append(_header(record))
-    sections += [_task_section(t, record) for t in tasks_of(record)]
-    sections.append(_usage_section(record))
+    sections += [_task_section(t, counted) for t, counted in tally.tasks.items()]
+    sections.append(_usage_section(record, tally))
     yield (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{e(csp)}">'

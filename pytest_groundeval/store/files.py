@@ -20,7 +20,9 @@ with the journal it folds in removed (it holds nothing the record does not).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from array import array
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -233,23 +235,79 @@ def _indented(model: BaseModel) -> bytes:
 _CASES = b'\n  "cases": []'  # the record's own "cases" key: the only one at two spaces' depth
 
 
-def record_chunks(record: RunRecord, redacted: Mapping[int, CaseResult] | None = None) -> Iterator[bytes]:
+@dataclass
+class Layout:
+    """Where :func:`write` put a record's cases in its file, to read them back one at a time
+    (:func:`read_written`): the file's size, the cases array's bytes (``[`` to ``]``), and
+    each case's JSON as ``start, end`` byte offsets (flat, two machine integers a case)."""
+
+    size: int = 0
+    cases_at: tuple[int, int] = (0, 0)
+    spans: array = field(default_factory=lambda: array("q"))
+
+
+def record_chunks(record: RunRecord, redacted: Mapping[int, CaseResult] | None = None,
+                  layout: Layout | None = None) -> Iterator[bytes]:
     """:func:`record_bytes` in pieces, each redacted: the record around its cases, then one
     case at a time, indented as at that depth (a large record is never all in memory as
     text; a secret lies inside one JSON string, never across pieces). ``redacted``: cases
     this session's redaction step already made (``record.case_json``'s results, by ``id``,
     holding the objects themselves so no id is reused): only the very objects listed skip
-    a second pass; any other case (a copy, a stored or crashed case) is redacted here."""
+    a second pass; any other case (a copy, a stored or crashed case) is redacted here.
+    ``layout``: filled in with where each piece went, as the pieces are written in order."""
     before, after = _indented(record.model_copy(update={"cases": []})).split(_CASES, 1)
-    yield redact_json(before + b'\n  "cases": ')
+    head = redact_json(before + b'\n  "cases": ')
+    yield head
+    start = at = len(head)
     if not record.cases:
         yield b"[]"
+        at += 2
     else:
         for i, case in enumerate(record.cases):
             chunk = (b"[\n    " if i == 0 else b",\n    ") + _indented(case).replace(b"\n", b"\n    ")
-            yield chunk if redacted is not None and redacted.get(id(case)) is case else redact_json(chunk)
+            chunk = chunk if redacted is not None and redacted.get(id(case)) is case else redact_json(chunk)
+            if layout is not None:  # (the separator has no string in it: redaction leaves it as it was)
+                layout.spans.extend((at + 6, at + len(chunk)))
+            yield chunk
+            at += len(chunk)
         yield b"\n  ]"
-    yield redact_json(after + b"\n")
+        at += 4
+    tail = redact_json(after + b"\n")
+    if layout is not None:
+        layout.cases_at, layout.size = (start, at), at + len(tail)
+    yield tail
+
+
+def read_written(path: Path, layout: Layout) -> dict[str, Any]:
+    """The record :func:`write` just wrote to ``path`` with ``layout``, as JSON data whose
+    ``cases`` are read from the file one at a time each time they are gone through
+    (:class:`WrittenCases`): exactly the file, never all its cases in memory at once. A file
+    that is not the size it was written at (replaced since) is read whole."""
+    with open(path, "rb", buffering=0) as fh:
+        if os.fstat(fh.fileno()).st_size != layout.size:
+            return orjson.loads(fh.readall())
+        start, end = layout.cases_at
+        record = orjson.loads(os.pread(fh.fileno(), start, 0) + b"[]" + os.pread(fh.fileno(), layout.size - end, end))
+    record["cases"] = WrittenCases(path, layout)
+    return record
+
+
+class WrittenCases:
+    """A written record's cases (:func:`read_written`), read from its file and parsed one at
+    a time on each pass; ``len`` without reading any."""
+
+    def __init__(self, path: Path, layout: Layout) -> None:
+        self.path, self.spans = path, layout.spans
+
+    def __len__(self) -> int:
+        return len(self.spans) // 2
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        spans = self.spans
+        with open(self.path, "rb", buffering=0) as fh:
+            fd = fh.fileno()
+            for i in range(0, len(spans), 2):
+                yield orjson.loads(os.pread(fd, spans[i + 1] - spans[i], spans[i]))
 
 
 def record_bytes(record: RunRecord) -> bytes:
@@ -258,14 +316,15 @@ def record_bytes(record: RunRecord) -> bytes:
 
 
 def write(record: RunRecord, path: Path | str, *, journal: Path | None = None,
-          redacted: Mapping[int, CaseResult] | None = None) -> Path:
+          redacted: Mapping[int, CaseResult] | None = None, layout: Layout | None = None) -> Path:
     """Write ``record`` to ``path``: redacted, atomically, owner-only, streamed case by case
-    (:func:`record_chunks`; ``redacted``: its cases already redacted, as there). ``journal``:
+    (:func:`record_chunks`; ``redacted``: its cases already redacted, as there; ``layout``:
+    where its cases went, for :func:`read_written`). ``journal``:
     the run's journal (closed), removed once the record is on disk if the record is complete
     (not cut short); a record cut short keeps it. Raises ``OSError`` when it cannot be
     written (the file at ``path`` is then as it was, and the journal stays)."""
     path = Path(path)
-    write_json_atomic(path, record_chunks(record, redacted))
+    write_json_atomic(path, record_chunks(record, redacted, layout))
     if journal is not None and not record.completeness.cut_short:
         journal.unlink(missing_ok=True)
         from pytest_groundeval.store.spent import remove

@@ -381,6 +381,15 @@ def test_the_page_is_self_contained(extraction):
     assert stat.S_IMODE(os.stat(extraction["html"]).st_mode) == 0o600
 
 
+@pytest.mark.parametrize("run", ["extraction", "suites"])
+def test_the_run_s_page_is_the_page_of_its_record_file(pytester, request, run):  # (pytester: its inner runs as set up)
+    """The page a run writes reads its record's cases back from the file one at a time (its
+    sections' sums, then each case's data): byte for byte the page of the record file read
+    whole (errors, costs, dimensions, verdict classes)."""
+    got = request.getfixturevalue(run)
+    assert got["html"].read_bytes() == html_report.render_bytes(got["record"])
+
+
 def test_the_pytest_option_writes_the_page_after_the_record(extraction):
     # the gate decides (f1 >= 0.5 met, exact_match >= 0.9 missed): not an internal error
     assert extraction["ret"] == pytest.ExitCode.TESTS_FAILED

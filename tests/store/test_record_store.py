@@ -175,6 +175,43 @@ def test_only_the_listed_case_objects_skip_the_record_s_second_redaction(stored,
     assert cases[1].raw_output == "key [redacted]"  # its id listed with another object: redacted
 
 
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_a_written_record_is_read_back_case_by_case_as_its_file_holds_it(stored, tmp_path, monkeypatch, n):
+    """``write(..., layout=)`` notes where each case went; ``read_written`` gives the file's
+    JSON with its cases read one at a time from there (the page's two passes), each exactly
+    as the file holds it: a case redacted on the way (its piece shorter than its dump), a
+    name in another script (several bytes a character), no case at all."""
+    from pytest_groundeval.store import redact
+
+    record = read(stored / "record.json")
+    secret = "sk-test-" + "z" * 40
+    cases = [c.model_copy(update={"raw_output": f"Ölçü {secret} ✓"}) if i % 2 else c
+             for i, c in enumerate((record.cases * 3)[:n])]
+    monkeypatch.setenv("MY_API_KEY", secret)
+    redact.configure()
+    try:
+        layout = files.Layout()
+        path = write(record.model_copy(update={"cases": cases}), tmp_path / "run.json", layout=layout)
+    finally:
+        monkeypatch.delenv("MY_API_KEY")
+        redact.configure()
+    whole = json.loads(path.read_bytes())
+    got = files.read_written(path, layout)
+    assert isinstance(got["cases"], files.WrittenCases) and len(got["cases"]) == n
+    for _ in range(2):  # every pass reads them again
+        assert {**got, "cases": list(got["cases"])} == whole
+    assert n < 2 or "[redacted] ✓" in whole["cases"][1]["raw_output"]
+
+
+def test_a_record_file_replaced_after_its_write_is_read_whole(stored, tmp_path):
+    record = read(stored / "record.json")
+    layout = files.Layout()
+    path = write(record, tmp_path / "run.json", layout=layout)
+    write(record.model_copy(update={"cases": record.cases[:1]}), path)  # another writer, since
+    got = files.read_written(path, layout)
+    assert got == json.loads(path.read_bytes()) and len(got["cases"]) == 1
+
+
 def test_write_folds_the_journal_only_when_the_record_is_complete(stored, tmp_path):
     complete, short = read(stored / "record.json"), read(stored / "short.json")
     for record, kept in ((complete, False), (short, True)):
