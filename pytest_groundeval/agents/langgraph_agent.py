@@ -207,13 +207,20 @@ def _usage(messages: list[Any]) -> dict[str, int] | None:
         if usage:
             seen = True
             details = usage.get("input_token_details") or {}
-            read, wrote = int(details.get("cache_read") or 0), int(details.get("cache_creation") or 0)
+            read, wrote = _cached(details, "cache_read"), _cached(details, "cache_creation")
             total["input_tokens"] += max(0, int(usage.get("input_tokens") or 0) - read - wrote)
             total["output_tokens"] += int(usage.get("output_tokens") or 0)
             if read or wrote:
                 total["cache_read_input_tokens"] = total.get("cache_read_input_tokens", 0) + read
                 total["cache_creation_input_tokens"] = total.get("cache_creation_input_tokens", 0) + wrote
     return total if seen else None
+
+
+def _cached(details: dict[str, Any], kind: str) -> int:
+    """``input_token_details``' count of ``kind`` (``cache_read`` / ``cache_creation``), under
+    its own name or a service tier's: langchain-openai names a flex or priority response's
+    ``flex_cache_read``, ``priority_cache_read``."""
+    return sum(int(v or 0) for k, v in details.items() if k == kind or k.endswith(f"_{kind}"))
 
 
 def _last_tool_resource(messages: list[Any], tool: str | None) -> dict[str, Any] | None:

@@ -168,6 +168,24 @@ def test_usage_is_none_when_the_model_reports_none():
     assert out.usage is None and out.steps == 2
 
 
+@pytest.mark.parametrize("tier", [None, "default", "flex", "priority"])
+def test_openai_cached_input_is_counted_apart_on_every_service_tier(tier):
+    """langchain-openai's own usage (``_create_usage_metadata``, as ``ChatOpenAI`` makes it)
+    names a flex or priority response's cached input ``flex_cache_read`` / ``priority_cache_read``:
+    it is cached input still, counted apart from ``input_tokens`` (and priced as cached)."""
+    pytest.importorskip("langchain_openai")
+    from langchain_core.messages import AIMessage
+    from langchain_openai.chat_models.base import _create_usage_metadata
+
+    from pytest_groundeval.agents.langgraph_agent import _usage
+
+    wire = {"prompt_tokens": 3000, "completion_tokens": 20, "total_tokens": 3020,
+            "prompt_tokens_details": {"cached_tokens": 2048}}
+    reply = AIMessage(content="{}", usage_metadata=_create_usage_metadata(wire, tier))
+    assert _usage([reply]) == {"input_tokens": 952, "output_tokens": 20, "cache_read_input_tokens": 2048,
+                               "cache_creation_input_tokens": 0}
+
+
 # --------------------------------------------------------------------------- 2. runaway loops
 
 
