@@ -205,12 +205,14 @@ class Evaluator:
         return refs
 
     # -- the agent --
-    def preflight(self) -> list[str]:
+    def preflight(self, checks: bool = True) -> list[str]:
         """At start, once: the chosen agent can be built, its server answers, and with
         ``--max-cost`` its model has a price; else one usage error, not one traceback per case.
-        Returns what to warn of: a model Anthropic has retired (``prices.json``)."""
+        Returns what to warn of: a model Anthropic has retired (``prices.json``).
+        ``checks=False`` (``--no-preflight``): the price only, which a budget cannot do without
+        (an agent that cannot be built is then its cases' error; the model asked for is priced)."""
         spec = self.settings.agent
-        if spec.base_url:
+        if checks and spec.base_url:
             why = probe_url(spec.base_url)
             if why is not None:
                 raise pytest.UsageError(f"groundeval: --model-base-url {spec.base_url}: nothing answers there "
@@ -218,7 +220,10 @@ class Evaluator:
         try:
             agent = self.get_agent()
         except Exception as e:  # noqa: BLE001 - reported once, with its cause
-            raise pytest.UsageError(f"groundeval: --agent={spec.name} cannot be built: {type(e).__name__}: {e}") from None
+            if checks:
+                raise pytest.UsageError(
+                    f"groundeval: --agent={spec.name} cannot be built: {type(e).__name__}: {e}") from None
+            agent = None
         # a budget in USD needs the model's price: the model asked for, or the one the agent says it uses
         model = next((m for m in (getattr(agent, "model", None), getattr(agent, "default_model", None), spec.model)
                       if isinstance(m, str) and m), None)

@@ -78,7 +78,8 @@ def _declare(addoption: Any, addini: Any, tasks: Mapping[str, Any]) -> dict[str,
     add("--max-consecutive-errors", dest="groundeval_max_consecutive_errors", type=int, default=5, metavar="N",
         help="stop calling the agent after N identical agent errors in a row (default 5; 0: never)")
     add("--no-preflight", dest="groundeval_no_preflight", action="store_true", default=False,
-        help="skip the start-up checks that the agent can be built and --model-base-url answers")
+        help="skip the start-up checks that the agent can be built and --model-base-url answers "
+        "(--max-cost still checks its model has a price)")
     add("--concurrency", dest="groundeval_concurrency", type=int, default=None, metavar="N",
         help="agent calls in flight per pytest process (default 8 for live agents, 1 offline)")
     add("--max-cost", dest="groundeval_max_cost", type=float, default=None, metavar="USD",

@@ -281,14 +281,18 @@ UNKNOWN = "not a Claude model id groundeval knows"  # --model checked at start (
     (("--agent=claude", "--model", "claude-haiku-5-5"), "claude-haiku-5-5", "has no price"),  # known, unpriced
     (("--agent=chat", "--model", "openai:gpt-test"), "openai:gpt-test", "has no price"),  # a local server's name
 ])
-def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monkeypatch, args, model, said):
+@pytest.mark.parametrize("checks", [(), ("--no-preflight",)], ids=["preflight", "no-preflight"])
+def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monkeypatch, args, model, said, checks):
+    """``--no-preflight`` skips the checks that the agent builds, its server answers and its
+    model id is known, not the price a budget needs: without one, no call may start either."""
     from openai_loopback import OpenAILoopback
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
     monkeypatch.setattr(anthropic, "Anthropic", lambda **kw: pytest.fail("no call may start"))
+    said = "has no price" if checks else said  # (the model id is not checked)
     with OpenAILoopback() as api:  # answers the start's check of --model-base-url (the openai: model's server)
         base = ("--model-base-url", api.url) if model.startswith("openai:") else ()
-        result = _run(project, *args, *base, "--max-cost", "5")
+        result = _run(project, *args, *base, "--max-cost", "5", *checks)
     assert not [path for path in api.requests if "/chat/completions" in path or "/batches" in path]  # no call
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
@@ -298,9 +302,10 @@ def test_an_unpriced_model_with_max_cost_is_a_usage_error_at_start(project, monk
         return
     assert f"model {model!r} has no price" in err and "prices.json" in err
     assert "budget cannot be enforced" in err
-    # the prices it was looked up in: OpenAI's for an openai: name, Anthropic's and OpenAI's for a bare one
+    # the prices it was looked up in: OpenAI's for an openai: name, Anthropic's for an anthropic: one,
+    # both for a bare one
     assert (price_table()["source"] in err) is not model.startswith("openai:")
-    assert price_table()["openai"]["source"] in err
+    assert (price_table()["openai"]["source"] in err) is not model.startswith("anthropic:")
     assert not (project.path / "record.json").exists()
     # without a budget the same model runs (its cost is null)
     if "price_agents" in args[0]:
