@@ -8,11 +8,14 @@
   the model never sees them (the script is handed ``tools=None``);
 * it refuses an assistant turn whose ``content`` is ``null`` with an HTTP 500 whose error
   message is FastAPI's multi-line validation error, quoting the turn (its tool call ids);
-* every other error is a 500 ``{"error": {"message": ..., "type": "internal_server_error"}}``.
+* every other error is a 500 ``{"error": {"message": ..., "type": "internal_server_error"}}``;
+* a tool call cut at the cap keeps ``finish_reason: "tool_calls"`` (its function-calling
+  format reports every tool call so): only the completion tokens, the whole cap, say it was cut.
 
 The model is ``reply(req, tools) -> message | None`` (None: the request hangs until the
 server is closed, as a long generation does), or the string ``"loop"``: a model that repeats
-itself until the cap or the context's end.
+itself until the cap or the context's end, or ``"loop-tool-call"``: one whose tool call's
+arguments run on until the cap (they do not parse).
 """
 
 from __future__ import annotations
@@ -98,6 +101,11 @@ class LlamaCppHandler(JSONHandler):
             cap = req.get("max_tokens") or N_CTX
             return self._send(completion(say("I will now answer. " * (cap // 5)), prompt, cap, "length"))
         tools = req.get("tools") if req.get("tool_choice") else None  # no tool_choice: not in the prompt
+        if server.model == "loop-tool-call" and tools:  # cut at the cap, reported as a tool call all the same
+            cap = req.get("max_tokens") or N_CTX
+            cut = tool_call(tools[0]["function"]["name"], {})
+            cut["tool_calls"][0]["function"]["arguments"] = '{"status": "' + "active, " * (cap // 2)
+            return self._send(completion(cut, prompt, cap, "tool_calls"))
         message = server.model(req, tools)
         if message is None:
             server.release.wait(120)  # a generation that outlasts the client's patience

@@ -494,13 +494,22 @@ class LangGraphAgent:
 
     def _cap_warnings(self, ai: list[Any]) -> list[str]:
         """A warning for the case when a model call stopped at the max_tokens cap (OpenAI's
-        ``finish_reason: length``, Anthropic's ``stop_reason: max_tokens``): a looping model."""
-        cut = sum(1 for m in ai if (getattr(m, "response_metadata", None) or {}).get("finish_reason") == "length"
-                  or (getattr(m, "response_metadata", None) or {}).get("stop_reason") == "max_tokens")
+        ``finish_reason: length``, Anthropic's ``stop_reason: max_tokens``, or, as a server may
+        report a tool call cut there as a tool call all the same, llama-cpp-python's, a call
+        whose output used the whole cap): a looping model."""
+        cut = sum(1 for m in ai if self._capped(m))
         if not cut:
             return []
         return [f"{cut} of {len(ai)} model call(s) stopped at the max_tokens cap ({self.max_tokens}, "
                 "--model-max-tokens): the answer may be cut"]
+
+
+    def _capped(self, message: Any) -> bool:
+        meta = getattr(message, "response_metadata", None) or {}
+        if meta.get("finish_reason") == "length" or meta.get("stop_reason") == "max_tokens":
+            return True
+        used = (getattr(message, "usage_metadata", None) or {}).get("output_tokens")
+        return isinstance(self.max_tokens, int) and isinstance(used, int) and used >= self.max_tokens > 0
 
 
 class ChatAgent(LangGraphAgent):

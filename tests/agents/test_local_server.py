@@ -67,6 +67,18 @@ def test_a_looping_model_stops_at_the_default_cap_and_the_case_says_so():
     assert any("stopped at the max_tokens cap (4096" in w for w in result.warnings), result.warnings
 
 
+def test_a_tool_call_cut_at_the_cap_is_said_though_the_server_reports_a_tool_call():
+    """llama-cpp-python reports a tool call cut at the cap with ``finish_reason: "tool_calls"``
+    (the first real-model run's write, labs, orders and reconciliation cases): the call used the
+    whole cap, so the case says it may be cut, as for ``finish_reason: "length"``."""
+    with LlamaCppServer("loop-tool-call") as server:
+        result = run_case(TASK, REFS[0], _agent(server, max_tokens=128, recursion_limit=4),
+                          policy=CallPolicy(timeout=30, max_attempts=1))
+    assert {r["max_tokens"] for r in server.requests} == {128} and len(server.requests) >= 1
+    assert any(w.startswith(f"{len(server.requests)} of {len(server.requests)} model call(s) stopped at the "
+                            "max_tokens cap (128") for w in result.warnings), result.warnings
+
+
 def test_a_model_that_answers_within_the_cap_passes_without_a_warning():
     with LlamaCppServer(reader) as server:
         result = run_case(TASK, REFS[0], _agent(server, max_tokens=512), policy=CallPolicy(timeout=30, max_attempts=1))
