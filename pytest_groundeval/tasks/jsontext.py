@@ -141,6 +141,8 @@ def one_answer(text: Any) -> Answer:
     :class:`ParseError`."""
     if not isinstance(text, str):
         raise ParseError(f"agent output is {type(text).__name__}, not text")
+    if not text.strip():  # (a real model's last turn may be a tool call cut at its cap, and no text)
+        raise ParseError("the output is empty: no JSON object to read")
     try:
         found = json_spans(text)
     except UnreadableJson as e:

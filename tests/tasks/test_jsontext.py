@@ -75,6 +75,14 @@ def test_text_without_an_object_still_says_none_found():
             parse_extraction(text)
 
 
+@pytest.mark.parametrize("text", ["", "  \n\t"])
+def test_an_empty_output_says_it_is_empty(text):
+    """The first real-model run: a final turn that was a tool call cut at the cap, no text."""
+    for parse in (parse_extraction, parse_reconciliation):
+        with pytest.raises(ParseError, match="^the output is empty: no JSON object to read$"):
+            parse(text)
+
+
 def test_the_same_answers_written_right_parse():
     fixed = MISSING_COMMA.replace('"197361"\n', '"197361",\n')
     assert parse_extraction(fixed) == [{"code": "197361", "display": "Amlodipine 5 MG Oral Tablet"}]
