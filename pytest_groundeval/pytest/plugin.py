@@ -169,7 +169,7 @@ def _set_up(config: pytest.Config) -> "Evaluator":
     register_limit(config, settings.selection.get("limit"))  # --groundeval-limit N, else nothing
     # an agent chosen on the command line is checked at start; so is any agent under a budget
     # (--max-cost on an unpriced model is a usage error, --no-preflight or not: it cannot be enforced)
-    chosen = config.getoption("groundeval_agent") is not None and settings.preflight or settings.max_cost is not None
+    chosen = (config.getoption("groundeval_agent") is not None and settings.preflight) or settings.max_cost is not None
     if chosen and settings.mode != "rescore" and not settings.is_worker and not config.option.help:
         from pytest_groundeval.run.usage import RetiredModelWarning
 

@@ -264,10 +264,11 @@ def record_chunks(record: RunRecord, redacted: Mapping[int, CaseResult] | None =
         at += 2
     else:
         for i, case in enumerate(record.cases):
-            chunk = (b"[\n    " if i == 0 else b",\n    ") + _indented(case).replace(b"\n", b"\n    ")
+            sep = b"[\n    " if i == 0 else b",\n    "
+            chunk = sep + _indented(case).replace(b"\n", b"\n    ")
             chunk = chunk if redacted is not None and redacted.get(id(case)) is case else redact_json(chunk)
             if layout is not None:  # (the separator has no string in it: redaction leaves it as it was)
-                layout.spans.extend((at + 6, at + len(chunk)))
+                layout.spans.extend((at + len(sep), at + len(chunk)))
             yield chunk
             at += len(chunk)
         yield b"\n  ]"
